@@ -1,0 +1,149 @@
+"""The offline plan: what a stack would create and cost, computed from the spec and the catalog alone.
+
+No network, no credentials, no Pulumi: this is what an infra engineer reads before `invoke deploy`.
+Costs use On-Demand list prices (catalog) for 730 hours a month; spot and capacity-block pools are priced
+at the On-Demand rate as an upper-bound estimate and flagged as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infra import catalog
+from infra.spec import ClusterSpec
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    name: str
+    instance_type: str | None
+    gpu_model: str
+    gpus_per_node: int
+    capacity_type: str
+    sharing: str
+    min_nodes: int
+    max_nodes: int
+    min_gpus: int
+    max_gpus: int
+    vcpus_at_max: int
+    quota_code: str | None
+    price_per_hour: float | None
+    monthly_cost_min: float | None
+    monthly_cost_max: float | None
+    hosts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Plan:
+    stack: str
+    platform: str
+    region: str | None
+    cluster: str
+    kubernetes_version: str
+    pools: list[PoolPlan]
+    system_pool: dict[str, Any] | None
+    quotas: list[dict[str, Any]]
+    teams: list[dict[str, Any]]
+    totals: dict[str, Any]
+    versions: dict[str, Any]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _money(value: float) -> float:
+    return round(value, 2)
+
+
+def _pool_plan(spec: ClusterSpec, index: int) -> PoolPlan:
+    pool = spec.node_pools[index]
+    lo, hi, gpn = pool.min_size or 0, pool.max_size or 0, pool.gpus_per_node or 0
+    itype = catalog.lookup(pool.instance_type) if pool.instance_type else None
+    price = itype.price_per_hour if itype else None
+    return PoolPlan(
+        name=pool.name,
+        instance_type=pool.instance_type,
+        gpu_model=pool.gpu_model or "",
+        gpus_per_node=gpn,
+        capacity_type=pool.capacity_type if spec.platform == "aws" else "HOSTS",
+        sharing=pool.sharing.mode,
+        min_nodes=lo,
+        max_nodes=hi,
+        min_gpus=lo * gpn,
+        max_gpus=hi * gpn,
+        vcpus_at_max=hi * (itype.vcpus if itype else pool.cpus_per_node or 0),
+        quota_code=itype.quota_code(pool.capacity_type) if itype else None,
+        price_per_hour=price,
+        monthly_cost_min=_money(lo * price * catalog.HOURS_PER_MONTH) if price is not None else None,
+        monthly_cost_max=_money(hi * price * catalog.HOURS_PER_MONTH) if price is not None else None,
+        hosts=list(pool.hosts or []),
+    )
+
+
+def build_plan(spec: ClusterSpec) -> Plan:
+    pools = [_pool_plan(spec, i) for i in range(len(spec.node_pools))]
+    notes: list[str] = []
+    system: dict[str, Any] | None = None
+    buckets: dict[str, int] = {}
+    cost_min = sum(p.monthly_cost_min or 0 for p in pools)
+    cost_max = sum(p.monthly_cost_max or 0 for p in pools)
+    if spec.platform == "aws":
+        sp = spec.system_pool
+        st = catalog.CATALOG[sp.instance_type]
+        system = {
+            "instance_type": sp.instance_type,
+            "min_nodes": sp.min_size,
+            "max_nodes": sp.max_size,
+            "vcpus_at_max": sp.max_size * st.vcpus,
+            "quota_code": st.quota_code("ON_DEMAND"),
+            "price_per_hour": st.price_per_hour,
+            "monthly_cost_min": _money(sp.min_size * st.price_per_hour * catalog.HOURS_PER_MONTH),
+            "monthly_cost_max": _money(sp.max_size * st.price_per_hour * catalog.HOURS_PER_MONTH),
+        }
+        cost_min += system["monthly_cost_min"]
+        cost_max += system["monthly_cost_max"]
+        entries = [(p.quota_code, p.vcpus_at_max) for p in pools] + [(system["quota_code"], system["vcpus_at_max"])]
+        for code, vcpus in entries:
+            if code:
+                buckets[code] = buckets.get(code, 0) + vcpus
+        notes.append("Costs: On-Demand list prices (us-east-1, Linux) x 730 h; the control plane, NAT and storage are extra.")
+        if any(p.capacity_type == "SPOT" for p in pools):
+            notes.append("SPOT pools are priced at the On-Demand rate: an upper bound.")
+        if any(p.capacity_type == "CAPACITY_BLOCK" for p in pools):
+            notes.append("CAPACITY_BLOCK pools are prepaid at the reservation rate and use no vCPU quota.")
+    teams = [
+        {
+            "name": t.name,
+            "namespace": t.namespace,
+            "priority": t.priority,
+            "quotas": dict(t.quotas),
+            "borrowing_limit": t.borrowing_limit,
+            "lending_limit": t.lending_limit,
+        }
+        for t in spec.teams
+    ]
+    totals = {
+        "min_gpus": sum(p.min_gpus for p in pools),
+        "max_gpus": sum(p.max_gpus for p in pools),
+        "monthly_cost_min": _money(cost_min) if spec.platform == "aws" else None,
+        "monthly_cost_max": _money(cost_max) if spec.platform == "aws" else None,
+    }
+    return Plan(
+        stack=spec.stack,
+        platform=spec.platform,
+        region=spec.region,
+        cluster=spec.cluster.name,
+        kubernetes_version=spec.cluster.kubernetes_version,
+        pools=pools,
+        system_pool=system,
+        quotas=[
+            {"code": code, "name": catalog.QUOTA_NAMES[code], "vcpus_at_max": vcpus}
+            for code, vcpus in sorted(buckets.items())
+        ],
+        teams=teams,
+        totals=totals,
+        versions=spec.versions.model_dump(by_alias=True),
+        notes=notes,
+    )

@@ -1,0 +1,117 @@
+"""Shows a Plan: rich tables on the terminal, and the same numbers as plan.json and plan.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from infra.plan import Plan
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def _pool_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
+    aws = plan.platform == "aws"
+    head = ["pool", "instance" if aws else "hosts", "GPU", "GPUs/node", "nodes", "GPUs", "capacity", "sharing"]
+    if aws:
+        head += ["vCPUs@max", "$/month min", "$/month max"]
+    rows = []
+    for p in plan.pools:
+        row = [
+            p.name,
+            (p.instance_type or "") if aws else str(len(p.hosts)),
+            p.gpu_model,
+            str(p.gpus_per_node),
+            f"{p.min_nodes}-{p.max_nodes}",
+            f"{p.min_gpus}-{p.max_gpus}",
+            p.capacity_type,
+            p.sharing,
+        ]
+        if aws:
+            row += [str(p.vcpus_at_max), _usd(p.monthly_cost_min), _usd(p.monthly_cost_max)]
+        rows.append(row)
+    if plan.system_pool:
+        s = plan.system_pool
+        rows.append(
+            ["(system)", s["instance_type"], "-", "0", f"{s['min_nodes']}-{s['max_nodes']}", "0", "ON_DEMAND", "-"]
+            + [str(s["vcpus_at_max"]), _usd(s["monthly_cost_min"]), _usd(s["monthly_cost_max"])]
+        )
+    return head, rows
+
+
+def _team_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
+    pools = [p.name for p in plan.pools]
+    head = ["team", "namespace", "priority", *pools, "borrow", "lend"]
+    rows = [
+        [t["name"], t["namespace"], t["priority"]]
+        + [str(t["quotas"].get(p, 0)) for p in pools]
+        + [str(t["borrowing_limit"] if t["borrowing_limit"] is not None else "any")]
+        + [str(t["lending_limit"] if t["lending_limit"] is not None else "all")]
+        for t in plan.teams
+    ]
+    return head, rows
+
+
+def _quota_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
+    return ["quota code", "quota", "vCPUs needed at max"], [
+        [q["code"], q["name"], str(q["vcpus_at_max"])] for q in plan.quotas
+    ]
+
+
+def _title(plan: Plan) -> str:
+    where = f"aws {plan.region}" if plan.platform == "aws" else "existing cluster"
+    return f"Plan for stack {plan.stack!r}: cluster {plan.cluster} ({where}, Kubernetes {plan.kubernetes_version})"
+
+
+def _totals(plan: Plan) -> str:
+    t = plan.totals
+    text = f"GPUs: {t['min_gpus']} at minimum, {t['max_gpus']} at maximum"
+    if t["monthly_cost_min"] is not None:
+        text += f"; monthly cost {_usd(t['monthly_cost_min'])} at minimum, {_usd(t['monthly_cost_max'])} at maximum"
+    return text
+
+
+def _sections(plan: Plan) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    sections = [("Node pools", _pool_rows(plan))]
+    if plan.quotas:
+        sections.append(("vCPU quotas at maximum size", _quota_rows(plan)))
+    if plan.teams:
+        sections.append(("Teams (GPU quotas per pool)", _team_rows(plan)))
+    return sections
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    console.print(f"[bold]{_title(plan)}[/bold]")
+    for title, (head, rows) in _sections(plan):
+        table = Table(title=title, title_justify="left")
+        for h in head:
+            table.add_column(h, justify="left" if not h[0].isdigit() else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    console.print(_totals(plan))
+    for note in plan.notes:
+        console.print(f"[dim]{note}[/dim]")
+
+
+def to_markdown(plan: Plan) -> str:
+    lines = [f"# {_title(plan)}", ""]
+    for title, (head, rows) in _sections(plan):
+        lines += [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines.append("")
+    lines += [_totals(plan), ""] + [f"- {n}" for n in plan.notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_plan(plan: Plan, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "plan.json", out_dir / "plan.md"
+    json_path.write_text(json.dumps(plan.to_json(), indent=2) + "\n")
+    md_path.write_text(to_markdown(plan))
+    return [json_path, md_path]

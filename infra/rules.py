@@ -1,0 +1,237 @@
+"""Cross-field rules of the cluster spec, checked once, up front, before anything else runs.
+
+`check_spec` returns the spec with facts resolved from the catalog (GPU model and GPUs per node of AWS pools,
+sizes of host groups, per-minor version pins), so consumers never look them up again. Every problem names its
+key path and what is accepted; all problems are reported at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+
+from infra import catalog
+from infra.errors import ConfigError
+from infra.spec import ClusterSpec, NodePool
+from infra.versions import SUPPORTED_KUBERNETES
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+POOL_LABEL = "gpufleet.io/pool"
+RESERVED_LABELS = (POOL_LABEL, "nvidia.com/gpu.present", "k8s.amazonaws.com/accelerator", "gpufleet.io/gpu-model")
+NP = "gpufleet:nodePools"
+TEAMS = "gpufleet:teams"
+
+
+def _suggest(value: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(value, choices, n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def _duplicates(values: list[str]) -> set[str]:
+    return {v for v, n in Counter(values).items() if n > 1}
+
+
+def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> NodePool:
+    at = f"{NP}[{i}]"
+    for key, value in (("hosts", pool.hosts), ("gpuModel", pool.gpu_model), ("gpusPerNode", pool.gpus_per_node)):
+        if value is not None:
+            problems.append(f"{at}.{key}: only for platform existing; on aws it comes from instanceType")
+    if pool.instance_type is None:
+        problems.append(f"{at}.instanceType: required key is missing (a GPU instance type, e.g. g6e.xlarge)")
+        return pool
+    itype = catalog.lookup(pool.instance_type)
+    if itype is None:
+        problems.append(
+            f"{at}.instanceType: {pool.instance_type!r} is not in the catalog"
+            + _suggest(pool.instance_type, catalog.gpu_instance_names())
+            + f" (accepted: {', '.join(catalog.gpu_instance_names())})"
+        )
+        return pool
+    if not itype.gpus:
+        problems.append(f"{at}.instanceType: {itype.name!r} has no GPUs; put CPU capacity in gpufleet:systemPool")
+        return pool
+    if pool.efa and not itype.efa_interfaces:
+        efa_types = [n for n in catalog.gpu_instance_names() if catalog.CATALOG[n].efa_interfaces]
+        problems.append(f"{at}.efa: {itype.name} has no EFA interfaces; EFA-capable: {', '.join(efa_types)}")
+    if pool.max_size is None:
+        problems.append(f"{at}.maxSize: required key is missing")
+    _capacity_block(at, pool, spec, problems)
+    return pool.model_copy(update={"gpu_model": itype.gpu_model, "gpus_per_node": itype.gpus})
+
+
+def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        if not pool.capacity_reservation_id:
+            problems.append(f"{at}.capacityReservationId: required for CAPACITY_BLOCK (e.g. cr-0123456789abcdef0)")
+        if not pool.availability_zone:
+            problems.append(f"{at}.availabilityZone: required for CAPACITY_BLOCK (the reservation's zone)")
+        elif pool.availability_zone not in spec.availability_zones:
+            problems.append(
+                f"{at}.availabilityZone: {pool.availability_zone!r} is not one of the cluster's zones "
+                f"({', '.join(spec.availability_zones)})"
+            )
+    else:
+        for key, value in (
+            ("capacityReservationId", pool.capacity_reservation_id),
+            ("availabilityZone", pool.availability_zone),
+        ):
+            if value is not None:
+                problems.append(f"{at}.{key}: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})")
+
+
+def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
+    at = f"{NP}[{i}]"
+    if pool.instance_type is not None:
+        problems.append(f"{at}.instanceType: only for platform aws; on existing give hosts, gpuModel, gpusPerNode")
+    if pool.efa:
+        problems.append(f"{at}.efa: only for platform aws")
+    if pool.capacity_type != "ON_DEMAND" or pool.capacity_reservation_id or pool.availability_zone:
+        problems.append(f"{at}.capacityType: only for platform aws")
+    if not pool.hosts:
+        problems.append(f"{at}.hosts: required for platform existing: a non-empty list of host names")
+    elif dup := _duplicates(pool.hosts):
+        problems.append(f"{at}.hosts: duplicate host names: {', '.join(sorted(dup))}")
+    if pool.gpu_model is None:
+        problems.append(f"{at}.gpuModel: required for platform existing (accepted: {', '.join(catalog.GPU_MODELS)})")
+    elif pool.gpu_model not in catalog.GPU_MODELS:
+        problems.append(
+            f"{at}.gpuModel: {pool.gpu_model!r} is unknown; accepted: {', '.join(catalog.GPU_MODELS)}"
+            + _suggest(pool.gpu_model, list(catalog.GPU_MODELS))
+        )
+    if pool.gpus_per_node is None:
+        problems.append(f"{at}.gpusPerNode: required for platform existing")
+    n = len(pool.hosts or [])
+    for key, value in (("minSize", pool.min_size), ("desiredSize", pool.desired_size), ("maxSize", pool.max_size)):
+        if value is not None and value != n:
+            problems.append(f"{at}.{key}: host groups have exactly len(hosts) = {n} nodes; remove {key}")
+    return pool.model_copy(update={"min_size": n, "desired_size": n, "max_size": n})
+
+
+def _sizes(at: str, lo: int | None, want: int | None, hi: int | None, problems: list[str]) -> None:
+    lo, hi = lo or 0, hi if hi is not None else 0
+    want = lo if want is None else want
+    if not lo <= want <= hi:
+        problems.append(f"{at}: sizes must satisfy minSize <= desiredSize <= maxSize (got {lo} <= {want} <= {hi})")
+    if hi < 1:
+        problems.append(f"{at}.maxSize: must be at least 1")
+
+
+def _pool_common(i: int, pool: NodePool, problems: list[str]) -> None:
+    at = f"{NP}[{i}]"
+    if pool.max_size is not None:
+        _sizes(at, pool.min_size, pool.desired_size, pool.max_size, problems)
+    for key in pool.labels:
+        if key in RESERVED_LABELS:
+            problems.append(f"{at}.labels.{key}: set by gpufleet; remove it")
+    for j, taint in enumerate(pool.taints):
+        if taint.key == GPU_TAINT_KEY:
+            problems.append(f"{at}.taints[{j}].key: {GPU_TAINT_KEY} is always set by gpufleet; remove it")
+    model = catalog.GPU_MODELS.get(pool.gpu_model or "")
+    if pool.sharing.mig and model is not None:
+        profiles = [p for p, _ in model.mig_profiles]
+        if not profiles:
+            capable = [m.name for m in catalog.GPU_MODELS.values() if m.mig_profiles]
+            problems.append(f"{at}.sharing.mig: {model.name} does not support MIG; MIG-capable: {', '.join(capable)}")
+        elif pool.sharing.mig not in profiles:
+            problems.append(
+                f"{at}.sharing.mig: {pool.sharing.mig!r} is not a {model.name} MIG profile; "
+                f"accepted: {', '.join(profiles)}"
+            )
+
+
+def _system_pool(spec: ClusterSpec, problems: list[str]) -> None:
+    sp, at = spec.system_pool, "gpufleet:systemPool"
+    itype = catalog.lookup(sp.instance_type)
+    if itype is None or itype.gpus:
+        problems.append(
+            f"{at}.instanceType: {sp.instance_type!r} is not a CPU type in the catalog; "
+            f"accepted: {', '.join(catalog.cpu_instance_names())}"
+        )
+    _sizes(at, sp.min_size, sp.desired_size, sp.max_size, problems)
+
+
+def _teams(spec: ClusterSpec, problems: list[str]) -> None:
+    pools = {p.name: p for p in spec.node_pools}
+    priorities = [p.name for p in spec.scheduling.priority_classes]
+    for dup in sorted(_duplicates([t.name for t in spec.teams])):
+        problems.append(f"{TEAMS}: duplicate team name {dup!r}")
+    for dup in sorted(_duplicates([t.namespace or t.name for t in spec.teams])):
+        problems.append(f"{TEAMS}: namespace {dup!r} is used by more than one team")
+    for i, team in enumerate(spec.teams):
+        at = f"{TEAMS}[{i}]"
+        for pool_name in team.quotas:
+            if pool_name not in pools:
+                problems.append(
+                    f"{at}.quotas.{pool_name}: no node pool named {pool_name!r}; pools: {', '.join(pools)}"
+                )
+        if team.priority not in priorities:
+            problems.append(f"{at}.priority: {team.priority!r} is not a priority class; accepted: {', '.join(priorities)}")
+        quota_max = max(team.quotas.values(), default=0)
+        if team.lending_limit is not None and team.lending_limit > quota_max:
+            problems.append(f"{at}.lendingLimit: {team.lending_limit} exceeds the team's largest quota ({quota_max})")
+        if team.borrowing_limit:
+            lendable = max((_lendable(spec, team.name, p) for p in pools), default=0)
+            if team.borrowing_limit > lendable:
+                problems.append(
+                    f"{at}.borrowingLimit: {team.borrowing_limit} GPUs exceeds what the other teams can lend "
+                    f"in any pool (at most {lendable})"
+                )
+    for name, pool in pools.items():
+        total = sum(t.quotas.get(name, 0) for t in spec.teams)
+        if total > pool.max_gpus and not pool.oversubscribe:
+            i = spec.node_pools.index(pool)
+            problems.append(
+                f"{TEAMS}: quotas on pool {name!r} add up to {total} GPUs but the pool has at most {pool.max_gpus} "
+                f"(maxSize {pool.max_size} x {pool.gpus_per_node}); lower them or set {NP}[{i}].oversubscribe: true"
+            )
+
+
+def _lendable(spec: ClusterSpec, borrower: str, pool: str) -> int:
+    total = 0
+    for team in spec.teams:
+        if team.name == borrower:
+            continue
+        quota = team.quotas.get(pool, 0)
+        total += min(quota, team.lending_limit) if team.lending_limit is not None else quota
+    return total
+
+
+def check_spec(spec: ClusterSpec) -> ClusterSpec:
+    """Apply the cross-field rules; return the spec with catalog facts resolved, or raise ConfigError."""
+    problems: list[str] = []
+    at = "gpufleet:cluster"
+    if spec.cluster.kubernetes_version not in SUPPORTED_KUBERNETES:
+        problems.append(
+            f"{at}.kubernetesVersion: {spec.cluster.kubernetes_version!r} is outside the supported range; "
+            f"accepted: {', '.join(SUPPORTED_KUBERNETES)}"
+        )
+    ea = spec.cluster.endpoint_access
+    if ea.public and not ea.public_cidrs:
+        problems.append(f"{at}.endpointAccess.publicCidrs: a public endpoint needs a CIDR allow-list")
+    if not ea.public and ea.public_cidrs:
+        problems.append(f"{at}.endpointAccess.publicCidrs: set endpointAccess.public: true to use an allow-list")
+    if spec.platform == "aws":
+        if not spec.region:
+            problems.append("aws:region: required for platform aws (e.g. us-west-2)")
+        else:
+            for j, zone in enumerate(spec.cluster.availability_zones or []):
+                if not zone.startswith(spec.region):
+                    problems.append(f"{at}.availabilityZones[{j}]: {zone!r} is not in region {spec.region}")
+        _system_pool(spec, problems)
+    elif not spec.cluster.kubeconfig:
+        problems.append(f"{at}.kubeconfig: required for platform existing (path to the cluster's kubeconfig)")
+    pools = [
+        _aws_pool(i, p, spec, problems) if spec.platform == "aws" else _existing_pool(i, p, problems)
+        for i, p in enumerate(spec.node_pools)
+    ]
+    for dup in sorted(_duplicates([p.name for p in pools])):
+        problems.append(f"{NP}: duplicate pool name {dup!r}")
+    for i, pool in enumerate(pools):
+        _pool_common(i, pool, problems)
+    if problems:
+        raise ConfigError(problems)
+    spec = spec.model_copy(update={"node_pools": pools})
+    _teams(spec, problems)
+    if problems:
+        raise ConfigError(problems)
+    return spec.model_copy(update={"versions": spec.versions.resolved(spec.cluster.kubernetes_version)})

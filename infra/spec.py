@@ -1,0 +1,365 @@
+"""The typed cluster spec: the single source of truth, read from a stack's `gpufleet:` config.
+
+Every part of the toolkit (the Pulumi program, the planner, the scheduler component, the simulator and the
+Ansible inventory) reads this object and nothing else, so a pool is described exactly once. Unknown keys are
+errors (typos must not silently fall back to defaults), and every problem names its exact key path, e.g.
+`gpufleet:nodePools[1].maxSize`. Field rules live on the models; rules that span fields live in `infra.rules`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from infra.errors import ConfigError
+from infra.versions import DEFAULT_KUBERNETES, Versions
+
+NAMESPACE = "gpufleet"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+Name = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=40)]
+Count = Annotated[int, Field(ge=0)]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class EndpointAccess(Model):
+    """Private API endpoint by default; a public one only behind an explicit CIDR allow-list."""
+
+    public: bool = False
+    public_cidrs: list[str] = Field(default_factory=list)
+
+    @field_validator("public_cidrs")
+    @classmethod
+    def _cidrs(cls, cidrs: list[str]) -> list[str]:
+        for cidr in cidrs:
+            try:
+                net = ipaddress.ip_network(cidr, strict=True)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a CIDR block such as 203.0.113.0/24 ({exc})") from None
+            if net.prefixlen == 0:
+                raise ValueError(f"{cidr!r} opens the API endpoint to the whole internet; list your own ranges")
+        return cidrs
+
+
+class Network(Model):
+    """A new VPC (default) or bring-your-own VPC and subnet ids."""
+
+    vpc_cidr: str = "10.0.0.0/16"
+    nat_gateways: Literal["single", "perAz"] = "single"
+    vpc_id: str | None = None
+    private_subnet_ids: list[str] = Field(default_factory=list)
+    public_subnet_ids: list[str] = Field(default_factory=list)
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _vpc_cidr(cls, value: str) -> str:
+        try:
+            ipaddress.ip_network(value, strict=True)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a CIDR block such as 10.0.0.0/16") from None
+        return value
+
+
+class Cluster(Model):
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z][a-zA-Z0-9-]{0,99}$")]
+    kubernetes_version: str = DEFAULT_KUBERNETES
+    endpoint_access: EndpointAccess = EndpointAccess()
+    kubeconfig: str | None = None  # existing platform: path to the kubeconfig file
+    kubeconfig_context: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    admin_role_arns: list[Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")]] = Field(
+        default_factory=list
+    )
+    availability_zones: list[str] | None = None  # default: the region's a, b, c
+    network: Network = Network()
+    monitoring: bool = False  # dcgm-exporter ServiceMonitor (needs the Prometheus operator CRDs)
+    driver_managed_by: Literal["host", "operator"] = "host"  # existing platform: Ansible or the GPU operator
+
+
+class SystemPool(Model):
+    """On-demand CPU nodes for add-ons (autoscaler, operators, Kueue)."""
+
+    instance_type: str = "m6i.xlarge"
+    min_size: Count = 2
+    desired_size: Count = 2
+    max_size: Count = 4
+
+
+class Taint(Model):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class TimeSlicing(Model):
+    replicas: Annotated[int, Field(ge=2, le=64)]
+
+
+class Sharing(Model):
+    """How a pool's GPUs are shared: whole GPUs (exclusive), time-slicing replicas, or one MIG profile."""
+
+    time_slicing: TimeSlicing | None = None
+    mig: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, value: Any) -> Any:
+        if value in ("exclusive", None, {}):
+            return {}
+        if isinstance(value, dict) and len(value) == 1 and set(value) <= {"timeSlicing", "mig"}:
+            return value
+        raise ValueError(f"got {value!r}; accepted: exclusive | {{timeSlicing: {{replicas: N}}}} | {{mig: <profile>}}")
+
+    @property
+    def mode(self) -> Literal["exclusive", "timeSlicing", "mig"]:
+        if self.time_slicing:
+            return "timeSlicing"
+        return "mig" if self.mig else "exclusive"
+
+
+AL2_REFUSED = "AL2 GPU AMIs reached end of support on 2025-11-26; use AL2023_NVIDIA or BOTTLEROCKET_NVIDIA"
+
+
+class NodePool(Model):
+    """A GPU pool: an EKS managed node group (aws) or a host group prepared by Ansible (existing)."""
+
+    name: Name
+    # aws
+    instance_type: str | None = None
+    capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
+    capacity_reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
+    availability_zone: str | None = None
+    ami_family: Literal["AL2023_NVIDIA", "BOTTLEROCKET_NVIDIA"] = "AL2023_NVIDIA"
+    efa: bool = False
+    root_volume_gi_b: Annotated[int, Field(ge=20, le=16384)] = 200
+    # existing
+    hosts: list[str] | None = None
+    gpu_model: str | None = None
+    gpus_per_node: Annotated[int, Field(ge=1, le=16)] | None = None
+    cpus_per_node: Annotated[int, Field(ge=1)] | None = None
+    memory_gi_b_per_node: Annotated[int, Field(ge=1)] | None = None
+    # both
+    min_size: Count | None = None
+    desired_size: Count | None = None
+    max_size: Count | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    sharing: Sharing = Sharing()
+    oversubscribe: bool = False
+
+    @field_validator("ami_family", mode="before")
+    @classmethod
+    def _refuse_al2(cls, value: Any) -> Any:
+        if isinstance(value, str) and re.match(r"^AL2_", value):
+            raise ValueError(f"{value!r}: {AL2_REFUSED}")
+        return value
+
+    @property
+    def max_gpus(self) -> int:
+        return (self.max_size or 0) * (self.gpus_per_node or 0)
+
+    @property
+    def min_gpus(self) -> int:
+        return (self.min_size or 0) * (self.gpus_per_node or 0)
+
+
+class Team(Model):
+    name: Name
+    namespace: Name | None = None  # default: the team's name
+    quotas: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)  # GPUs per pool name
+    borrowing_limit: Count | None = None  # GPUs this team may borrow per pool (None: unlimited)
+    lending_limit: Count | None = None  # GPUs of its quota this team lends per pool (None: all)
+    priority: str = "default"  # default WorkloadPriorityClass for the team's jobs
+    groups: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    weight: Annotated[float, Field(gt=0, le=1000)] = 1.0  # fair-sharing weight
+
+    @model_validator(mode="after")
+    def _default_namespace(self) -> Team:
+        if self.namespace is None:
+            object.__setattr__(self, "namespace", self.name)
+        return self
+
+
+class PriorityClass(Model):
+    name: Name
+    value: int
+    description: str = ""
+
+
+def _default_priorities() -> list[PriorityClass]:
+    return [
+        PriorityClass(name="production", value=1000, description="Guaranteed work; preempts lower priorities."),
+        PriorityClass(name="default", value=100, description="Normal jobs."),
+        PriorityClass(name="preemptible", value=10, description="Opportunistic jobs on borrowed GPUs."),
+    ]
+
+
+class Placement(Model):
+    """kube-scheduler NodeResourcesFit scoring: MostAllocated packs GPU jobs, LeastAllocated spreads."""
+
+    strategy: Literal["MostAllocated", "LeastAllocated"] = "MostAllocated"
+    weights: dict[str, Annotated[int, Field(ge=1, le=100)]] = Field(
+        default_factory=lambda: {"nvidia.com/gpu": 10, "cpu": 1, "memory": 1}
+    )
+
+
+class Scheduling(Model):
+    cohort: Name = "gpufleet"
+    placement: Placement = Placement()
+    priority_classes: list[PriorityClass] = Field(default_factory=_default_priorities)
+    # Borrowed workloads below this priority may be preempted by a borrower of higher priority.
+    borrow_within_cohort_max_priority: int = 100
+    fair_sharing: bool = True
+    # Must exceed GPU node provisioning (cold GPU nodes take 10-15 minutes) so gangs are not requeued early.
+    wait_for_pods_ready_timeout: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "30m"
+    provisioning_requests: bool = False
+
+
+class ClusterSpec(Model):
+    """The whole validated stack: what `load_stack` returns and every part consumes."""
+
+    stack: str
+    platform: Literal["aws", "existing"]
+    region: str | None = None
+    cluster: Cluster
+    system_pool: SystemPool = SystemPool()
+    node_pools: list[NodePool]
+    teams: list[Team] = Field(default_factory=list)
+    versions: Versions = Versions()
+    scheduling: Scheduling = Scheduling()
+
+    def pool(self, name: str) -> NodePool:
+        return next(p for p in self.node_pools if p.name == name)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        if self.cluster.availability_zones:
+            return list(self.cluster.availability_zones)
+        return [f"{self.region}{s}" for s in "abc"]
+
+
+# ---- loading -----------------------------------------------------------------------------------------------
+
+SECTIONS: dict[str, tuple[str, Any]] = {
+    # config key -> (ClusterSpec field, type)
+    "aws:region": ("region", str),
+    f"{NAMESPACE}:platform": ("platform", Literal["aws", "existing"]),
+    f"{NAMESPACE}:cluster": ("cluster", Cluster),
+    f"{NAMESPACE}:systemPool": ("system_pool", SystemPool),
+    f"{NAMESPACE}:nodePools": ("node_pools", Annotated[list[NodePool], Field(min_length=1)]),
+    f"{NAMESPACE}:teams": ("teams", list[Team]),
+    f"{NAMESPACE}:versions": ("versions", Versions),
+    f"{NAMESPACE}:scheduling": ("scheduling", Scheduling),
+}
+REQUIRED = (f"{NAMESPACE}:platform", f"{NAMESPACE}:cluster", f"{NAMESPACE}:nodePools")
+_ADAPTERS = {key: TypeAdapter(tp) for key, (_, tp) in SECTIONS.items()}
+
+
+def key_path(root: str, loc: tuple[int | str, ...]) -> str:
+    """`('nodePools', 1, 'maxSize')` under `gpufleet:nodePools` -> `gpufleet:nodePools[1].maxSize`."""
+    out = root
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in ("function-after[_default_namespace()]",) and not part.startswith("function-"):
+            out += f".{part}"
+    return out
+
+
+def _describe(err: Any) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling; docs/spec.md lists every key)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    got = err.get("input")
+    return f"{msg} (got {got!r})" if not isinstance(got, dict | list) else msg
+
+
+def parse_config(config: dict[str, Any], stack: str) -> ClusterSpec:
+    """Validate a stack's flat `config:` mapping; raise ConfigError listing every problem with its key path."""
+    from infra.rules import check_spec
+
+    problems: list[str] = []
+    values: dict[str, Any] = {"stack": stack}
+    for key, raw in config.items():
+        if key.startswith(f"{NAMESPACE}:") and key not in SECTIONS:
+            accepted = ", ".join(k for k in SECTIONS if k.startswith(NAMESPACE))
+            problems.append(f"{key}: unknown key; accepted: {accepted}")
+    for key in REQUIRED:
+        if key not in config:
+            problems.append(f"{key}: required key is missing")
+    for key, (field, _) in SECTIONS.items():
+        if key not in config:
+            continue
+        try:
+            values[field] = _ADAPTERS[key].validate_python(config[key])
+        except ValidationError as exc:
+            problems += [f"{key_path(key, e['loc'])}: {_describe(e)}" for e in exc.errors()]
+    if problems:
+        raise ConfigError(problems)
+    spec = ClusterSpec.model_validate(values)
+    return check_spec(spec)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
+        hint = f"; stacks here: {', '.join(stacks)}" if stacks else ""
+        raise ConfigError(f"stack file not found: {path}{hint}")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
+        raise ConfigError("expected a mapping with a `config:` mapping inside", source=str(path))
+    return doc.get("config") or {}
+
+
+def stack_name(path: Path) -> str:
+    name = path.name
+    if not (name.startswith("Pulumi.") and name.endswith(".yaml")) or name == "Pulumi.yaml":
+        raise ConfigError(f"{path}: a stack file is named Pulumi.<stack>.yaml")
+    return name[len("Pulumi.") : -len(".yaml")]
+
+
+def load_stack(path: str | Path) -> ClusterSpec:
+    """Read and validate a `Pulumi.<stack>.yaml` file."""
+    path = Path(path)
+    stack = stack_name(path)
+    try:
+        return parse_config(_read_yaml(path), stack)
+    except ConfigError as exc:
+        if exc.source is None:
+            raise ConfigError(exc.problems, source=str(path)) from None
+        raise
+
+
+def load_pulumi_config() -> ClusterSpec:
+    """The same spec, read from the running Pulumi program's configuration (same parser, same object)."""
+    import json
+
+    import pulumi
+
+    raw: dict[str, Any] = {}
+    for key, value in pulumi.runtime.config.get_config_env().items():
+        key = key.replace(":config:", ":")
+        if key in SECTIONS or key.startswith(f"{NAMESPACE}:"):
+            try:
+                raw[key] = json.loads(value)
+            except json.JSONDecodeError:
+                raw[key] = value  # plain strings: aws:region, gpufleet:platform
+    return parse_config(raw, pulumi.get_stack())

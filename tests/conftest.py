@@ -1,0 +1,43 @@
+"""Shared fixtures: the repository root, the reference data beside it, and the example stacks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from infra.spec import ClusterSpec, load_stack
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_STACKS = ("dev", "example-prod", "metal")
+
+
+def shared_path() -> Path:
+    return Path(os.environ.get("GPUFLEET_SHARED", ROOT.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The reference data (CRDs, traces). Missing data fails in CI and skips elsewhere."""
+    path = shared_path()
+    if not (path / "crds").is_dir() or not (path / "traces").is_dir():
+        message = f"reference data not found at {path} (set GPUFLEET_SHARED)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session", params=EXAMPLE_STACKS)
+def example_spec(request: pytest.FixtureRequest) -> ClusterSpec:
+    return load_stack(ROOT / f"Pulumi.{request.param}.yaml")
+
+
+def load_example(name: str) -> ClusterSpec:
+    return load_stack(ROOT / f"Pulumi.{name}.yaml")
