@@ -29,6 +29,9 @@ def user_errors() -> Iterator[None]:
 
 
 def stack_file(stack: str) -> Path:
+    """A stack name (`dev` -> Pulumi.dev.yaml in the project) or a path to a stack file."""
+    if stack.endswith(".yaml") or "/" in stack:
+        return Path(stack)
     return ROOT / f"Pulumi.{stack}.yaml"
 
 
@@ -38,20 +41,30 @@ def load(stack: str):  # -> ClusterSpec (imported lazily: keeps `invoke --list` 
     return load_stack(stack_file(stack))
 
 
-@task(help={"stack": "stack name: reads Pulumi.<stack>.yaml (default: dev)"})
-def plan(c: Context, stack: str = "dev") -> None:
-    """Validate a stack and print what it would create and cost; writes build/<stack>/plan.{json,md}."""
+def console():  # -> rich Console, wide enough for tables when output is not a terminal
     from rich.console import Console
 
+    out = Console()
+    return out if out.is_terminal else Console(width=160)
+
+
+@task(
+    help={
+        "stack": "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev",
+        "out": "folder for plan.json and plan.md (default: build/<stack>/)",
+    }
+)
+def plan(c: Context, stack: str = "dev", out: str = "") -> None:
+    """Validate a stack and print what it would create and cost; writes plan.json and plan.md."""
     from infra.plan import build_plan
     from infra.plan_report import print_plan, write_plan
 
     with user_errors():
-        the_plan = build_plan(load(stack))
-    console = Console()
-    print_plan(the_plan, console)
-    for path in write_plan(the_plan, BUILD / stack):
-        console.print(f"wrote {path.relative_to(ROOT)}")
+        spec = load(stack)
+    the_plan = build_plan(spec)
+    print_plan(the_plan, console())
+    for path in write_plan(the_plan, Path(out) if out else BUILD / spec.stack):
+        print(f"wrote {path}")
 
 
 @task(help={"pytest_args": "extra arguments for pytest, e.g. '-k spec -x'"})

@@ -14,10 +14,16 @@ from infra import catalog
 from infra.errors import ConfigError
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import SUPPORTED_KUBERNETES
+from scheduler.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY, MIG_CONFIG_LABEL, POOL_LABEL
 
-GPU_TAINT_KEY = "nvidia.com/gpu"
-POOL_LABEL = "gpufleet.io/pool"
-RESERVED_LABELS = (POOL_LABEL, "nvidia.com/gpu.present", "k8s.amazonaws.com/accelerator", "gpufleet.io/gpu-model")
+RESERVED_LABELS = (
+    POOL_LABEL,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    MIG_CONFIG_LABEL,
+    "nvidia.com/gpu.present",
+    "k8s.amazonaws.com/accelerator",
+    "gpufleet.io/gpu-model",
+)
 NP = "gpufleet:nodePools"
 TEAMS = "gpufleet:teams"
 
@@ -33,7 +39,11 @@ def _duplicates(values: list[str]) -> set[str]:
 
 def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> NodePool:
     at = f"{NP}[{i}]"
-    for key, value in (("hosts", pool.hosts), ("gpuModel", pool.gpu_model), ("gpusPerNode", pool.gpus_per_node)):
+    for key, value in (
+        ("hosts", pool.hosts),
+        ("gpuModel", pool.gpu_model),
+        ("gpusPerNode", pool.gpus_per_node),
+    ):
         if value is not None:
             problems.append(f"{at}.{key}: only for platform existing; on aws it comes from instanceType")
     if pool.instance_type is None:
@@ -48,7 +58,9 @@ def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) ->
         )
         return pool
     if not itype.gpus:
-        problems.append(f"{at}.instanceType: {itype.name!r} has no GPUs; put CPU capacity in gpufleet:systemPool")
+        problems.append(
+            f"{at}.instanceType: {itype.name!r} has no GPUs; put CPU capacity in gpufleet:systemPool"
+        )
         return pool
     if pool.efa and not itype.efa_interfaces:
         efa_types = [n for n in catalog.gpu_instance_names() if catalog.CATALOG[n].efa_interfaces]
@@ -62,7 +74,9 @@ def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) ->
 def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
     if pool.capacity_type == "CAPACITY_BLOCK":
         if not pool.capacity_reservation_id:
-            problems.append(f"{at}.capacityReservationId: required for CAPACITY_BLOCK (e.g. cr-0123456789abcdef0)")
+            problems.append(
+                f"{at}.capacityReservationId: required for CAPACITY_BLOCK (e.g. cr-0123456789abcdef0)"
+            )
         if not pool.availability_zone:
             problems.append(f"{at}.availabilityZone: required for CAPACITY_BLOCK (the reservation's zone)")
         elif pool.availability_zone not in spec.availability_zones:
@@ -76,13 +90,17 @@ def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[s
             ("availabilityZone", pool.availability_zone),
         ):
             if value is not None:
-                problems.append(f"{at}.{key}: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})")
+                problems.append(
+                    f"{at}.{key}: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})"
+                )
 
 
 def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
     at = f"{NP}[{i}]"
     if pool.instance_type is not None:
-        problems.append(f"{at}.instanceType: only for platform aws; on existing give hosts, gpuModel, gpusPerNode")
+        problems.append(
+            f"{at}.instanceType: only for platform aws; on existing give hosts, gpuModel, gpusPerNode"
+        )
     if pool.efa:
         problems.append(f"{at}.efa: only for platform aws")
     if pool.capacity_type != "ON_DEMAND" or pool.capacity_reservation_id or pool.availability_zone:
@@ -92,7 +110,9 @@ def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
     elif dup := _duplicates(pool.hosts):
         problems.append(f"{at}.hosts: duplicate host names: {', '.join(sorted(dup))}")
     if pool.gpu_model is None:
-        problems.append(f"{at}.gpuModel: required for platform existing (accepted: {', '.join(catalog.GPU_MODELS)})")
+        problems.append(
+            f"{at}.gpuModel: required for platform existing (accepted: {', '.join(catalog.GPU_MODELS)})"
+        )
     elif pool.gpu_model not in catalog.GPU_MODELS:
         problems.append(
             f"{at}.gpuModel: {pool.gpu_model!r} is unknown; accepted: {', '.join(catalog.GPU_MODELS)}"
@@ -101,7 +121,11 @@ def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
     if pool.gpus_per_node is None:
         problems.append(f"{at}.gpusPerNode: required for platform existing")
     n = len(pool.hosts or [])
-    for key, value in (("minSize", pool.min_size), ("desiredSize", pool.desired_size), ("maxSize", pool.max_size)):
+    for key, value in (
+        ("minSize", pool.min_size),
+        ("desiredSize", pool.desired_size),
+        ("maxSize", pool.max_size),
+    ):
         if value is not None and value != n:
             problems.append(f"{at}.{key}: host groups have exactly len(hosts) = {n} nodes; remove {key}")
     return pool.model_copy(update={"min_size": n, "desired_size": n, "max_size": n})
@@ -111,7 +135,9 @@ def _sizes(at: str, lo: int | None, want: int | None, hi: int | None, problems: 
     lo, hi = lo or 0, hi if hi is not None else 0
     want = lo if want is None else want
     if not lo <= want <= hi:
-        problems.append(f"{at}: sizes must satisfy minSize <= desiredSize <= maxSize (got {lo} <= {want} <= {hi})")
+        problems.append(
+            f"{at}: sizes must satisfy minSize <= desiredSize <= maxSize (got {lo} <= {want} <= {hi})"
+        )
     if hi < 1:
         problems.append(f"{at}.maxSize: must be at least 1")
 
@@ -131,7 +157,9 @@ def _pool_common(i: int, pool: NodePool, problems: list[str]) -> None:
         profiles = [p for p, _ in model.mig_profiles]
         if not profiles:
             capable = [m.name for m in catalog.GPU_MODELS.values() if m.mig_profiles]
-            problems.append(f"{at}.sharing.mig: {model.name} does not support MIG; MIG-capable: {', '.join(capable)}")
+            problems.append(
+                f"{at}.sharing.mig: {model.name} does not support MIG; MIG-capable: {', '.join(capable)}"
+            )
         elif pool.sharing.mig not in profiles:
             problems.append(
                 f"{at}.sharing.mig: {pool.sharing.mig!r} is not a {model.name} MIG profile; "
@@ -165,10 +193,14 @@ def _teams(spec: ClusterSpec, problems: list[str]) -> None:
                     f"{at}.quotas.{pool_name}: no node pool named {pool_name!r}; pools: {', '.join(pools)}"
                 )
         if team.priority not in priorities:
-            problems.append(f"{at}.priority: {team.priority!r} is not a priority class; accepted: {', '.join(priorities)}")
+            problems.append(
+                f"{at}.priority: {team.priority!r} is not a priority class; accepted: {', '.join(priorities)}"
+            )
         quota_max = max(team.quotas.values(), default=0)
         if team.lending_limit is not None and team.lending_limit > quota_max:
-            problems.append(f"{at}.lendingLimit: {team.lending_limit} exceeds the team's largest quota ({quota_max})")
+            problems.append(
+                f"{at}.lendingLimit: {team.lending_limit} exceeds the team's largest quota ({quota_max})"
+            )
         if team.borrowing_limit:
             lendable = max((_lendable(spec, team.name, p) for p in pools), default=0)
             if team.borrowing_limit > lendable:
@@ -209,7 +241,9 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
     if ea.public and not ea.public_cidrs:
         problems.append(f"{at}.endpointAccess.publicCidrs: a public endpoint needs a CIDR allow-list")
     if not ea.public and ea.public_cidrs:
-        problems.append(f"{at}.endpointAccess.publicCidrs: set endpointAccess.public: true to use an allow-list")
+        problems.append(
+            f"{at}.endpointAccess.publicCidrs: set endpointAccess.public: true to use an allow-list"
+        )
     if spec.platform == "aws":
         if not spec.region:
             problems.append("aws:region: required for platform aws (e.g. us-west-2)")

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from infra.errors import ConfigError
@@ -45,7 +53,9 @@ class EndpointAccess(Model):
             except ValueError as exc:
                 raise ValueError(f"{cidr!r} is not a CIDR block such as 203.0.113.0/24 ({exc})") from None
             if net.prefixlen == 0:
-                raise ValueError(f"{cidr!r} opens the API endpoint to the whole internet; list your own ranges")
+                raise ValueError(
+                    f"{cidr!r} opens the API endpoint to the whole internet; list your own ranges"
+                )
         return cidrs
 
 
@@ -116,7 +126,9 @@ class Sharing(Model):
             return {}
         if isinstance(value, dict) and len(value) == 1 and set(value) <= {"timeSlicing", "mig"}:
             return value
-        raise ValueError(f"got {value!r}; accepted: exclusive | {{timeSlicing: {{replicas: N}}}} | {{mig: <profile>}}")
+        raise ValueError(
+            f"got {value!r}; accepted: exclusive | {{timeSlicing: {{replicas: N}}}} | {{mig: <profile>}}"
+        )
 
     @property
     def mode(self) -> Literal["exclusive", "timeSlicing", "mig"]:
@@ -196,7 +208,9 @@ class PriorityClass(Model):
 
 def _default_priorities() -> list[PriorityClass]:
     return [
-        PriorityClass(name="production", value=1000, description="Guaranteed work; preempts lower priorities."),
+        PriorityClass(
+            name="production", value=1000, description="Guaranteed work; preempts lower priorities."
+        ),
         PriorityClass(name="default", value=100, description="Normal jobs."),
         PriorityClass(name="preemptible", value=10, description="Opportunistic jobs on borrowed GPUs."),
     ]
@@ -292,7 +306,7 @@ def parse_config(config: dict[str, Any], stack: str) -> ClusterSpec:
 
     problems: list[str] = []
     values: dict[str, Any] = {"stack": stack}
-    for key, raw in config.items():
+    for key in config:
         if key.startswith(f"{NAMESPACE}:") and key not in SECTIONS:
             accepted = ", ".join(k for k in SECTIONS if k.startswith(NAMESPACE))
             problems.append(f"{key}: unknown key; accepted: {accepted}")
@@ -354,8 +368,9 @@ def load_pulumi_config() -> ClusterSpec:
 
     import pulumi
 
+    settings = {**pulumi.runtime.config.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
     raw: dict[str, Any] = {}
-    for key, value in pulumi.runtime.config.get_config_env().items():
+    for key, value in settings.items():
         key = key.replace(":config:", ":")
         if key in SECTIONS or key.startswith(f"{NAMESPACE}:"):
             try:

@@ -1,0 +1,70 @@
+"""`invoke plan` as a user runs it: exit codes, messages without tracebacks, files written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("stack", ["dev", "example-prod", "metal"])
+def test_plan_examples_exit_0_and_write_files(stack: str, tmp_path: Path) -> None:
+    result = invoke("plan", "--stack", stack, "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["stack"] == stack
+    markdown = (tmp_path / "plan.md").read_text()
+    for pool in plan["pools"]:
+        assert pool["name"] in result.stdout
+        assert f"| {pool['name']} |" in markdown
+
+
+def test_plan_defaults_to_dev_stack() -> None:
+    result = invoke("plan")
+    assert result.returncode == 0, result.stderr
+    assert "Plan for stack 'dev'" in result.stdout
+    assert json.loads((ROOT / "build/dev/plan.json").read_text())["stack"] == "dev"
+
+
+BAD = {
+    "bad-values": (
+        "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
+        "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1, desiredSize: 2}\n",
+        "gpufleet:nodePools[0]",
+    ),
+    "yaml-syntax": ("config:\n  gpufleet:platform: [aws\n", "YAML syntax error at line"),
+    "unknown-key": (
+        "config:\n  gpufleet:platform: aws\n  gpufleet:clustr: {}\n",
+        "gpufleet:clustr: unknown key",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_config_exits_2_without_traceback(case: str, tmp_path: Path) -> None:
+    text, expected = BAD[case]
+    stack_file = tmp_path / "Pulumi.bad.yaml"
+    stack_file.write_text(text)
+    result = invoke("plan", "--stack", str(stack_file), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "out").exists(), "nothing is written for a bad stack"
+
+
+def test_missing_stack_exits_2_and_lists_stacks() -> None:
+    result = invoke("plan", "--stack", "nope")
+    assert result.returncode == 2
+    assert "stack file not found" in result.stderr and "example-prod" in result.stderr
+    assert "Traceback" not in result.stderr
