@@ -104,11 +104,15 @@ def build_plan(spec: ClusterSpec) -> Plan:
         }
         cost_min += system["monthly_cost_min"]
         cost_max += system["monthly_cost_max"]
-        entries = [(p.quota_code, p.vcpus_at_max) for p in pools] + [(system["quota_code"], system["vcpus_at_max"])]
+        entries = [(p.quota_code, p.vcpus_at_max) for p in pools] + [
+            (system["quota_code"], system["vcpus_at_max"])
+        ]
         for code, vcpus in entries:
             if code:
                 buckets[code] = buckets.get(code, 0) + vcpus
-        notes.append("Costs: On-Demand list prices (us-east-1, Linux) x 730 h; the control plane, NAT and storage are extra.")
+        notes.append(
+            "Costs: On-Demand list prices (us-east-1, Linux) x 730 h; the control plane, NAT and storage are extra."
+        )
         if any(p.capacity_type == "SPOT" for p in pools):
             notes.append("SPOT pools are priced at the On-Demand rate: an upper bound.")
         if any(p.capacity_type == "CAPACITY_BLOCK" for p in pools):

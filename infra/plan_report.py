@@ -17,7 +17,16 @@ def _usd(value: float | None) -> str:
 
 def _pool_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
     aws = plan.platform == "aws"
-    head = ["pool", "instance" if aws else "hosts", "GPU", "GPUs/node", "nodes", "GPUs", "capacity", "sharing"]
+    head = [
+        "pool",
+        "instance" if aws else "hosts",
+        "GPU",
+        "GPUs/node",
+        "nodes",
+        "GPUs",
+        "capacity",
+        "sharing",
+    ]
     if aws:
         head += ["vCPUs@max", "$/month min", "$/month max"]
     rows = []
@@ -38,8 +47,19 @@ def _pool_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
     if plan.system_pool:
         s = plan.system_pool
         rows.append(
-            ["(system)", s["instance_type"], "-", "0", f"{s['min_nodes']}-{s['max_nodes']}", "0", "ON_DEMAND", "-"]
-            + [str(s["vcpus_at_max"]), _usd(s["monthly_cost_min"]), _usd(s["monthly_cost_max"])]
+            [
+                "(system)",
+                s["instance_type"],
+                "-",
+                "0",
+                f"{s['min_nodes']}-{s['max_nodes']}",
+                "0",
+                "ON_DEMAND",
+                "-",
+                str(s["vcpus_at_max"]),
+                _usd(s["monthly_cost_min"]),
+                _usd(s["monthly_cost_max"]),
+            ]
         )
     return head, rows
 
