@@ -76,3 +76,91 @@ def test(c: Context, pytest_args: str = "") -> None:
     c.run(f"{py} -m mypy infra scheduler")
     c.run(f"{Path(py).parent / 'lint-imports'}")
     c.run(f"{py} -m pytest {pytest_args}", pty=False)
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    from infra.errors import ConfigError
+
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--{what}: expected comma-separated integers, got {text!r}") from None
+
+
+@task(
+    help={
+        "stack": "simulate the cluster of this stack (every pool at maxSize)",
+        "nodes": "or an openb-format node CSV (sn,cpu_milli,memory_mib,gpu,model)",
+        "pods": "the workload: an openb pod CSV or cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec] CSV",
+        "policy": "one policy or a comma-separated list (default: all)",
+        "seeds": "comma-separated seeds (default: 42..51)",
+        "json": "also write every run (curves, failed pods, seconds) to this JSON file",
+        "processes": "worker processes (default: one per CPU)",
+    }
+)
+def simulate(
+    c: Context,
+    pods: str = "",
+    stack: str = "",
+    nodes: str = "",
+    policy: str = "",
+    seeds: str = "",
+    json: str = "",
+    processes: int = 0,
+) -> None:
+    """Replay a pod trace against placement policies; prints a comparison and writes build/<name>/sim/."""
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from infra.errors import ConfigError
+    from scheduler import sim
+    from scheduler.sim.report import summarize, write_json, write_report
+
+    with user_errors():
+        if not pods or bool(stack) == bool(nodes):
+            raise ConfigError("give --pods FILE and exactly one of --stack NAME or --nodes FILE")
+        policies = [p.strip() for p in policy.split(",") if p.strip()] or list(sim.ALL_POLICIES)
+        seed_list = _int_list(seeds, "seeds") if seeds else list(sim.DEFAULT_SEEDS)
+        try:
+            if stack:
+                from infra.simulation import cluster_from_spec
+
+                spec = load(stack)
+                name, cluster = spec.stack, cluster_from_spec(spec)
+            else:
+                name, cluster = Path(nodes).stem, sim.read_nodes(nodes)
+            workload = sim.read_pods(pods)
+            with Progress(console=console(), transient=True) as bar:
+                job = bar.add_task(
+                    f"{len(policies)} policies x {len(seed_list)} seeds", total=len(policies) * len(seed_list)
+                )
+                results = sim.run_many(
+                    cluster,
+                    workload,
+                    policies,
+                    seed_list,
+                    processes=processes or None,
+                    on_done=lambda _r: bar.advance(job),
+                )
+        except (sim.TraceError, sim.UnknownPolicyError) as exc:
+            raise ConfigError(str(exc)) from None
+    table = Table(
+        title=f"{name}: {cluster.size} nodes, {int(cluster.num_gpu.sum())} GPUs; {workload.size} pods"
+    )
+    for col in ("policy", "unallocated GPU % @100", "frag amount %", "failed pods", "s/run"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for s in summarize(results):
+        table.add_row(
+            s.policy,
+            f"{s.unallocated_mean:.2f} ± {s.unallocated_std:.2f}",
+            f"{s.frag_amount_mean:.2f}",
+            f"{s.failed_mean:.1f}",
+            f"{s.seconds_mean:.2f}",
+        )
+    console().print(table)
+    context = [f"cluster: {stack or nodes} ({cluster.size} nodes)", f"pods: {pods}", f"seeds: {seed_list}"]
+    report = write_report(results, BUILD / name / "sim", f"Simulation of {name}", context)
+    print(f"wrote {report}")
+    if json:
+        write_json(results, Path(json))
+        print(f"wrote {json}")

@@ -1,0 +1,104 @@
+"""`invoke simulate` end to end: stack or node CSV in, table, report, plots and JSON out; bad traces exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.simulation import cluster_from_spec
+from tests.conftest import ROOT, load_example
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "simulate", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cluster_from_prod_stack_has_every_node_at_max_size() -> None:
+    cluster = cluster_from_spec(load_example("example-prod"))
+    # 4 + 1 p5.48xlarge (8 GPUs), 6 g6e.12xlarge (4), 16 g5.2xlarge (1)
+    assert cluster.size == 27
+    assert int(cluster.num_gpu.sum()) == 5 * 8 + 6 * 4 + 16
+    p5 = cluster.names.index("h100-train-000")
+    assert (cluster.cpu_milli[p5], cluster.memory_mib[p5], cluster.gpu_model[p5]) == (
+        192_000,
+        2048 * 1024,
+        "H100",
+    )
+
+
+def test_cluster_from_metal_stack_uses_host_names() -> None:
+    cluster = cluster_from_spec(load_example("metal"))
+    assert "gpu-h100-01" in cluster.names and cluster.size == 7
+    assert int(cluster.num_gpu.sum()) == 4 * 8 + 3 * 4
+
+
+def _pods(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "pods.csv"
+    path.write_text("cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_simulate_stack_writes_report_and_json(tmp_path: Path) -> None:
+    pods = _pods(
+        tmp_path, ["4000,16384,1,1000,", "2000,8192,1,500,", "1000,1024,0,0,", "8000,32768,4,1000,L40S"]
+    )
+    out = tmp_path / "runs.json"
+    result = invoke("--stack", "metal", "--pods", str(pods), "--policy", "FGD,MostAllocated", "--seeds", "1,2",
+                    "--json", str(out), "--processes", "1")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(out.read_text())
+    assert {(r["policy"], r["seed"]) for r in runs} == {
+        ("FGD", 1),
+        ("FGD", 2),
+        ("MostAllocated", 1),
+        ("MostAllocated", 2),
+    }
+    assert all(len(r["allocated"]) == 131 and len(r["frag_amount"]) == 131 for r in runs)
+    assert "FGD" in result.stdout and "MostAllocated" in result.stdout
+    sim_dir = ROOT / "build/metal/sim"
+    report = (sim_dir / "report.md").read_text()
+    assert "| FGD |" in report and "| MostAllocated |" in report
+    for png in ("unallocated.png", "fragmentation.png"):
+        assert (sim_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("rows", "words"),
+    [
+        (["4000,16384,1,1000,", "4000,-5,1,1000,"], "row 2"),
+        (["4000,16384,1,abc,"], "row 1"),
+        (["4000,16384,16,1000,"], "row 1"),  # 16 GPUs: larger than every node of the metal stack
+    ],
+    ids=["negative", "non-numeric", "larger-than-every-node"],
+)
+def test_malformed_trace_exits_2_naming_file_and_row(tmp_path: Path, rows: list[str], words: str) -> None:
+    pods = _pods(tmp_path, rows)
+    result = invoke("--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert str(pods) in result.stderr and words in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_column_and_unknown_policy_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("cpu_milli,num_gpu\n1,1\n")
+    result = invoke("--stack", "dev", "--pods", str(bad))
+    assert result.returncode == 2 and "memory_mib" in result.stderr
+    good = _pods(tmp_path, ["1000,1024,1,1000,"])
+    result = invoke("--stack", "dev", "--pods", str(good), "--policy", "Tetris")
+    assert result.returncode == 2 and "FGD" in result.stderr
+
+
+def test_needs_exactly_one_cluster_source(tmp_path: Path) -> None:
+    result = invoke("--pods", str(_pods(tmp_path, ["1000,1024,1,1000,"])))
+    assert result.returncode == 2 and "--stack" in result.stderr
