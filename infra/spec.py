@@ -360,21 +360,3 @@ def load_stack(path: str | Path) -> ClusterSpec:
         if exc.source is None:
             raise ConfigError(exc.problems, source=str(path)) from None
         raise
-
-
-def load_pulumi_config() -> ClusterSpec:
-    """The same spec, read from the running Pulumi program's configuration (same parser, same object)."""
-    import json
-
-    import pulumi
-
-    settings = {**pulumi.runtime.config.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
-    raw: dict[str, Any] = {}
-    for key, value in settings.items():
-        key = key.replace(":config:", ":")
-        if key in SECTIONS or key.startswith(f"{NAMESPACE}:"):
-            try:
-                raw[key] = json.loads(value)
-            except json.JSONDecodeError:
-                raw[key] = value  # plain strings: aws:region, gpufleet:platform
-    return parse_config(raw, pulumi.get_stack())

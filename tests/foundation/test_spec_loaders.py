@@ -8,7 +8,8 @@ import pulumi
 import pytest
 import yaml
 
-from infra.spec import load_pulumi_config, load_stack
+from infra.pulumi_config import load_pulumi_config
+from infra.spec import load_stack
 from tests.conftest import EXAMPLE_STACKS, ROOT
 
 
