@@ -3,10 +3,19 @@
 This is the one place these facts live; the spec validator, the planner, the Pulumi program, preflight and the
 simulator all read them from here.
 
-Sources: Amazon EC2 accelerated-computing instance specifications (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html),
-`aws ec2 describe-instance-types` (vCPUs, memory, GPU info, EFA `MaximumEfaInterfaces`), EKS AMI type docs, the
-Service Quotas console (vCPU-based On-Demand and Spot quotas), and the EC2 On-Demand pricing page for
-US East (N. Virginia), Linux, hourly, as listed on 2026-11-30 (after the June 2025 P4/P5 price reductions).
+Sources (checked 2026-11-30 against stored copies of public material, not a live AWS account):
+- vCPUs, memory, GPU count/model: AWS EC2 accelerated-computing instance pages and EC2 API data as mirrored in
+  public code (torchx `named_resources_aws.py`, OpenShift ROSA instance lists, dstack offers).
+- EFA `MaximumEfaInterfaces`: the per-instance EFA table in skypilot-org/skypilot `examples/aws_efa/README.md`
+  (p4d/p4de 4, p5/p5e 32, p5en 16, p6-b200 8, g6e.24xlarge 2, g6e.48xlarge 4, other EFA g-sizes 1), which matches
+  the AWS "network cards" docs; p5.4xlarge 1 from EFA DRA driver fixtures.
+- MIG profiles and instances per GPU: NVIDIA go-nvml `pkg/nvml/mock/shared/gpus/{a100,h200,b200}.go` and the
+  NVIDIA MIG user guide ("Supported MIG Profiles").
+- Quota codes: Service Quotas codes for EC2 vCPU buckets (On-Demand and Spot).
+- Prices: EC2 On-Demand, US East (N. Virginia), Linux, USD/hour, from the AWS Price List values quoted in public
+  code dated 2026 (after the June 2025 P4/P5 price cuts): p4d 21.95764, p4de 27.44705, p5.48xlarge 55.04,
+  p5.4xlarge 6.88, p5en 63.296, p6-b200 113.9328; g4dn/g5/g5g/g6/g6e and CPU rates agree with the same
+  sources. p5e.48xlarge has no On-Demand price (see its row).
 Prices are list prices for estimates only; the plan says so.
 """
 
@@ -50,7 +59,8 @@ class GpuModel:
         return "nvidia-" + self.name.lower()
 
 
-_MIG_A100_40 = (("1g.5gb", 7), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1))
+# Memory-only profiles; the single-instance `+me` (media extension) variants are left out.
+_MIG_A100_40 = (("1g.5gb", 7), ("1g.10gb", 4), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1))
 _MIG_80 = (("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1))
 _MIG_H200 = (("1g.18gb", 7), ("1g.35gb", 4), ("2g.35gb", 3), ("3g.71gb", 2), ("4g.71gb", 1), ("7g.141gb", 1))
 _MIG_B200 = (("1g.23gb", 7), ("1g.45gb", 4), ("2g.45gb", 3), ("3g.90gb", 2), ("4g.90gb", 1), ("7g.180gb", 1))
@@ -62,7 +72,7 @@ GPU_MODELS: dict[str, GpuModel] = {
         GpuModel("A100-80GB", 80, _MIG_80),
         GpuModel("H100", 80, _MIG_80),
         GpuModel("H200", 141, _MIG_H200),
-        GpuModel("B200", 180, _MIG_B200),
+        GpuModel("B200", 180, _MIG_B200),  # 180 GB HBM3e (AWS: 1440 GB per p6-b200; nvidia-smi ~179 GiB)
         GpuModel("A10G", 24),
         GpuModel("L4", 24),
         GpuModel("L40S", 48),
@@ -77,7 +87,7 @@ class InstanceType:
     name: str
     vcpus: int
     memory_gib: int
-    price_per_hour: float  # USD, On-Demand, us-east-1, Linux
+    price_per_hour: float | None  # USD, On-Demand, us-east-1, Linux; None: not sold On-Demand
     gpus: int = 0
     gpu_model: str | None = None
     efa_interfaces: int = 0
@@ -123,12 +133,14 @@ def _sizes(
 
 
 _GPU_TYPES: list[InstanceType] = [
-    InstanceType("p4d.24xlarge", 96, 1152, 21.96, 8, "A100-40GB", 4),
-    InstanceType("p4de.24xlarge", 96, 1152, 27.45, 8, "A100-80GB", 4),
+    InstanceType("p4d.24xlarge", 96, 1152, 21.95764, 8, "A100-40GB", 4),
+    InstanceType("p4de.24xlarge", 96, 1152, 27.44705, 8, "A100-80GB", 4),
+    InstanceType("p5.4xlarge", 16, 256, 6.88, 1, "H100", 1),
     InstanceType("p5.48xlarge", 192, 2048, 55.04, 8, "H100", 32),
-    InstanceType("p5e.48xlarge", 192, 2048, 61.30, 8, "H200", 32),
-    InstanceType("p5en.48xlarge", 192, 2048, 63.30, 8, "H200", 16),
-    InstanceType("p6-b200.48xlarge", 192, 2048, 113.93, 8, "B200", 8),
+    # p5e has no EC2 On-Demand price: it is sold through Capacity Blocks and reservations only.
+    InstanceType("p5e.48xlarge", 192, 2048, None, 8, "H200", 32),
+    InstanceType("p5en.48xlarge", 192, 2048, 63.296, 8, "H200", 16),
+    InstanceType("p6-b200.48xlarge", 192, 2048, 113.9328, 8, "B200", 8),
     *_sizes(
         "g4dn",
         "T4",
@@ -193,6 +205,7 @@ _GPU_TYPES: list[InstanceType] = [
             ("4xlarge", 1, 16, 32, 0, 0.828),
             ("8xlarge", 1, 32, 64, 0, 1.372),
             ("16xlarge", 2, 64, 128, 0, 2.744),
+            ("metal", 2, 64, 128, 0, 2.744),
         ],
         arch="arm64",
     ),

@@ -92,15 +92,16 @@ def build_plan(spec: ClusterSpec) -> Plan:
     if spec.platform == "aws":
         sp = spec.system_pool
         st = catalog.CATALOG[sp.instance_type]
+        hourly = st.price_per_hour or 0.0  # CPU types are all sold On-Demand
         system = {
             "instance_type": sp.instance_type,
             "min_nodes": sp.min_size,
             "max_nodes": sp.max_size,
             "vcpus_at_max": sp.max_size * st.vcpus,
             "quota_code": st.quota_code("ON_DEMAND"),
-            "price_per_hour": st.price_per_hour,
-            "monthly_cost_min": _money(sp.min_size * st.price_per_hour * catalog.HOURS_PER_MONTH),
-            "monthly_cost_max": _money(sp.max_size * st.price_per_hour * catalog.HOURS_PER_MONTH),
+            "price_per_hour": hourly,
+            "monthly_cost_min": _money(sp.min_size * hourly * catalog.HOURS_PER_MONTH),
+            "monthly_cost_max": _money(sp.max_size * hourly * catalog.HOURS_PER_MONTH),
         }
         cost_min += system["monthly_cost_min"]
         cost_max += system["monthly_cost_max"]
@@ -115,6 +116,11 @@ def build_plan(spec: ClusterSpec) -> Plan:
         )
         if any(p.capacity_type == "SPOT" for p in pools):
             notes.append("SPOT pools are priced at the On-Demand rate: an upper bound.")
+        unpriced = [p.name for p in pools if p.price_per_hour is None]
+        if unpriced:
+            notes.append(
+                f"No On-Demand list price (reservation only), left out of the cost: {', '.join(unpriced)}."
+            )
         if any(p.capacity_type == "CAPACITY_BLOCK" for p in pools):
             notes.append("CAPACITY_BLOCK pools are prepaid at the reservation rate and use no vCPU quota.")
     teams = [

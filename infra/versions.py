@@ -25,11 +25,17 @@ class MinorPins:
     cluster_autoscaler_image: str  # registry.k8s.io/autoscaling/cluster-autoscaler tag (same minor as k8s)
 
 
+# Checked 2026-11-30. kube-scheduler: the 2026-08-20 upstream patch set (v1.36.4, v1.35.8, v1.34.11) and the
+# final 1.33 patch (v1.33.13, 1.33 is end of life upstream). AL2023 NVIDIA: all four rows of amazon-eks-ami
+# release v20260930 (format "<EKS k8s patch>-<YYYYMMDD>"); later AMI releases exist (v20261023, v20261031,
+# v20261119) but their per-minor release versions were not confirmed. Bottlerocket: "<OS version>-<commit>",
+# one OS release for every minor (1.65.0, 2026-09-03; 1.66.0 is out but its commit id was not confirmed).
+# cluster-autoscaler: the 2026-07-22 patch set (kubernetes/k8s.io#9760).
 PER_MINOR: dict[str, MinorPins] = {
-    "1.33": MinorPins("v1.33.9", "1.33.9-20261110", "1.50.2-0ab3c4d1", "v1.33.3"),
-    "1.34": MinorPins("v1.34.5", "1.34.5-20261110", "1.50.2-0ab3c4d1", "v1.34.2"),
-    "1.35": MinorPins("v1.35.2", "1.35.2-20261110", "1.50.2-0ab3c4d1", "v1.35.0"),
-    "1.36": MinorPins("v1.36.1", "1.36.1-20261110", "1.50.2-0ab3c4d1", "v1.36.1"),
+    "1.33": MinorPins("v1.33.13", "1.33.13-20260930", "1.65.0-0be31b34", "v1.33.6"),
+    "1.34": MinorPins("v1.34.11", "1.34.11-20260930", "1.65.0-0be31b34", "v1.34.5"),
+    "1.35": MinorPins("v1.35.8", "1.35.8-20260930", "1.65.0-0be31b34", "v1.35.2"),
+    "1.36": MinorPins("v1.36.4", "1.36.4-20260930", "1.65.0-0be31b34", "v1.36.1"),
 }
 SUPPORTED_KUBERNETES: tuple[str, ...] = tuple(PER_MINOR)
 DEFAULT_KUBERNETES = "1.35"
@@ -38,16 +44,15 @@ DEFAULT_KUBERNETES = "1.35"
 class Versions(BaseModel):
     """`gpufleet:versions`: every key optional; unset keys take the pinned defaults below."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
 
     # Node images (None: the pin for the cluster's Kubernetes minor from PER_MINOR).
     al2023_nvidia_ami_release: str | None = None
     bottlerocket_nvidia_release: str | None = None
-    # NVIDIA stack. The driver branch is the one the AL2023 NVIDIA AMIs ship, so bare metal matches the cloud.
+    # NVIDIA stack. The driver branch is the one the AL2023 NVIDIA AMIs ship, so bare metal matches the cloud
+    # (580 by default; since AMI v20260917 a 595 driver is also present, selected only for G7 instances).
     nvidia_driver_branch: str = "580"
-    nvidia_container_toolkit: str = "1.18.0"
+    nvidia_container_toolkit: str = "1.20.0"  # the toolkit GPU operator v26.7.0 deploys
     gpu_operator_chart: str = "v26.7.0"
     # Scheduling and autoscaling.
     kueue_chart: str = "0.19.2"
@@ -55,8 +60,10 @@ class Versions(BaseModel):
     cluster_autoscaler_image: str | None = None
     kube_scheduler_image: str | None = None
     # AWS add-ons.
-    efa_device_plugin_chart: str = "v0.5.14"
-    node_monitoring_agent_addon: str = "v1.4.0-eksbuild.1"
+    # eks-charts versions this chart with a leading "v". v0.5.31 ships image v0.5.21-eksbuild.9 (Aug 2026); a
+    # later bump to v0.5.21-eksbuild.13 (eks-charts#1366) exists but its chart number was not confirmed.
+    efa_device_plugin_chart: str = "v0.5.31"
+    node_monitoring_agent_addon: str = "v1.6.6-eksbuild.1"
 
     def resolved(self, kubernetes_version: str) -> Versions:
         """A copy with every per-minor pin filled in for this Kubernetes minor."""
