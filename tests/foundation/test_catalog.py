@@ -19,7 +19,9 @@ REQUIRED = [
 @pytest.mark.parametrize("name", REQUIRED)
 def test_large_gpu_types_present_with_eight_gpus_and_efa(name: str) -> None:
     itype = catalog.CATALOG[name]
-    assert itype.gpus == 8 and itype.efa_interfaces > 0 and itype.price_per_hour > 0
+    assert itype.gpus == 8 and itype.efa_interfaces > 0
+    # p5e is sold through Capacity Blocks and reservations only: no On-Demand price.
+    assert (itype.price_per_hour is None) == (name == "p5e.48xlarge")
 
 
 @pytest.mark.parametrize("family", ["g4dn", "g5", "g6", "g6e"])
