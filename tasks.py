@@ -21,10 +21,11 @@ BUILD = ROOT / "build"
 def user_errors() -> Iterator[None]:
     """Turn the toolkit's user-facing errors into a message and an exit code."""
     from infra.errors import GpufleetError
+    from scheduler.errors import SchedulerConfigError
 
     try:
         yield
-    except GpufleetError as exc:
+    except (GpufleetError, SchedulerConfigError) as exc:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
 
 
@@ -164,3 +165,162 @@ def simulate(
     if json:
         write_json(results, Path(json))
         print(f"wrote {json}")
+
+
+# ---- AWS: preflight and the Pulumi lifecycle (infra.preflight, infra.deploy) ----------------------------
+
+STACK_HELP = "stack name: reads Pulumi.<stack>.yaml from the project folder (default: dev)"
+BACKEND_HELP = (
+    "Pulumi state backend URL (default: file://<project>/.pulumi-state); s3://, gs://, azblob://, https://"
+)
+
+
+@task(help={"stack": "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev"})
+def preflight(c: Context, stack: str = "dev") -> None:
+    """Check instance offerings, vCPU quotas, AMI releases and capacity blocks on AWS before deploying."""
+    from infra.preflight import print_findings, raise_on_errors, run_preflight
+
+    with user_errors():
+        spec = load(stack)
+        findings = run_preflight(spec)
+        print_findings(findings, console(), spec.stack)
+        raise_on_errors(findings, spec.stack)
+
+
+@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP})
+def deploy(c: Context, stack: str = "dev", backend: str = "") -> None:
+    """Preflight, then create or update the stack (`pulumi up`), streaming resource changes."""
+    from infra import deploy as lifecycle
+
+    with user_errors():
+        changes = lifecycle.deploy(load(stack), ROOT, backend or None, console())
+    print(f"deployed stack {stack!r}: {changes}")
+
+
+@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP})
+def preview(c: Context, stack: str = "dev", backend: str = "") -> None:
+    """Show what `invoke deploy` would change, without changing anything."""
+    from infra import deploy as lifecycle
+
+    with user_errors():
+        changes = lifecycle.preview(load(stack), ROOT, backend or None, console())
+    print(f"preview of stack {stack!r}: {changes}")
+
+
+@task(
+    help={"stack": STACK_HELP, "backend": BACKEND_HELP, "yes": "confirm: destroy every resource of the stack"}
+)
+def destroy(c: Context, stack: str = "dev", backend: str = "", yes: bool = False) -> None:
+    """Delete the stack's resources: in-cluster add-ons first, then node groups, cluster and network."""
+    from infra import deploy as lifecycle
+    from infra.errors import ConfigError
+
+    with user_errors():
+        spec = load(stack)
+        if not yes:
+            raise ConfigError(
+                f"destroy deletes every resource of stack {stack!r}; rerun with --yes to confirm"
+            )
+        changes = lifecycle.destroy(spec, ROOT, backend or None, console())
+    print(f"destroyed stack {stack!r}: {changes}")
+
+
+@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "show_secrets": "print secret outputs in clear"})
+def outputs(c: Context, stack: str = "dev", backend: str = "", show_secrets: bool = False) -> None:
+    """Print the stack's outputs (cluster name, endpoint, node groups, ...); secrets masked by default."""
+    from infra import deploy as lifecycle
+
+    with user_errors():
+        values = lifecycle.outputs(load(stack), ROOT, backend or None)
+    for key, out in sorted(values.items()):
+        print(f"{key}: {'[secret]' if out.secret and not show_secrets else out.value}")
+
+
+@task(
+    help={
+        "stack": STACK_HELP,
+        "backend": BACKEND_HELP,
+        "out": "where to write it (default: build/<stack>/kubeconfig)",
+    }
+)
+def kubeconfig(c: Context, stack: str = "dev", backend: str = "", out: str = "") -> None:
+    """Write the cluster's kubeconfig (owner-only permissions) and print how to use it."""
+    from infra import deploy as lifecycle
+
+    with user_errors():
+        spec = load(stack)
+        text = lifecycle.kubeconfig_text(lifecycle.outputs(spec, ROOT, backend or None), spec.stack)
+    path = lifecycle.write_kubeconfig(text, Path(out) if out else BUILD / spec.stack / "kubeconfig")
+    print(f"wrote {path}\nexport KUBECONFIG={path}")
+
+
+@task(
+    help={
+        "stack": "an existing-platform stack (default: metal)",
+        "check": "dry run: report what would change, change nothing",
+        "limit": "only these hosts or groups (Ansible --limit pattern)",
+    }
+)
+def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = "") -> None:
+    """Prepare the stack's bare-metal GPU hosts with Ansible: driver, container toolkit, fabric manager, verify."""
+    import os
+    import shlex
+    import shutil
+
+    import yaml
+
+    from infra.errors import CheckFailed, ConfigError, ToolMissing
+    from infra.metal_inventory import playbook_command, render_inventory
+
+    with user_errors():
+        spec = load(stack)
+        if spec.platform != "existing":
+            raise ConfigError(
+                f"stack {stack!r} is platform {spec.platform}; invoke metal prepares existing-cluster hosts"
+            )
+        groups = [
+            {"name": p.name, "hosts": p.hosts, "gpuModel": p.gpu_model, "gpusPerNode": p.gpus_per_node}
+            for p in spec.node_pools
+        ]
+        inventory = render_inventory(
+            groups, spec.versions.nvidia_driver_branch, spec.versions.nvidia_container_toolkit, None
+        )
+        path = BUILD / spec.stack / "inventory.yml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+        print(f"wrote {path}")
+        argv = playbook_command(path, check, limit or None)
+        local = Path(sys.executable).parent / argv[0]
+        argv[0] = str(local) if local.exists() else (shutil.which(argv[0]) or "")
+        if not argv[0]:
+            raise ToolMissing(
+                "ansible-playbook not found: pip install 'ansible-core>=2.19,<2.20' (see README)"
+            )
+        env = {"ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg")}
+        result = c.run(shlex.join(argv), env={**os.environ, **env}, warn=True, pty=False)
+        if result is None or result.exited != 0:
+            raise CheckFailed(
+                f"the playbook failed on some hosts (exit {result.exited if result else '?'}); see the recap above"
+            )
+
+
+@task(
+    help={
+        "stack": "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev",
+        "out": "output folder (default: build/<stack>/manifests/)",
+    }
+)
+def render(c: Context, stack: str = "dev", out: str = "") -> None:
+    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) for GitOps."""
+    from infra.scheduling import scheduler_inputs
+    from scheduler import compile as compile_policy
+    from scheduler import kueue_values
+    from scheduler import render as render_objects
+
+    with user_errors():
+        spec = load(stack)
+        policy, pools = scheduler_inputs(spec)
+        objects = compile_policy(policy, pools)
+    folder = Path(out) if out else BUILD / spec.stack / "manifests"
+    paths = render_objects(objects, folder, kueue_values=kueue_values(policy))
+    print(f"wrote {len(objects)} objects ({len(paths)} files) to {folder}")

@@ -178,54 +178,25 @@ def _system_pool(spec: ClusterSpec, problems: list[str]) -> None:
     _sizes(at, sp.min_size, sp.desired_size, sp.max_size, problems)
 
 
-def _teams(spec: ClusterSpec, problems: list[str]) -> None:
-    pools = {p.name: p for p in spec.node_pools}
-    priorities = [p.name for p in spec.scheduling.priority_classes]
-    for dup in sorted(_duplicates([t.name for t in spec.teams])):
-        problems.append(f"{TEAMS}: duplicate team name {dup!r}")
-    for dup in sorted(_duplicates([t.namespace or t.name for t in spec.teams])):
-        problems.append(f"{TEAMS}: namespace {dup!r} is used by more than one team")
+def _lending(spec: ClusterSpec, problems: list[str]) -> None:
     for i, team in enumerate(spec.teams):
-        at = f"{TEAMS}[{i}]"
-        for pool_name in team.quotas:
-            if pool_name not in pools:
-                problems.append(
-                    f"{at}.quotas.{pool_name}: no node pool named {pool_name!r}; pools: {', '.join(pools)}"
-                )
-        if team.priority not in priorities:
-            problems.append(
-                f"{at}.priority: {team.priority!r} is not a priority class; accepted: {', '.join(priorities)}"
-            )
         quota_max = max(team.quotas.values(), default=0)
         if team.lending_limit is not None and team.lending_limit > quota_max:
             problems.append(
-                f"{at}.lendingLimit: {team.lending_limit} exceeds the team's largest quota ({quota_max})"
-            )
-        if team.borrowing_limit:
-            lendable = max((_lendable(spec, team.name, p) for p in pools), default=0)
-            if team.borrowing_limit > lendable:
-                problems.append(
-                    f"{at}.borrowingLimit: {team.borrowing_limit} GPUs exceeds what the other teams can lend "
-                    f"in any pool (at most {lendable})"
-                )
-    for name, pool in pools.items():
-        total = sum(t.quotas.get(name, 0) for t in spec.teams)
-        if total > pool.max_gpus and not pool.oversubscribe:
-            i = spec.node_pools.index(pool)
-            problems.append(
-                f"{TEAMS}: quotas on pool {name!r} add up to {total} GPUs but the pool has at most {pool.max_gpus} "
-                f"(maxSize {pool.max_size} x {pool.gpus_per_node}); lower them or set {NP}[{i}].oversubscribe: true"
+                f"{TEAMS}[{i}].lendingLimit: {team.lending_limit} exceeds the team's largest quota ({quota_max})"
             )
 
 
-def _lendable(spec: ClusterSpec, borrower: str, pool: str) -> int:
-    total = 0
-    for team in spec.teams:
-        if team.name == borrower:
-            continue
-        quota = team.quotas.get(pool, 0)
-        total += min(quota, team.lending_limit) if team.lending_limit is not None else quota
-    return total
+def _scheduling(spec: ClusterSpec, problems: list[str]) -> None:
+    """Team and scheduling rules are the scheduler compiler's own input checks, run here so they fail up front."""
+    from infra.scheduling import scheduler_inputs
+    from scheduler.checks import check
+    from scheduler.errors import SchedulerConfigError
+
+    try:
+        check(*scheduler_inputs(spec))
+    except SchedulerConfigError as exc:
+        problems.extend(exc.problems)
 
 
 def check_spec(spec: ClusterSpec) -> ClusterSpec:
@@ -264,8 +235,11 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
         _pool_common(i, pool, problems)
     if problems:
         raise ConfigError(problems)
-    spec = spec.model_copy(update={"node_pools": pools})
-    _teams(spec, problems)
+    spec = spec.model_copy(
+        update={"node_pools": pools, "versions": spec.versions.resolved(spec.cluster.kubernetes_version)}
+    )
+    _lending(spec, problems)
+    _scheduling(spec, problems)
     if problems:
         raise ConfigError(problems)
-    return spec.model_copy(update={"versions": spec.versions.resolved(spec.cluster.kubernetes_version)})
+    return spec

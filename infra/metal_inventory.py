@@ -1,0 +1,116 @@
+"""Ansible inventory and command line for preparing bare-metal GPU hosts (`invoke metal`).
+
+Pure functions: the spec's host groups in, a YAML-able inventory dict and an argv list out. One
+inventory group per host group, all children of `gpu_hosts` (the group playbooks/gpu-hosts.yml
+targets), carrying what the gpu_node_verify role compares each host with.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from infra.errors import ConfigError
+
+PLAYBOOK = Path(__file__).resolve().parent.parent / "ansible" / "playbooks" / "gpu-hosts.yml"
+PARENT_GROUP = "gpu_hosts"
+_GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BRANCH = re.compile(r"^[0-9]+$")
+
+
+class MetalInventoryError(ConfigError):
+    """A host group cannot be turned into an inventory group (names the bad key; exit 2)."""
+
+
+def _group_name(name: str) -> str:
+    """Ansible group names must be identifiers: "gpu-h100" -> "gpu_h100"."""
+    group = name.replace("-", "_").replace(".", "_")
+    if not _GROUP_NAME.match(group) or group in ("all", "ungrouped", PARENT_GROUP):
+        raise MetalInventoryError(
+            f"host group name {name!r} cannot be an Ansible group (letters, digits, _ and -)"
+        )
+    return group
+
+
+def _model_match(gpu_model: str) -> str:
+    """What nvidia-smi's GPU name must contain: "h100-80gb" -> "H100" (catalog ids are lower case)."""
+    return gpu_model.split("-")[0].upper()
+
+
+def _group(index: int, host_group: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    where = f"host_groups[{index}]"
+    for key in ("name", "hosts", "gpuModel", "gpusPerNode"):
+        if key not in host_group:
+            raise MetalInventoryError(f"{where} has no {key!r} (needs name, hosts, gpuModel, gpusPerNode)")
+    hosts = host_group["hosts"]
+    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h.strip() for h in hosts):
+        raise MetalInventoryError(f"{where}.hosts must be a non-empty list of host names, got {hosts!r}")
+    count = host_group["gpusPerNode"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise MetalInventoryError(f"{where}.gpusPerNode must be a positive integer, got {count!r}")
+    model = host_group["gpuModel"]
+    if not isinstance(model, str) or not model.strip():
+        raise MetalInventoryError(f"{where}.gpuModel must be a GPU model name, got {model!r}")
+    group = {
+        "hosts": {host.strip(): None for host in hosts},
+        "vars": {
+            "gpu_node_verify_expected_count": count,
+            "gpu_node_verify_expected_model": _model_match(model),
+        },
+    }
+    return _group_name(str(host_group["name"])), group
+
+
+def render_inventory(
+    host_groups: list[dict[str, Any]],
+    driver_branch: str,
+    toolkit_version: str,
+    fabricmanager: bool | None,
+) -> dict[str, Any]:
+    """Inventory dict for playbooks/gpu-hosts.yml: one child group of gpu_hosts per host group.
+
+    fabricmanager None lets each host detect NVSwitch devices; True/False forces it everywhere.
+    """
+    if not isinstance(driver_branch, str) or not _BRANCH.match(driver_branch):
+        raise MetalInventoryError(
+            f"driver_branch must be a driver major version like '580', got {driver_branch!r}"
+        )
+    if not host_groups:
+        raise MetalInventoryError("host_groups is empty: the spec has no bare-metal host group to prepare")
+    children: dict[str, Any] = {}
+    for index, host_group in enumerate(host_groups):
+        name, group = _group(index, host_group)
+        if name in children:
+            raise MetalInventoryError(
+                f"host_groups[{index}].name {host_group['name']!r} repeats another group"
+            )
+        children[name] = group
+    seen: dict[str, str] = {}
+    for name, group in children.items():
+        for host in group["hosts"]:
+            if host in seen:
+                raise MetalInventoryError(f"host {host!r} is in both host groups {seen[host]!r} and {name!r}")
+            seen[host] = name
+    return {
+        PARENT_GROUP: {
+            "vars": {
+                "nvidia_driver_branch": driver_branch,
+                "nvidia_fabricmanager_driver_branch": driver_branch,
+                "nvidia_fabricmanager_enabled": fabricmanager,
+                "nvidia_container_toolkit_version": toolkit_version,
+                "gpu_node_verify_expected_driver_branch": driver_branch,
+            },
+            "children": children,
+        }
+    }
+
+
+def playbook_command(inventory_path: str | Path, check: bool, limit: str | None) -> list[str]:
+    """argv for ansible-playbook (never a shell string): --check is a dry run, --limit narrows hosts."""
+    argv = ["ansible-playbook", "-i", str(inventory_path), str(PLAYBOOK)]
+    if check:
+        argv += ["--check", "--diff"]
+    if limit:
+        argv += ["--limit", limit]
+    return argv

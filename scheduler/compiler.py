@@ -1,0 +1,70 @@
+"""policy + pools -> every Kubernetes object the scheduling layer needs, in apply order. Pure: no I/O, no pulumi.
+
+Apply order (reverse to delete): namespaces, identities and RBAC, configuration, workloads, then Kueue's
+custom resources with referenced objects before the objects that reference them (priority classes and flavors,
+admission checks, the cohort, cluster queues, local queues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler.autoscaling import priority_expander
+from scheduler.checks import check
+from scheduler.guard import gpu_guard
+from scheduler.kueue import kueue_objects
+from scheduler.model import PoolView, SchedulingPolicy
+from scheduler.namespaces import team_objects
+from scheduler.placement import secondary_scheduler
+from scheduler.sharing import device_plugin_configmap
+
+KIND_ORDER = (
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "ConfigMap",
+    "ResourceQuota",
+    "LimitRange",
+    "Deployment",
+    "WorkloadPriorityClass",
+    "ResourceFlavor",
+    "ProvisioningRequestConfig",
+    "AdmissionCheck",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
+    "ValidatingAdmissionPolicy",  # last: block bypassing pods once the queues that admit them exist
+    "ValidatingAdmissionPolicyBinding",
+)
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Namespaced objects may live in these without creating them: they belong to the cluster or to infra's releases.
+EXTERNAL_NAMESPACES = frozenset({"kube-system", "gpu-operator"})
+
+
+def is_custom_resource(obj: dict[str, Any]) -> bool:
+    """Kueue objects: they need Kueue's CRDs (and its webhooks) before they can be applied."""
+    return obj["apiVersion"].split("/")[0] == KUEUE_GROUP
+
+
+def apply_key(obj: dict[str, Any]) -> tuple[int, str, str]:
+    meta = obj["metadata"]
+    return KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"]
+
+
+def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    """Check the inputs (SchedulerConfigError naming the key) and build every object, sorted for applying."""
+    pools = tuple(pools)
+    check(policy, pools)
+    objects: list[dict[str, Any]] = []
+    objects += team_objects(policy, pools)
+    objects.append(device_plugin_configmap(pools))
+    objects += priority_expander(policy, pools)
+    if policy.platform == "existing":
+        objects += secondary_scheduler(policy, pools)
+    objects += kueue_objects(policy, pools)
+    objects += gpu_guard()
+    return sorted(objects, key=apply_key)

@@ -1,0 +1,101 @@
+"""GpuScheduling: installs Kueue (pinned Helm release) and applies the compiled objects in a safe order.
+
+The only scheduler module that imports pulumi. The ordering rules live in `dependency_plan` (pure, tested on
+its own); the component just creates one resource per object with those dependencies:
+- Kueue's custom resources wait for the Kueue release (its CRDs and admission webhooks must be serving);
+- a namespaced object waits for its Namespace, and for the lower-ranked objects in the same namespace
+  (a Deployment starts only after its ServiceAccount, RBAC, including cluster-wide bindings, and ConfigMap);
+- cluster-scoped Kueue objects wait for lower-ranked ones (flavors and the cohort before cluster queues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes.helm.v3 import Release
+from pulumi_kubernetes.yaml.v2 import ConfigGroup
+
+from scheduler.compiler import apply_key, compile, is_custom_resource
+from scheduler.kueue_config import RELEASE_NAME, kueue_values
+from scheduler.labels import KUEUE_NAMESPACE
+from scheduler.model import PoolView, SchedulingPolicy
+
+KUEUE_CHART_REPOSITORY = "oci://registry.k8s.io/kueue/charts"
+RELEASE = "<kueue-release>"  # marker for the Kueue release in a dependency plan
+CLUSTER_RBAC = ("clusterrole-", "clusterrolebinding-")
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    scope = f"{meta['namespace']}-" if meta.get("namespace") else ""
+    return f"{obj['kind'].lower()}-{scope}{meta['name']}"
+
+
+def dependency_plan(objects: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
+    """(object, keys it must wait for) in apply order; RELEASE stands for the Kueue Helm release."""
+    plan: list[tuple[dict[str, Any], list[str]]] = []
+    namespaces = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    earlier: dict[str, list[tuple[int, str, bool]]] = {}  # scope -> (rank, key, is custom) already planned
+    for obj in sorted(objects, key=apply_key):
+        rank, namespace, _ = apply_key(obj)
+        deps: list[str] = []
+        if is_custom_resource(obj):
+            deps.append(RELEASE)
+        if namespace in namespaces:
+            deps.append(f"namespace-{namespace}")
+        if namespace or is_custom_resource(obj):
+            deps += [
+                key
+                for r, key, custom in earlier.get(namespace, [])
+                if r < rank and key not in deps and (custom or namespace)
+            ]
+        if obj["kind"] == "Deployment":  # its pods need their cluster-wide RBAC too
+            deps += [key for _, key, _ in earlier.get("", []) if key.startswith(CLUSTER_RBAC)]
+        plan.append((obj, deps))
+        earlier.setdefault(namespace, []).append((rank, object_key(obj), is_custom_resource(obj)))
+    return plan
+
+
+class GpuScheduling(pulumi.ComponentResource):
+    """Kueue plus every object `scheduler.compile(policy, pools)` produces, applied in dependency order."""
+
+    def __init__(
+        self,
+        name: str,
+        policy: SchedulingPolicy,
+        pools: Sequence[PoolView],
+        *,
+        chart_repository: str = KUEUE_CHART_REPOSITORY,
+        external_dependencies: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        objects = compile(policy, pools)  # raises SchedulerConfigError before anything is registered
+        super().__init__("gpufleet:scheduler:GpuScheduling", name, None, opts)
+        self.kueue = Release(
+            f"{name}-kueue",
+            name=RELEASE_NAME,
+            chart=f"{chart_repository.rstrip('/')}/kueue",
+            version=policy.kueue_version,
+            namespace=KUEUE_NAMESPACE,
+            create_namespace=True,
+            values=kueue_values(policy),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(external_dependencies)),
+        )
+        self.resources: dict[str, pulumi.Resource] = {}
+        for obj, deps in dependency_plan(objects):
+            after = [self.kueue if d == RELEASE else self.resources[d] for d in deps]
+            key = object_key(obj)
+            self.resources[key] = ConfigGroup(
+                f"{name}-{key}",
+                objs=[obj],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*external_dependencies, *after]),
+            )
+        # Resolves once every object is registered: a handle for "all scheduling objects applied".
+        self.object_count = pulumi.Output.all(*(r.urn for r in self.resources.values())).apply(len)
+        self.kueue_status = self.kueue.status
+        self.register_outputs({"kueueStatus": self.kueue_status, "objectCount": self.object_count})
+
+
+__all__ = ["GpuScheduling", "dependency_plan"]

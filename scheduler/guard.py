@@ -1,0 +1,74 @@
+"""A cluster-wide guard: GPU pods may only be created where Kueue gates them (or by the GPU stack itself).
+
+Team namespaces are covered by Kueue (`manageJobsWithoutQueueName`, see kueue_config); this
+ValidatingAdmissionPolicy closes the other door, a pod requesting `nvidia.com/*` resources in any other
+namespace (`default`, a tool's namespace) that tolerates the GPU taint and so bypasses every quota. The GPU
+operator's own validator pods request a GPU, so its namespace (and kube-system) stay allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.kueue_config import QUEUE_MANAGED_LABEL
+from scheduler.labels import GPU_OPERATOR_NAMESPACE, metadata
+
+NAME = "gpufleet-gpu-pods-through-kueue"
+API = "admissionregistration.k8s.io/v1"
+ALLOWED_NAMESPACES = ("kube-system", GPU_OPERATOR_NAMESPACE)
+
+
+def _no_gpu(containers: str) -> str:
+    resources = " && ".join(
+        f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, !r.startsWith('nvidia.com/')))"
+        for kind in ("requests", "limits")
+    )
+    return f"{containers}.all(c, !has(c.resources) || ({resources}))"
+
+
+EXPRESSION = (
+    f"{_no_gpu('object.spec.containers')} && "
+    f"(!has(object.spec.initContainers) || {_no_gpu('object.spec.initContainers')})"
+)
+
+
+def gpu_guard() -> list[dict[str, Any]]:
+    outside = {
+        "matchExpressions": [
+            {"key": QUEUE_MANAGED_LABEL, "operator": "DoesNotExist"},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(ALLOWED_NAMESPACES)},
+        ]
+    }
+    policy = {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": metadata(NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": outside,
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ],
+            },
+            "validations": [
+                {
+                    "expression": EXPRESSION,
+                    "message": "GPU pods must run in a team namespace, where they go through the team's Kueue queue",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": metadata(NAME),
+        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]

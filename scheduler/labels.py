@@ -1,0 +1,78 @@
+"""Names shared by the scheduler and the infrastructure: node labels, taints, namespaces, resource names.
+
+They exist once, here: `infra` imports them to label and taint node groups, the compiler uses them to build
+flavors, device-plugin configs and quotas, so a node group and the objects that target it cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+POOL_LABEL = "gpufleet.io/pool"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "true"
+GPU_TAINT_EFFECT = "NoSchedule"
+GPU_TAINT: dict[str, str] = {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}
+
+# GPU operator: the device plugin picks its config (a key of DEVICE_PLUGIN_CONFIGMAP) from this node label,
+# and mig-manager partitions a node's GPUs according to the mig.config label.
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+DEVICE_PLUGIN_CONFIGMAP = "gpufleet-device-plugin-config"
+DEVICE_PLUGIN_DEFAULT_CONFIG = "default"  # the key used by pools that do not share their GPUs
+
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+KUEUE_NAMESPACE = "kueue-system"
+SCHEDULER_NAMESPACE = "gpufleet-scheduler"  # the secondary scheduler (existing platform)
+AUTOSCALER_NAMESPACE = "kube-system"
+SECONDARY_SCHEDULER_NAME = "gpu-binpack"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-sliced replicas (renameByDefault)
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # + profile, e.g. nvidia.com/mig-1g.10gb (mixed strategy)
+
+
+class SharedPool(Protocol):
+    """What `pool_node_labels` reads (a scheduler.model.PoolView, or anything shaped like it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sharing(self) -> str: ...
+    @property
+    def mig_profile(self) -> str | None: ...
+
+
+def mig_resource(profile: str) -> str:
+    return f"{MIG_RESOURCE_PREFIX}{profile}"
+
+
+def mig_config_name(profile: str) -> str:
+    """The GPU operator's default mig-parted config that puts every GPU into this profile."""
+    return f"all-{profile}"
+
+
+def pool_node_labels(pool: SharedPool) -> dict[str, str]:
+    """The labels every node of `pool` must carry: its pool label, plus the sharing selectors when it shares.
+
+    A sharing pool's device-plugin config is the key named after the pool in DEVICE_PLUGIN_CONFIGMAP; a MIG
+    pool also asks mig-manager for the all-<profile> layout. Exclusive pools use the default config.
+    """
+    labels = {POOL_LABEL: pool.name}
+    if pool.sharing in ("timeSlicing", "mig"):
+        labels[DEVICE_PLUGIN_CONFIG_LABEL] = pool.name
+    if pool.sharing == "mig" and pool.mig_profile:
+        labels[MIG_CONFIG_LABEL] = mig_config_name(pool.mig_profile)
+    return labels
+
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet"}
+
+
+def metadata(name: str, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """ObjectMeta for a generated object: name, namespace (if any), and the managed-by label."""
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = {**MANAGED_BY, **(labels or {})}
+    return meta

@@ -1,0 +1,91 @@
+"""The compiler's inputs: small, frozen, pulumi-free views of the node pools and the team policy.
+
+`infra` builds these from the cluster spec; the scheduler never sees the spec itself, so it can be compiled,
+tested and benchmarked without the infra package. Fields may be added (with defaults), never renamed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+CapacityType = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"]
+SharingMode = Literal["exclusive", "timeSlicing", "mig"]
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One GPU node pool as the scheduler needs it: what a node offers and how many nodes there can be."""
+
+    name: str
+    gpu_model: str
+    gpus_per_node: int
+    max_nodes: int
+    labels: dict[str, str]  # node labels of the pool, including "gpufleet.io/pool": name
+    taints: tuple[dict[str, str], ...]  # {key, value, effect}; always includes nvidia.com/gpu=true:NoSchedule
+    capacity_type: CapacityType = "ON_DEMAND"
+    sharing: SharingMode = "exclusive"
+    time_slicing_replicas: int | None = None
+    mig_profile: str | None = None  # e.g. "1g.10gb"
+    mig_instances_per_gpu: int | None = None  # MIG pools: instances of mig_profile per GPU (from the catalog)
+    cpus_per_node: int | None = None
+    memory_gib_per_node: int | None = None
+    oversubscribe: bool = False
+    node_group: str | None = (
+        None  # autoscaling group / node group name regex (priority expander); None: existing
+    )
+
+    @property
+    def max_gpus(self) -> int:
+        return self.max_nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class TeamPolicy:
+    """One team: its namespace, GPU quota per pool, borrowing/lending limits (GPUs per pool) and priority."""
+
+    name: str
+    namespace: str
+    quotas: dict[str, int]  # pool name -> GPUs
+    borrowing_limit: int | None = None  # None: unlimited
+    lending_limit: int | None = None  # None: lends all of its quota
+    priority: str = "default"  # default WorkloadPriorityClass of the team's jobs
+    groups: tuple[str, ...] = ()
+    weight: float = 1.0  # fair-sharing weight
+    cpu_quota: int = 32  # cores for CPU-only work
+    memory_quota_gib: int = 128  # GiB for CPU-only work
+
+
+@dataclass(frozen=True)
+class PriorityClassView:
+    name: str
+    value: int
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class SchedulingPolicy:
+    """Everything the compiler needs besides the pools."""
+
+    cohort: str = "gpufleet"
+    teams: tuple[TeamPolicy, ...] = ()
+    priority_classes: tuple[PriorityClassView, ...] = (
+        PriorityClassView("production", 1000, "Guaranteed work; preempts lower priorities."),
+        PriorityClassView("default", 100, "Normal jobs."),
+        PriorityClassView("preemptible", 10, "Opportunistic jobs on borrowed GPUs."),
+    )
+    placement_strategy: Literal["MostAllocated", "LeastAllocated"] = "MostAllocated"
+    placement_weights: dict[str, int] = field(
+        default_factory=lambda: {"nvidia.com/gpu": 10, "cpu": 1, "memory": 1}
+    )
+    borrow_within_cohort_max_priority: int = 100
+    fair_sharing: bool = True
+    wait_for_pods_ready_timeout: str = "30m"
+    provisioning_requests: bool = False
+    platform: Literal["aws", "existing"] = "aws"
+    kubernetes_version: str = "1.35"
+    kube_scheduler_image_tag: str = "v1.35.2"
+    kueue_version: str = "0.19.2"
+    autoscaler_namespace: str = (
+        "kube-system"  # where the cluster-autoscaler reads its priority-expander ConfigMap
+    )

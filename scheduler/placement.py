@@ -1,0 +1,151 @@
+"""GPU bin-packing: a NodeResourcesFit scoring profile, and on `existing` a secondary kube-scheduler running it.
+
+On EKS `infra` hands `kube_scheduler_config()` to the managed control plane. On an existing cluster the control
+plane is not ours, so the same profile runs as an upstream kube-scheduler (`schedulerName: gpu-binpack`,
+image matching the cluster's minor) with its own RBAC and leader-election lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from scheduler.labels import GPU_RESOURCE, SCHEDULER_NAMESPACE, SECONDARY_SCHEDULER_NAME, metadata
+from scheduler.model import PoolView, SchedulingPolicy
+from scheduler.resources import covered_gpu_resources
+
+SCHEDULER_API = "kubescheduler.config.k8s.io/v1"
+IMAGE = "registry.k8s.io/kube-scheduler"
+CONFIG_DIR = "/etc/kubernetes/gpu-binpack"
+CONFIG_FILE = "config.yaml"
+APP = {"app.kubernetes.io/name": SECONDARY_SCHEDULER_NAME}
+
+
+def scoring_resources(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    """The configured weights; shared and MIG GPU resources get the whole-GPU weight."""
+    weights = dict(policy.placement_weights)
+    gpu_weight = weights.get(GPU_RESOURCE, 10)
+    for name in covered_gpu_resources(pools):
+        weights.setdefault(name, gpu_weight)
+    return [{"name": name, "weight": weight} for name, weight in weights.items()]
+
+
+def kube_scheduler_config(
+    policy: SchedulingPolicy, pools: Sequence[PoolView], scheduler_name: str = "default-scheduler"
+) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration whose profile scores nodes by `placement_strategy` (GPU-weighted)."""
+    args = {
+        "scoringStrategy": {"type": policy.placement_strategy, "resources": scoring_resources(policy, pools)}
+    }
+    return {
+        "apiVersion": SCHEDULER_API,
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {"schedulerName": scheduler_name, "pluginConfig": [{"name": "NodeResourcesFit", "args": args}]}
+        ],
+    }
+
+
+def _meta(name: str, namespace: str | None = SCHEDULER_NAMESPACE) -> dict[str, Any]:
+    return metadata(name, namespace, APP)
+
+
+def _binding(kind: str, name: str, role_kind: str, role: str, namespace: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": _meta(name, namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": SECONDARY_SCHEDULER_NAME, "namespace": SCHEDULER_NAMESPACE}
+        ],
+    }
+
+
+def _rbac() -> list[dict[str, Any]]:
+    name = SECONDARY_SCHEDULER_NAME
+    lease_role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(f"{name}-leader-election"),
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [name],
+             "verbs": ["get", "update"]},
+        ],
+    }  # fmt: skip
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name)},
+        _binding("ClusterRoleBinding", f"{name}-kube-scheduler", "ClusterRole", "system:kube-scheduler", None),
+        _binding("ClusterRoleBinding", f"{name}-volume-scheduler", "ClusterRole", "system:volume-scheduler", None),
+        # Reads the client-CA ConfigMap in kube-system to authenticate requests to its secure port.
+        _binding("RoleBinding", f"{name}-auth-reader", "Role", "extension-apiserver-authentication-reader",
+                 "kube-system"),
+        lease_role,
+        _binding("RoleBinding", f"{name}-leader-election", "Role", f"{name}-leader-election", SCHEDULER_NAMESPACE),
+    ]  # fmt: skip
+
+
+def scheduler_config_file(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> dict[str, Any]:
+    config = kube_scheduler_config(policy, pools, SECONDARY_SCHEDULER_NAME)
+    config["leaderElection"] = {
+        "leaderElect": True,
+        "resourceLock": "leases",
+        "resourceName": SECONDARY_SCHEDULER_NAME,
+        "resourceNamespace": SCHEDULER_NAMESPACE,
+    }
+    return config
+
+
+def _deployment(policy: SchedulingPolicy) -> dict[str, Any]:
+    probe = {"httpGet": {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}, "initialDelaySeconds": 15}
+    container = {
+        "name": "kube-scheduler",
+        "image": f"{IMAGE}:{policy.kube_scheduler_image_tag}",
+        "command": ["/usr/local/bin/kube-scheduler", f"--config={CONFIG_DIR}/{CONFIG_FILE}", "--v=2"],
+        "livenessProbe": probe,
+        "readinessProbe": {"httpGet": probe["httpGet"]},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+    }
+    pod = {
+        "serviceAccountName": SECONDARY_SCHEDULER_NAME,
+        "containers": [container],
+        "volumes": [{"name": "config", "configMap": {"name": f"{SECONDARY_SCHEDULER_NAME}-config"}}],
+    }
+    spec = {
+        "replicas": 2,  # one active (lease holder), one standby
+        "selector": {"matchLabels": dict(APP)},
+        "template": {"metadata": {"labels": dict(APP)}, "spec": pod},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(SECONDARY_SCHEDULER_NAME),
+        "spec": spec,
+    }
+
+
+def secondary_scheduler(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    ns = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata(SCHEDULER_NAMESPACE, labels={"pod-security.kubernetes.io/enforce": "restricted"}),
+    }  # fmt: skip
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(f"{SECONDARY_SCHEDULER_NAME}-config"),
+        "data": {CONFIG_FILE: yaml.safe_dump(scheduler_config_file(policy, pools), sort_keys=False)},
+    }
+    return [ns, *_rbac(), config, _deployment(policy)]

@@ -1,0 +1,85 @@
+"""The fragmentation measure of the FGD paper, kept per node and updated incrementally.
+
+For node n (free CPU c, per-GPU free milli r_g) and a target task shape m (CPU c_m, k_m GPUs of d_m milli,
+allowed models T_m), the fragment F_n(m) is the free GPU milli that m cannot use::
+
+    F_n(m) = sum_g r_g                          if m is CPU-only or n's model is not in T_m
+           = sum_g r_g * [r_g < d_m]            if c >= c_m and #{g : r_g >= d_m} >= k_m
+           = sum_g r_g                          otherwise
+
+    F_n(M) = sum_m p_m F_n(m),   F = sum_n F_n(M)
+
+Written as ``F_n(m) = T_n - A_n(m)`` with the integer "usable" part ``A_n(m) = fits * sum_g r_g [r_g >= d_m]``,
+so changes are exact integers until the final dot product with p (an unchanged node has a change of exactly 0).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+import numpy as np
+
+from scheduler.sim.shapes import TargetWorkload, model_mask
+from scheduler.sim.state import ClusterState
+
+
+class NodeFragmentation:
+    """Per-node fragmentation F_n(M) of a :class:`ClusterState`; call :meth:`update` after a node changes.
+
+    Kept per node and target shape m: ``usable_m`` (sum of free milli on GPUs with >= d_m free), ``count_m``
+    (how many such GPUs) and ``usable`` (A_n(m), zero where m does not fit), so F_n = T_n - A_n . p.
+    """
+
+    def __init__(
+        self, state: ClusterState, target: TargetWorkload, node_model: np.ndarray, models: list[str]
+    ):
+        self.state = state
+        self.prob = target.prob
+        self.cpu = target.cpu
+        self.num_gpu = target.num_gpu
+        gpu_shape = target.num_gpu > 0
+        self.milli = np.where(gpu_shape, target.gpu_milli, 1)
+        self._milli_col = self.milli[:, None]
+        model_ok = model_mask(target.spec, models, target.num_gpu) & gpu_shape[:, None]  # [M, models]
+        self.ok = model_ok[:, node_model].T  # [N, M]: m is a GPU shape allowed on node n's model
+        self._model = node_model.tolist()
+        self._cpu_levels = sorted(set(self.cpu.tolist()))
+        self._memo: dict[tuple[int, int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+        n, m = state.cluster.size, len(self.prob)
+        self.usable_m = np.zeros((n, m), dtype=np.int64)
+        self.count_m = np.zeros((n, m), dtype=np.int64)
+        self.usable = np.zeros((n, m), dtype=np.int64)
+        self.node = np.zeros(n, dtype=np.float64)
+        for node in range(n):
+            self._refresh(node)
+        self.total = float(self.node.sum())
+
+    def _refresh(self, node: int) -> None:
+        r = self.state.free_gpu[node]
+        cpu = int(self.state.free_cpu[node])
+        # the values depend on the node only through its model, CPU level and free GPUs: memoise them
+        key = (self._model[node], bisect_right(self._cpu_levels, cpu), r.tobytes())
+        hit = self._memo.get(key)
+        if hit is None:
+            ge = r >= self._milli_col  # [M, G]
+            u = ge @ r
+            c = ge.sum(axis=1)
+            a = u * (self.ok[node] & (c >= self.num_gpu) & (cpu >= self.cpu))
+            hit = self._memo[key] = (u, c, a, int(r.sum()) - float(a @ self.prob))
+        self.usable_m[node], self.count_m[node], self.usable[node], self.node[node] = hit
+
+    def update(self, node: int) -> None:
+        """Recompute one node after it changed and adjust the cluster total."""
+        old = self.node[node]
+        self._refresh(node)
+        self.total += self.node[node] - old
+
+    def amount(self) -> float:
+        """Fragmentation amount: F / total GPU milli (0..1)."""
+        cap = self.state.capacity_gpu_milli
+        return self.total / cap if cap else 0.0
+
+    def ratio(self) -> float:
+        """Fragmentation ratio: F / total free GPU milli (0..1)."""
+        free = self.state.free_gpu_milli
+        return self.total / free if free else 0.0

@@ -1,0 +1,51 @@
+"""GpuClustering: put GPU pods of the same kind together.
+
+A pod's tag: none (CPU-only), ``share`` (part of one GPU) or ``k-gpu`` (k whole GPUs). A node's tags are the
+tags of the GPU pods on it. With U = the node's free GPU milli and b = (25 * (8000 - U)) // 8000:
+
+    score = 75 + b   if the node's tags are exactly the pod's tag
+          = 50 + b   if they include the pod's tag among others
+          = 25 + b   if the node has no tags
+          = b        if the node has only other tags
+          = 0        for CPU-only pods (every node)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.sim.model import MILLI
+from scheduler.sim.policies.base import GPU_NORM, Batch, Context, Policy, register
+
+
+def shape_tags(num_gpu: np.ndarray, gpu_milli: np.ndarray) -> np.ndarray:
+    """Tag index per shape: -1 none, 0 share, k for k whole GPUs."""
+    return np.where(num_gpu == 0, -1, np.where(gpu_milli < MILLI, 0, num_gpu))
+
+
+@register
+class GpuClusteringPolicy(Policy):
+    name = "GpuClustering"
+
+    def bind(self, ctx: Context) -> None:
+        super().bind(ctx)
+        self.tags = shape_tags(ctx.shapes.num_gpu, ctx.shapes.gpu_milli)
+        self.tag_count = np.zeros((ctx.cluster.size, max(int(self.tags.max()), 0) + 1), dtype=np.int64)
+
+    def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
+        tag = int(self.tags[batch.s])
+        if tag < 0:
+            return np.zeros(len(batch.nodes), dtype=np.int64), None
+        counts = self.tag_count[batch.nodes]
+        distinct = (counts > 0).sum(axis=1)
+        mine = counts[:, tag] > 0
+        base = np.where(mine, np.where(distinct == 1, 75, 50), np.where(distinct == 0, 25, 0))
+        return base + (25 * (GPU_NORM - batch.free_gpu_total)) // GPU_NORM, None
+
+    def node_state(self, nodes: np.ndarray) -> np.ndarray | None:
+        return self.tag_count[nodes]
+
+    def placed(self, node: int, s: int) -> None:
+        tag = int(self.tags[s])
+        if tag >= 0:
+            self.tag_count[node, tag] += 1

@@ -1,0 +1,84 @@
+"""The FGD replay protocol's bookkeeping: pod order and inflation, the start-of-run check, and curve bucketing.
+
+1. sort pods by name, shuffle with the seed;
+2. inflate to ``inflation`` x the cluster's GPU capacity: append copies drawn uniformly with replacement from
+   the original list, stopping before the copy that would overshoot (a list already above the target loses
+   random pods until it fits);
+3. after the replay, bucket the per-pod samples by arrived % (rounded, 0..max) and average each bucket.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.sim.errors import TraceError
+from scheduler.sim.model import Cluster, Workload
+from scheduler.sim.shapes import build_shapes
+
+INFLATION = 1.3
+MAX_ARRIVED_PCT = 130
+
+
+def order_and_inflate(workload: Workload, rng: np.random.Generator, target_milli: float) -> np.ndarray:
+    """Indices into ``workload``: sorted by name, shuffled, then inflated (or trimmed) to ``target_milli``."""
+    by_name = np.array(sorted(range(workload.size), key=lambda i: workload.names[i]), dtype=np.int64)
+    order = by_name[rng.permutation(workload.size)]
+    req = workload.gpu_request_milli
+    total = int(req.sum())
+    if total > target_milli:
+        drop = rng.permutation(len(order))
+        dropped = np.cumsum(req[order[drop]])
+        cut = int(np.argmax(total - dropped <= target_milli)) + 1
+        keep = np.ones(len(order), dtype=bool)
+        keep[drop[:cut]] = False
+        return order[keep]
+    if total == 0:
+        return order
+    extra: list[np.ndarray] = []
+    while True:
+        draws = by_name[rng.integers(0, workload.size, size=workload.size)]
+        reached = total + np.cumsum(req[draws])
+        over = np.flatnonzero(reached > target_milli)
+        if len(over):
+            extra.append(draws[: over[0]])
+            break
+        extra.append(draws)
+        total = int(reached[-1])
+    return np.concatenate([order, *extra])
+
+
+def check_fits_somewhere(cluster: Cluster, workload: Workload) -> None:
+    """Raise :class:`TraceError` for the first pod that fits no node of the empty cluster."""
+    shapes = build_shapes(workload, cluster)
+    gpu_fit_count = (np.arange(cluster.max_gpus)[None, :] < cluster.num_gpu[:, None]).sum(axis=1)
+    for s in range(shapes.count):
+        fits = (
+            (cluster.cpu_milli >= shapes.cpu[s])
+            & (cluster.memory_mib >= shapes.mem[s])
+            & shapes.model_ok[s, shapes.node_model]
+            & (gpu_fit_count >= shapes.num_gpu[s])
+        )
+        if not fits.any():
+            pod = int(np.flatnonzero(shapes.pod_shape == s)[0])
+            spec = f", gpu_spec {shapes.spec[s]}" if shapes.spec[s] else ""
+            raise TraceError(
+                f"pod {workload.names[pod]!r} (cpu_milli {shapes.cpu[s]}, memory_mib {shapes.mem[s]}, "
+                f"num_gpu {shapes.num_gpu[s]}{spec}) is larger than every node of the cluster",
+                path=workload.source,
+                row=int(workload.rows[pod]) if workload.source else None,
+            )
+
+
+def bucket_curve(arrived_pct: np.ndarray, values: np.ndarray, max_pct: int = MAX_ARRIVED_PCT) -> np.ndarray:
+    """Mean of ``values`` per rounded arrived % (0..max_pct); an empty bucket repeats the previous one."""
+    x = np.clip(np.floor(arrived_pct + 0.5).astype(np.int64), 0, max_pct)
+    sums = np.bincount(x, weights=values, minlength=max_pct + 1)
+    counts = np.bincount(x, minlength=max_pct + 1)
+    curve = np.full(max_pct + 1, np.nan)
+    curve[counts > 0] = sums[counts > 0] / counts[counts > 0]
+    last = values[0] if len(values) else 0.0
+    for i in range(max_pct + 1):
+        if np.isnan(curve[i]):
+            curve[i] = last
+        last = curve[i]
+    return curve

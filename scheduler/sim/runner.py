@@ -1,0 +1,259 @@
+"""The replay loop: one run (policy, seed) and many runs in parallel processes.
+
+Scores live in a (shape, node) matrix. Placing a pod changes one node, which only marks that node's column
+stale; a pod's shape row is refreshed for its stale nodes (one vectorised policy call), then the choice is an
+argmax over that row. Scores must therefore depend only on the scored node's own state (and the policy's
+per-node bookkeeping), which holds for every registered policy; global choices (Random's draw, RoundRobin's
+turn) happen in :meth:`Policy.choose_node`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from scheduler.sim.frag import NodeFragmentation
+from scheduler.sim.model import Cluster, Workload
+from scheduler.sim.policies import Context, Policy, make_policy
+from scheduler.sim.policies.base import least_free_fitting_gpu, make_batch
+from scheduler.sim.protocol import INFLATION, bucket_curve, check_fits_somewhere, order_and_inflate
+from scheduler.sim.shapes import build_shapes, target_workload
+from scheduler.sim.state import ClusterState
+
+DEFAULT_SEEDS = tuple(range(42, 52))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run. Curves have one value per arrived % 0..130 (percent values)."""
+
+    policy: str
+    seed: int
+    allocated: tuple[float, ...]  # allocated GPU % of capacity
+    frag_amount: tuple[float, ...]  # fragmentation / GPU capacity, %
+    frag_ratio: tuple[float, ...]  # fragmentation / free GPU, %
+    pods: int  # pods replayed (after inflation)
+    failed: int  # pods that fit nowhere
+    seconds: float
+
+    def unallocated(self, arrived_pct: int = 100) -> float:
+        """Unallocated GPU % at an arrived % (the paper's headline number at 100)."""
+        return 100.0 - self.allocated[arrived_pct]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _policy(policy: str | Policy, params: dict[str, Any] | None) -> Policy:
+    return make_policy(policy, **(params or {})) if isinstance(policy, str) else policy
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """Per-pod samples of one replay, in pod order. ``placements[i]`` is (node index, GPUs) or None (failed)."""
+
+    arrived: np.ndarray  # cumulative requested milli-GPU, failed pods included
+    allocated: np.ndarray  # allocated milli-GPU after the pod
+    frag: np.ndarray  # cluster fragmentation F (milli-GPU) after the pod
+    placements: list[tuple[int, list[int]] | None]
+    state: ClusterState
+    frag_state: NodeFragmentation
+
+    @property
+    def failed(self) -> int:
+        return sum(p is None for p in self.placements)
+
+
+def replay(
+    cluster: Cluster,
+    pods: Workload,
+    policy: str | Policy,
+    *,
+    target: Workload | None = None,
+    rng: np.random.Generator | None = None,
+    params: dict[str, Any] | None = None,
+    check: Callable[[ClusterState], None] | None = None,
+) -> Replay:
+    """Place ``pods`` in the given order on an empty ``cluster`` (no shuffle, no inflation; protocol step 3).
+
+    ``target`` is the workload whose shapes define the FGD target (default: ``pods``); ``check`` (tests) is
+    called with the state after every pod, e.g. ``ClusterState.check``.
+    """
+    pol = _policy(policy, params)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    shapes = build_shapes(pods, cluster)
+    state = ClusterState(cluster)
+    models = sorted(set(cluster.gpu_model))
+    frag = NodeFragmentation(state, target_workload(target or pods), shapes.node_model, models)
+    pol.bind(Context(cluster, state, shapes, frag, rng))
+
+    n_shapes, n_nodes = shapes.count, cluster.size
+    scores = np.full((n_shapes, n_nodes), -1, dtype=np.int64)
+    share_gpu = np.zeros((n_shapes, n_nodes), dtype=np.int64)
+    stale = np.ones((n_shapes, n_nodes), dtype=bool)
+    is_share = shapes.is_share.tolist()
+    req = shapes.gpu_request.tolist()
+    cpu, mem, milli = shapes.cpu.tolist(), shapes.mem.tolist(), shapes.gpu_milli.tolist()
+    static = np.column_stack((cluster.cpu_milli, cluster.memory_mib, cluster.num_gpu, shapes.node_model))
+
+    default_choice = type(pol).choose_node is Policy.choose_node  # plain argmax: inline it
+    track_placed = type(pol).placed is not Policy.placed
+    n_pods = pods.size
+    arrived = np.zeros(n_pods, dtype=np.int64)
+    allocated = np.zeros(n_pods, dtype=np.int64)
+    frag_total = np.zeros(n_pods, dtype=np.float64)
+    placements: list[tuple[int, list[int]] | None] = []
+    total_arrived = 0
+    for i, s in enumerate(shapes.pod_shape.tolist()):
+        todo = stale[s].nonzero()[0]
+        if len(todo):
+            score, gpu = _score(pol, s, todo, static, is_share[s])
+            scores[s, todo] = score
+            if gpu is not None:
+                share_gpu[s, todo] = gpu
+            stale[s, todo] = False
+        row = scores[s]
+        if default_choice:
+            node = int(row.argmax())
+            if row[node] < 0:
+                node = -1
+        else:
+            node = pol.choose_node(row, s)
+        total_arrived += req[s]
+        if node < 0:
+            placements.append(None)
+        else:
+            gpus = pol.choose_gpus(node, s, int(share_gpu[s, node]))
+            state.allocate(node, cpu[s], mem[s], gpus, milli[s])
+            if track_placed:
+                pol.placed(node, s)
+            frag.update(node)
+            stale[:, node] = True
+            placements.append((node, gpus))
+        arrived[i] = total_arrived
+        allocated[i] = state.allocated_gpu_milli
+        frag_total[i] = frag.total
+        if check is not None:
+            check(state)
+    return Replay(arrived, allocated, frag_total, placements, state, frag)
+
+
+def run_one(
+    cluster: Cluster,
+    workload: Workload,
+    policy: str | Policy,
+    seed: int,
+    *,
+    params: dict[str, Any] | None = None,
+    inflation: float = INFLATION,
+    check: Callable[[ClusterState], None] | None = None,
+) -> RunResult:
+    """One run of the protocol: order and inflate ``workload`` with ``seed``, replay it, bucket the curves.
+
+    Raises :class:`TraceError` if a pod fits no node of the empty cluster.
+    """
+    start = time.perf_counter()
+    check_fits_somewhere(cluster, workload)
+    pol = _policy(policy, params)
+    rng = np.random.default_rng(seed)
+    pods = workload.take(order_and_inflate(workload, rng, inflation * cluster.gpu_capacity_milli))
+    run = replay(cluster, pods, pol, target=workload, rng=rng, check=check)
+    cap = run.state.capacity_gpu_milli
+    x = run.arrived * 100.0 / cap
+    free = cap - run.allocated
+    ratio = np.divide(run.frag, free, out=np.zeros_like(run.frag), where=free > 0) * 100
+    return RunResult(
+        policy=pol.name,
+        seed=seed,
+        allocated=tuple(bucket_curve(x, run.allocated * 100.0 / cap).round(6).tolist()),
+        frag_amount=tuple(bucket_curve(x, run.frag * 100.0 / cap).round(6).tolist()),
+        frag_ratio=tuple(bucket_curve(x, ratio).round(6).tolist()),
+        pods=pods.size,
+        failed=run.failed,
+        seconds=round(time.perf_counter() - start, 4),
+    )
+
+
+DEDUPE_MIN = 48  # batches at least this large score one node per group of identical nodes
+_HASH = np.random.default_rng(0).integers(1, 2**62, size=64, dtype=np.int64) | 1
+
+
+def _score(pol: Policy, s: int, nodes: np.ndarray, static: np.ndarray, share: bool) -> tuple[np.ndarray, Any]:
+    """Scores (-1 where infeasible) and sharing GPU choices of shape ``s`` on ``nodes``."""
+    inverse = None
+    if len(nodes) >= DEDUPE_MIN:
+        st = pol.ctx.state
+        columns = [static[nodes], st.free_cpu[nodes, None], st.free_mem[nodes, None], st.free_gpu[nodes]]
+        extra = pol.node_state(nodes)
+        if extra is not None:
+            columns.append(extra)
+        rows = np.hstack(columns)
+        key = rows @ _HASH[: rows.shape[1]]  # wraps on overflow; equal rows give equal keys
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        if np.array_equal(rows, rows[first][inverse]):  # no hash collision: group exactly
+            nodes = nodes[first]
+        else:
+            inverse = None
+    batch = make_batch(pol.ctx, s, nodes)
+    score, gpu = pol.score(batch)
+    score = np.where(batch.feasible, score, -1)
+    if share and gpu is None:
+        gpu = least_free_fitting_gpu(batch)
+    if inverse is not None:
+        inverse = inverse.reshape(-1)
+        return score[inverse], (gpu[inverse] if gpu is not None else None)
+    return score, gpu
+
+
+def _run_task(args: tuple[Cluster, Workload, str, int, dict[str, Any] | None]) -> RunResult:
+    cluster, workload, policy, seed, params = args
+    return run_one(cluster, workload, policy, seed, params=params)
+
+
+def run_many(
+    cluster: Cluster,
+    workload: Workload,
+    policies: Sequence[str],
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    *,
+    processes: int | None = None,
+    on_done: Callable[[RunResult], None] | None = None,
+    params: dict[str, dict[str, Any]] | None = None,
+) -> list[RunResult]:
+    """Every (policy, seed) run, in parallel processes (``processes``: default the CPU count; 1 = in-process).
+
+    ``on_done`` is called in this process as each run finishes (e.g. to advance a progress bar); ``params``
+    maps a policy name to its parameters. Results come back in (policy, seed) order.
+    """
+    for name in policies:  # fail fast on bad names or parameters, before any process starts
+        make_policy(name, **((params or {}).get(name) or {}))
+    check_fits_somewhere(cluster, workload)
+    tasks = [(cluster, workload, p, s, (params or {}).get(p)) for p in policies for s in seeds]
+    workers = min(processes or os.cpu_count() or 1, len(tasks))
+    results: dict[tuple[str, int], RunResult] = {}
+    if workers <= 1:
+        for task in tasks:
+            result = _run_task(task)
+            results[(task[2], task[3])] = result
+            if on_done:
+                on_done(result)
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_run_task, t): (t[2], t[3]) for t in tasks}
+            for future in as_completed(futures):
+                result = future.result()
+                results[futures[future]] = result
+                if on_done:
+                    on_done(result)
+    return [results[(p, s)] for p in policies for s in seeds]
+
+
+def mean_curve(results: Sequence[RunResult], field: str = "allocated") -> np.ndarray:
+    """Mean over runs (typically one policy's seeds) of one curve field."""
+    return np.mean([getattr(r, field) for r in results], axis=0)

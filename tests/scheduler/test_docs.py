@@ -1,0 +1,136 @@
+"""docs/scheduling.md stays true: every YAML example is validated and checked against the compiled prod policy."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler import compile, kube_scheduler_config
+from scheduler.checks import max_admitted_gpus
+from scheduler.resources import gpu_resource, gpu_units
+from scheduler.validation import core_problems
+from tests.scheduler.examples import PROD, PROD_POOLS
+from tests.scheduler.helpers import of_kind
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "scheduling.md"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+POOLS = {p.name: p for p in PROD_POOLS}
+
+
+def examples() -> list[dict[str, Any]]:
+    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), flags=re.S)
+    return [doc for block in blocks for doc in yaml.safe_load_all(block) if doc]
+
+
+def pod_templates(obj: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(replicas, pod template) of every pod set in a Job, PyTorchJob or RayJob."""
+    spec = obj["spec"]
+    if obj["kind"] == "Job":
+        return [(spec.get("parallelism", 1), spec["template"])]
+    if obj["kind"] == "PyTorchJob":
+        return [(r["replicas"], r["template"]) for r in spec["pytorchReplicaSpecs"].values()]
+    if obj["kind"] == "RayJob":
+        cluster = spec["rayClusterSpec"]
+        head = [(1, cluster["headGroupSpec"]["template"])]
+        return head + [(g["replicas"], g["template"]) for g in cluster["workerGroupSpecs"]]
+    raise AssertionError(obj["kind"])
+
+
+def as_pod(obj: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
+    meta = {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+
+
+WORKLOADS = [e for e in examples() if e["kind"] in ("Job", "PyTorchJob", "RayJob")]
+
+
+def test_the_doc_has_examples_of_every_kind_and_sharing_mode() -> None:
+    kinds = [e["kind"] for e in examples()]
+    assert {"Job", "PyTorchJob", "RayJob", "KubeSchedulerConfiguration"} <= set(kinds)
+    text = DOC.read_text()
+    for resource in ("nvidia.com/gpu:", "nvidia.com/gpu.shared:", "nvidia.com/mig-1g.10gb:"):
+        assert resource in text
+
+
+@pytest.mark.parametrize("example", WORKLOADS, ids=lambda e: f"{e['kind']}-{e['metadata']['name']}")
+def test_workload_examples_are_valid_and_fit_the_compiled_queues(example: dict[str, Any]) -> None:
+    objects = compile(PROD, PROD_POOLS)
+    namespace = example["metadata"]["namespace"]
+    labels = example["metadata"].get("labels", {})
+    queues = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in of_kind(objects, "LocalQueue")}
+    assert (namespace, labels.get(QUEUE_LABEL, "default")) in queues
+    if PRIORITY_LABEL in labels:
+        assert labels[PRIORITY_LABEL] in {
+            p["metadata"]["name"] for p in of_kind(objects, "WorkloadPriorityClass")
+        }
+    if example["kind"] == "Job":
+        assert core_problems(example, PROD.kubernetes_version) == []
+    team = next(t for t in PROD.teams if t.namespace == namespace)
+    demand: dict[str, int] = {}
+    for replicas, template in pod_templates(example):
+        assert core_problems(as_pod(example, template), PROD.kubernetes_version) == []
+        pool_name = template["spec"].get("nodeSelector", {}).get("gpufleet.io/pool")
+        for container in template["spec"]["containers"]:
+            requests = container["resources"].get("requests", {})
+            for name, amount in requests.items():
+                if not name.startswith("nvidia.com/"):
+                    continue
+                candidates = [p for p in PROD_POOLS if gpu_resource(p) == name]
+                assert candidates, f"no pool offers {name}"
+                if pool_name:
+                    assert gpu_resource(POOLS[pool_name]) == name
+                    candidates = [POOLS[pool_name]]
+                assert amount <= gpu_units(candidates[0], candidates[0].gpus_per_node)  # one pod fits a node
+                key = candidates[0].name
+                demand[key] = demand.get(key, 0) + replicas * int(amount)
+    for pool_name, units in demand.items():
+        assert units <= gpu_units(POOLS[pool_name], max_admitted_gpus(team, POOLS[pool_name])), pool_name
+
+
+def test_pytorchjob_and_rayjob_examples_have_the_shape_their_operators_and_kueue_need() -> None:
+    pytorch = next(e for e in WORKLOADS if e["kind"] == "PyTorchJob")
+    assert pytorch["apiVersion"] == "kubeflow.org/v1"
+    specs = pytorch["spec"]["pytorchReplicaSpecs"]
+    assert set(specs) <= {"Master", "Worker"} and specs["Master"]["replicas"] == 1
+    for spec in specs.values():
+        assert set(spec) <= {"replicas", "restartPolicy", "template"}
+        assert spec["restartPolicy"] in ("Always", "OnFailure", "Never", "ExitCode")
+        assert [c["name"] for c in spec["template"]["spec"]["containers"]] == [
+            "pytorch"
+        ]  # operator convention
+    ray = next(e for e in WORKLOADS if e["kind"] == "RayJob")
+    assert ray["apiVersion"] == "ray.io/v1"
+    assert ray["spec"]["shutdownAfterJobFinishes"] is True  # Kueue requires it for RayJobs
+    cluster = ray["spec"]["rayClusterSpec"]
+    assert cluster["enableInTreeAutoscaling"] is False
+    assert set(cluster) <= {"rayVersion", "enableInTreeAutoscaling", "headGroupSpec", "workerGroupSpecs"}
+    for group in cluster["workerGroupSpecs"]:
+        assert group["minReplicas"] == group["maxReplicas"] == group["replicas"]
+        assert set(group) <= {
+            "groupName",
+            "replicas",
+            "minReplicas",
+            "maxReplicas",
+            "rayStartParams",
+            "template",
+        }
+
+
+def test_scheduler_profile_in_the_doc_is_the_compiled_one() -> None:
+    documented = next(e for e in examples() if e["kind"] == "KubeSchedulerConfiguration")
+    assert documented == kube_scheduler_config(PROD, PROD_POOLS)
+
+
+def test_pool_table_matches_the_prod_pools() -> None:
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \|.*?\| `([a-z0-9./-]+): ", DOC.read_text(), flags=re.M)
+    assert {name: resource for name, resource in rows} == {p.name: gpu_resource(p) for p in PROD_POOLS}
+
+
+def test_priority_table_matches_the_compiled_classes() -> None:
+    rows = dict(re.findall(r"^\| `([a-z-]+)` \| (\d+) \|", DOC.read_text(), flags=re.M))
+    assert {k: int(v) for k, v in rows.items()} == {p.name: p.value for p in PROD.priority_classes}

@@ -1,0 +1,62 @@
+"""The GPU-pod guard: its CEL expression, evaluated with cel-python, denies exactly the GPU-requesting pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import celpy
+import pytest
+
+from scheduler import compile
+from scheduler.guard import ALLOWED_NAMESPACES, EXPRESSION, NAME
+from scheduler.kueue_config import QUEUE_MANAGED_LABEL
+from tests.scheduler.examples import PROD, PROD_POOLS
+from tests.scheduler.helpers import find
+
+
+def allowed(pod_spec: dict[str, Any]) -> bool:
+    env = celpy.Environment()
+    result = env.program(env.compile(EXPRESSION)).evaluate({"object": celpy.json_to_cel({"spec": pod_spec})})
+    return bool(result)
+
+
+def container(**resources: dict[str, str]) -> dict[str, Any]:
+    return {"name": "c", "image": "busybox", **({"resources": resources} if resources else {})}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"containers": [container()]}, True),
+        ({"containers": [container(requests={"cpu": "1", "memory": "1Gi"})]}, True),
+        ({"containers": [container(requests={"nvidia.com/gpu": "1"})]}, False),
+        ({"containers": [container(limits={"nvidia.com/gpu": "1"})]}, False),  # limits alone imply requests
+        ({"containers": [container(), container(limits={"nvidia.com/gpu.shared": "1"})]}, False),
+        (
+            {
+                "containers": [container()],
+                "initContainers": [container(requests={"nvidia.com/mig-1g.10gb": "1"})],
+            },
+            False,
+        ),
+        ({"containers": [container(limits={"example.com/fpga": "1"})]}, True),
+    ],
+)
+def test_expression_denies_pods_that_request_gpus(spec: dict[str, Any], expected: bool) -> None:
+    assert allowed(spec) is expected
+
+
+def test_policy_applies_outside_team_namespaces_and_is_bound_to_deny() -> None:
+    objects = compile(PROD, PROD_POOLS)
+    policy = find(objects, "ValidatingAdmissionPolicy", NAME)
+    selector = policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+    assert {"key": QUEUE_MANAGED_LABEL, "operator": "DoesNotExist"} in selector
+    assert {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": list(ALLOWED_NAMESPACES),
+    } in selector
+    team_ns = find(objects, "Namespace", "team-llm")["metadata"]["labels"]
+    assert QUEUE_MANAGED_LABEL in team_ns  # team namespaces are exempt: Kueue gates their pods instead
+    binding = find(objects, "ValidatingAdmissionPolicyBinding", NAME)
+    assert binding["spec"] == {"policyName": NAME, "validationActions": ["Deny"]}
