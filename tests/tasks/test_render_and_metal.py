@@ -1,0 +1,78 @@
+"""`invoke render` and `invoke metal` as users run them (metal's playbook run goes through invoke's MockContext)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from invoke import Exit, MockContext, Result
+
+import tasks
+from tests.conftest import ROOT
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_render_writes_one_file_per_object_and_kustomization(tmp_path: Path) -> None:
+    result = invoke("render", "--stack", "example-prod", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    kustomization = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    listed = kustomization["resources"]
+    assert listed == sorted(listed) and len(listed) == len(set(listed))
+    for name in listed:
+        doc = yaml.safe_load((tmp_path / name).read_text())
+        assert doc["kind"] and doc["metadata"]["name"]
+    kinds = {yaml.safe_load((tmp_path / n).read_text())["kind"] for n in listed}
+    assert {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Namespace", "WorkloadPriorityClass"} <= kinds
+
+
+def test_render_is_stable(tmp_path: Path) -> None:
+    for out in ("a", "b"):
+        assert invoke("render", "--stack", "metal", "--out", str(tmp_path / out)).returncode == 0
+    first = {p.name: p.read_text() for p in (tmp_path / "a").iterdir()}
+    second = {p.name: p.read_text() for p in (tmp_path / "b").iterdir()}
+    assert first == second
+
+
+def test_render_bad_stack_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    config = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    config["config"]["gpufleet:scheduling"] = {"waitForPodsReadyTimeout": "2m"}
+    stack = tmp_path / "Pulumi.short.yaml"
+    stack.write_text(yaml.safe_dump(config))
+    result = invoke("render", "--stack", str(stack), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert "gpufleet:scheduling.waitForPodsReadyTimeout" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_metal_renders_inventory_and_runs_the_playbook() -> None:
+    ctx = MockContext(run=Result(exited=0))
+    tasks.metal(ctx, stack="metal", check=True, limit="gpu-h100-01")
+    command = ctx.run.call_args.args[0]  # MockContext wraps run in a unittest.mock.Mock
+    inventory = yaml.safe_load((ROOT / "build/metal/inventory.yml").read_text())
+    groups = inventory["gpu_hosts"]["children"]
+    assert set(groups) == {"h100", "l40s"}
+    assert list(groups["h100"]["hosts"]) == ["gpu-h100-01", "gpu-h100-02", "gpu-h100-03", "gpu-h100-04"]
+    assert groups["h100"]["vars"]["gpu_node_verify_expected_count"] == 8
+    assert inventory["gpu_hosts"]["vars"]["nvidia_driver_branch"] == "580"
+    assert "--check" in command and "--limit gpu-h100-01" in command and "gpu-hosts.yml" in command
+
+
+def test_metal_failed_playbook_exits_1() -> None:
+    ctx = MockContext(run=Result(exited=2))
+    with pytest.raises(Exit) as info:
+        tasks.metal(ctx, stack="metal")
+    assert info.value.code == 1
+
+
+def test_metal_refuses_aws_stack() -> None:
+    with pytest.raises(Exit) as info:
+        tasks.metal(MockContext(), stack="dev")
+    assert info.value.code == 2 and "existing" in str(info.value.message)
