@@ -6,6 +6,8 @@ and every object that targets it (flavors, device-plugin configs, expander prior
 
 from __future__ import annotations
 
+import re
+
 from infra import catalog
 from infra.spec import ClusterSpec, NodePool
 from scheduler.labels import GPU_TAINT, pool_node_labels
@@ -15,6 +17,14 @@ from scheduler.model import PoolView, PriorityClassView, SchedulingPolicy, TeamP
 def node_group_name(spec: ClusterSpec, pool_name: str) -> str:
     """The EKS managed node group name of a pool (its ASG is named eks-<this>-<uuid>)."""
     return f"{spec.cluster.name}-{pool_name}"
+
+
+def asg_pattern(node_group: str) -> str:
+    """Regex for the Auto Scaling group EKS creates for a managed node group: eks-<name>-<uuid>.
+
+    Anchoring on the UUID keeps pools whose names are prefixes of each other (l40s, l40s-infer) apart.
+    """
+    return f"^eks-{re.escape(node_group)}-[0-9a-f]{{8}}(-[0-9a-f]{{4}}){{3}}-[0-9a-f]{{12}}$"
 
 
 def _mig_instances(pool: NodePool) -> int | None:
@@ -63,7 +73,7 @@ def pool_view(spec: ClusterSpec, pool: NodePool) -> PoolView:
         cpus_per_node=cpus,
         memory_gib_per_node=memory,
         oversubscribe=pool.oversubscribe,
-        node_group=f"^eks-{node_group_name(spec, pool.name)}-.*" if spec.platform == "aws" else None,
+        node_group=asg_pattern(node_group_name(spec, pool.name)) if spec.platform == "aws" else None,
     )
     labels = node_labels(pool, pool_node_labels(base))
     taints = (dict(GPU_TAINT), *({"key": t.key, "value": t.value, "effect": t.effect} for t in pool.taints))

@@ -1,0 +1,71 @@
+"""Helm values of the NVIDIA GPU operator, derived from the spec.
+
+The values are cluster-wide but a cluster's pools may mix node images, so they are chosen for the whole mix:
+
+- the driver and the container toolkit are already on EKS NVIDIA nodes (AL2023 and Bottlerocket ship both),
+  and on bare metal Ansible installs them unless the spec asks the operator to (`driverManagedBy: operator`,
+  with the precompiled driver of the pinned branch);
+- the device plugin runs everywhere except on Bottlerocket nodes, which run their own: their node groups carry
+  `nvidia.com/gpu.deploy.device-plugin=false` (see infra.aws.nodepools), so one values document serves both;
+- its configuration is the scheduler's ConfigMap (one entry per sharing pool, picked by node label), default
+  entry "default"; MIG pools switch the strategy to `mixed` and turn on mig-manager;
+- every operand tolerates the GPU taint (and each pool's extra taints) so it reaches the GPU nodes;
+- dcgm-exporter always runs (node health and metrics); its ServiceMonitor only with `monitoring: true`,
+  because without the Prometheus operator CRDs the object cannot be created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.spec import ClusterSpec
+from scheduler.labels import DEVICE_PLUGIN_CONFIGMAP, DEVICE_PLUGIN_DEFAULT_CONFIG
+
+MIG_DEFAULT = "all-disabled"  # the only non-empty default the ClusterPolicy accepts
+CONTROL_PLANE = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Equal",
+    "value": "",
+    "effect": "NoSchedule",
+}
+
+
+def tolerations(spec: ClusterSpec) -> list[dict[str, str]]:
+    """The GPU taint, plus every extra taint a pool sets, each tolerated once."""
+    out = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    for pool in spec.node_pools:
+        for taint in pool.taints:
+            tol = {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+            if tol not in out:
+                out.append(tol)
+    return out
+
+
+def operator_manages_driver(spec: ClusterSpec) -> bool:
+    return spec.platform == "existing" and spec.cluster.driver_managed_by == "operator"
+
+
+def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
+    any_mig = any(p.sharing.mode == "mig" for p in spec.node_pools)
+    manage = operator_manages_driver(spec)
+    driver: dict[str, Any] = {"enabled": manage}
+    if manage:
+        driver |= {"usePrecompiled": True, "version": spec.versions.nvidia_driver_branch}
+    return {
+        "driver": driver,
+        "toolkit": {"enabled": manage},
+        "devicePlugin": {
+            "enabled": True,
+            "config": {
+                "create": False,
+                "name": DEVICE_PLUGIN_CONFIGMAP,
+                "default": DEVICE_PLUGIN_DEFAULT_CONFIG,
+            },
+        },
+        "mig": {"strategy": "mixed" if any_mig else "single"},
+        "migManager": {"enabled": any_mig, "config": {"create": False, "name": "", "default": MIG_DEFAULT}},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": spec.cluster.monitoring}},
+        "daemonsets": {"tolerations": tolerations(spec)},
+        # NFD labels the GPU nodes the operator then targets; the chart's list is replaced, so keep its entry.
+        "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, *tolerations(spec)]}},
+    }

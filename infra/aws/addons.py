@@ -1,0 +1,76 @@
+"""The in-cluster add-ons on EKS, installed through a Kubernetes provider built from the new cluster.
+
+Everything here waits for the node groups (a helm release whose pods cannot be scheduled fails): the GPU
+stack (operator + scheduling, shared with the `existing` platform), the cluster-autoscaler with its IRSA role,
+and the EFA device plugin when a pool uses EFA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.addons import cluster_autoscaler as ca
+from infra.addons import efa
+from infra.aws import iam
+from infra.aws.cluster import Cluster
+from infra.aws.tags import common_tags
+from infra.existing.gpu_stack import GpuStack, chart_release
+from infra.spec import ClusterSpec
+
+
+class Addons(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        cluster: Cluster,
+        node_groups: Sequence[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpufleet:aws:Addons", name, None, opts)
+        self.provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=cluster.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+        )
+        after_nodes = pulumi.ResourceOptions(
+            parent=self, provider=self.provider, depends_on=list(node_groups)
+        )
+        self.gpu = GpuStack(
+            f"{name}-gpu", spec, self.provider, node_groups, pulumi.ResourceOptions(parent=self)
+        )
+        role = aws.iam.Role(
+            f"{name}-cluster-autoscaler",
+            assume_role_policy=pulumi.Output.all(cluster.oidc_provider.arn, cluster.issuer_url).apply(
+                lambda a: iam.irsa_trust_policy(a[0], a[1], ca.NAMESPACE, ca.SERVICE_ACCOUNT)
+            ),
+            tags=common_tags(spec),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-cluster-autoscaler",
+            role=role.id,
+            policy=iam.autoscaler_policy(spec.cluster.name),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.autoscaler = chart_release(
+            f"{name}-cluster-autoscaler",
+            spec,
+            "cluster-autoscaler",
+            ca.NAMESPACE,
+            ca.cluster_autoscaler_values(spec, role.arn),
+            pulumi.ResourceOptions.merge(after_nodes, pulumi.ResourceOptions(depends_on=[policy])),
+        )
+        self.efa = None
+        if efa.efa_pools(spec):
+            self.efa = chart_release(
+                f"{name}-efa",
+                spec,
+                "aws-efa-k8s-device-plugin",
+                efa.NAMESPACE,
+                efa.efa_values(spec),
+                after_nodes,
+            )
+        self.register_outputs({"autoscaler": self.autoscaler.status})

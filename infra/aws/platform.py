@@ -1,0 +1,31 @@
+"""The AWS platform, in order: network -> cluster -> node groups -> add-ons; returns the stack outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from infra.aws.addons import Addons
+from infra.aws.cluster import Cluster
+from infra.aws.network import Network
+from infra.aws.nodegroups import NodeGroups
+from infra.spec import ClusterSpec
+
+
+def build_aws(spec: ClusterSpec) -> dict[str, Any]:
+    """Expects a spec that passed `infra.program.check`."""
+    name = spec.cluster.name
+    network = Network(f"{name}-net", spec)
+    cluster = Cluster(name, spec, network)
+    groups = NodeGroups(f"{name}-nodes", spec, network, cluster)
+    Addons(f"{name}-addons", spec, cluster, list(groups.groups.values()))
+    return {
+        "cluster_name": cluster.eks.name,
+        "endpoint": cluster.eks.endpoint,
+        "kubeconfig": cluster.kubeconfig,
+        "node_group_names": pulumi.Output.all(
+            **{pool: g.node_group_name for pool, g in groups.groups.items()}
+        ),
+        "oidc_provider_arn": cluster.oidc_provider.arn,
+    }

@@ -1,0 +1,243 @@
+"""Deploy, preview, destroy and read a stack through Pulumi's Automation API (the `invoke` tasks call these).
+
+The project folder is the Pulumi workspace: `Pulumi.yaml` names the program and `Pulumi.<stack>.yaml` already
+holds the stack's configuration, so nothing is generated. State goes to a local folder,
+`file://<project>/.pulumi-state`, unless `--backend` names another (`s3://`, `gs://`, `azblob://`, a folder, or
+Pulumi Cloud at `https://api.pulumi.com`); self-managed backends encrypt secrets with
+`PULUMI_CONFIG_PASSPHRASE`. Every prerequisite is checked before the engine starts, in the order a user can
+fix them: the spec (exit 2), the Pulumi CLI, the passphrase, AWS credentials (exit 3), then preflight (exit 1).
+
+`destroy` runs in phases so nothing in the cluster is left holding AWS resources when the cluster goes: first
+the Helm releases (with everything that depends on them), then the remaining Kubernetes objects, then CRDs and
+namespaces, and only then the node groups, the cluster and the VPC. Load balancers and their ENIs that
+in-cluster controllers created are therefore gone before the subnets they live in are deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from infra.errors import CheckFailed, ConfigError, ToolMissing
+from infra.spec import ClusterSpec
+
+if TYPE_CHECKING:
+    from pulumi.automation import EngineEvent, OutputValue, Stack
+
+STATE_DIR = ".pulumi-state"
+SELF_MANAGED = ("file://", "s3://", "gs://", "azblob://")
+ACCEPTED_BACKENDS = (
+    "file://<folder>, s3://<bucket>, gs://<bucket>, azblob://<container>, https://api.pulumi.com"
+)
+INSTALL_HINT = "the Pulumi CLI is not installed (no `pulumi` on PATH): install it from https://www.pulumi.com/docs/install/"
+PASSPHRASE_HINT = (
+    "PULUMI_CONFIG_PASSPHRASE is not set: the self-managed state backend encrypts stack secrets with it; "
+    "export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE)"
+)
+KUBECONFIG_OUTPUT = "kubeconfig"
+
+
+# ---- prerequisites (pure or environment-only) ----------------------------------------------------------
+
+
+def resolve_backend(backend: str | None, root: Path) -> str:
+    """The state backend URL: the project's `.pulumi-state` folder by default; relative folders resolve in it."""
+    if not backend:
+        return f"file://{root / STATE_DIR}"
+    if backend.startswith("file://"):
+        folder = Path(backend.removeprefix("file://")).expanduser()
+        return f"file://{folder if folder.is_absolute() else (root / folder)}"
+    if backend.startswith(SELF_MANAGED) or backend.startswith("https://"):
+        return backend
+    raise ConfigError(f"--backend {backend!r}: not a Pulumi state backend URL; accepted: {ACCEPTED_BACKENDS}")
+
+
+def require_cli() -> None:
+    if shutil.which("pulumi") is None:
+        raise ToolMissing(INSTALL_HINT)
+
+
+def require_passphrase(backend_url: str) -> None:
+    if backend_url.startswith(SELF_MANAGED) and not (
+        os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+    ):
+        raise ToolMissing(PASSPHRASE_HINT)
+
+
+def require_stack_file(spec: ClusterSpec, root: Path) -> None:
+    if not (root / f"Pulumi.{spec.stack}.yaml").is_file():
+        raise ConfigError(
+            f"stack {spec.stack!r}: Pulumi reads Pulumi.{spec.stack}.yaml from the project folder; put the stack "
+            "file there and pass --stack by name"
+        )
+
+
+def prepare(spec: ClusterSpec, root: Path, backend: str | None, *, needs_aws: bool) -> str:
+    """Check everything a Pulumi operation needs, cheapest first; return the backend URL."""
+    require_stack_file(spec, root)
+    url = resolve_backend(backend, root)
+    require_cli()
+    require_passphrase(url)
+    if needs_aws and spec.platform == "aws":
+        from infra.preflight import aws_session
+
+        aws_session(spec.region)
+    return url
+
+
+# ---- destroy order (pure) ------------------------------------------------------------------------------
+
+HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart")
+LAST_IN_CLUSTER = (
+    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+    "kubernetes:core/v1:Namespace",
+)
+
+
+def destroy_phases(resources: list[dict[str, Any]]) -> list[list[str]]:
+    """URNs to destroy, phase by phase, before the final full destroy (node groups, cluster, VPC).
+
+    `resources` is the `deployment.resources` list of `pulumi stack export`. Providers, the stack itself,
+    component resources and resources Pulumi only reads are never targeted: they hold nothing in the cluster.
+    """
+    helm, objects, last = [], [], []
+    for res in resources:
+        kind, urn = res.get("type", ""), res.get("urn", "")
+        if not kind.startswith("kubernetes:") or res.get("external") or res.get("custom") is False:
+            continue
+        if kind in HELM_TYPES:
+            helm.append(urn)
+        elif kind in LAST_IN_CLUSTER:
+            last.append(urn)
+        else:
+            objects.append(urn)
+    return [phase for phase in (helm, objects, last) if phase]
+
+
+# ---- progress ------------------------------------------------------------------------------------------
+
+SYMBOLS = {"create": "+", "update": "~", "delete": "-", "replace": "+-", "create-replacement": "+-"}
+
+
+def describe_event(event: EngineEvent) -> str | None:
+    """One line per resource step and per error, or None for events not worth a line."""
+    if event.resource_pre_event is not None:
+        meta = event.resource_pre_event.metadata
+        op = meta.op.value
+        if op in SYMBOLS:
+            return f"{SYMBOLS[op]} {op:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]}"
+    if event.res_op_failed_event is not None:
+        meta = event.res_op_failed_event.metadata
+        return f"! failed   {meta.type} {meta.urn.rsplit('::', 1)[-1]}"
+    if event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
+        return f"! {event.diagnostic_event.message.strip()}"
+    return None
+
+
+def event_printer(console: Console) -> Callable[[EngineEvent], None]:
+    def on_event(event: EngineEvent) -> None:
+        line = describe_event(event)
+        if line is not None:
+            console.print(line, markup=False, highlight=False)
+
+    return on_event
+
+
+# ---- operations ----------------------------------------------------------------------------------------
+
+
+def select_stack(spec: ClusterSpec, root: Path, backend_url: str) -> Stack:
+    from pulumi import automation as auto
+
+    if backend_url.startswith("file://"):
+        Path(backend_url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    opts = auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": backend_url})
+    return auto.create_or_select_stack(stack_name=spec.stack, work_dir=str(root), opts=opts)
+
+
+def _engine(op: str, spec: ClusterSpec, action: Callable[[], Any]) -> Any:
+    """Run one engine operation; its failures become one CheckFailed line (details were streamed above)."""
+    from pulumi import automation as auto
+
+    try:
+        return action()
+    except auto.ConcurrentUpdateError:
+        raise CheckFailed(
+            f"stack {spec.stack!r} is being updated by someone else; wait, or `pulumi cancel`"
+        ) from None
+    except auto.CommandError as exc:
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+        raise CheckFailed(
+            f"pulumi {op} failed for stack {spec.stack!r}: {lines[-1] if lines else exc}"
+        ) from None
+
+
+def deploy(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
+    """Preflight, then `pulumi up`; returns the changed-resource counts."""
+    url = prepare(spec, root, backend, needs_aws=True)
+    from infra.preflight import print_findings, raise_on_errors, run_preflight
+
+    findings = run_preflight(spec)
+    print_findings(findings, console, spec.stack)
+    raise_on_errors(findings, spec.stack)
+    stack = select_stack(spec, root, url)
+    result = _engine("up", spec, lambda: stack.up(on_event=event_printer(console), color="never"))
+    return dict(result.summary.resource_changes or {})
+
+
+def preview(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
+    url = prepare(spec, root, backend, needs_aws=True)
+    stack = select_stack(spec, root, url)
+    result = _engine("preview", spec, lambda: stack.preview(on_event=event_printer(console), color="never"))
+    return {op.value if hasattr(op, "value") else str(op): n for op, n in result.change_summary.items()}
+
+
+def destroy(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
+    """In-cluster resources phase by phase (see the module docstring), then everything else."""
+    url = prepare(spec, root, backend, needs_aws=True)
+    stack = select_stack(spec, root, url)
+    on_event = event_printer(console)
+    resources = (stack.export_stack().deployment or {}).get("resources", [])
+    for i, targets in enumerate(destroy_phases(resources), start=1):
+        console.print(f"destroy phase {i}: {len(targets)} in-cluster resource(s) and their dependents")
+        phase = partial(
+            stack.destroy, target=targets, target_dependents=True, on_event=on_event, color="never"
+        )
+        _engine("destroy", spec, phase)
+    console.print("destroy: node groups, cluster, network and the rest")
+    result = _engine("destroy", spec, lambda: stack.destroy(on_event=on_event, color="never"))
+    return dict(result.summary.resource_changes or {})
+
+
+def outputs(spec: ClusterSpec, root: Path, backend: str | None) -> dict[str, OutputValue]:
+    url = prepare(spec, root, backend, needs_aws=False)
+    stack = select_stack(spec, root, url)
+    values: dict[str, OutputValue] = _engine("stack output", spec, stack.outputs)
+    return values
+
+
+def kubeconfig_text(values: dict[str, OutputValue], stack: str) -> str:
+    """The kubeconfig output as YAML text (the program may export it as a string or as an object)."""
+    import yaml
+
+    if KUBECONFIG_OUTPUT not in values:
+        have = ", ".join(sorted(values)) or "none (has `invoke deploy` run?)"
+        raise CheckFailed(f"stack {stack!r} has no {KUBECONFIG_OUTPUT!r} output; outputs: {have}")
+    value = values[KUBECONFIG_OUTPUT].value
+    return value if isinstance(value, str) else yaml.safe_dump(value, sort_keys=False)
+
+
+def write_kubeconfig(text: str, path: Path) -> Path:
+    """Write with owner-only permissions: the file holds cluster credentials."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    path.chmod(0o600)
+    return path

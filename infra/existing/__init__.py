@@ -1,0 +1,1 @@
+"""The `existing` platform: an already-running cluster reached through a kubeconfig (bare metal, on-prem)."""

@@ -1,0 +1,38 @@
+"""The Pulumi program as a function: `build(spec)` creates every resource of a validated spec.
+
+It takes a `ClusterSpec` that `infra.spec` already validated, runs the checks that need more than the spec's
+own rules (the scheduling policy, and per platform what EKS or the AMIs add) so that a bad spec raises before
+any resource exists, dispatches on the platform and returns the stack outputs. Nothing happens at import
+time, so tests and other programs drive it under Pulumi's mocks or the Automation API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.spec import ClusterSpec
+
+
+def check(spec: ClusterSpec) -> None:
+    """Raise ConfigError / SchedulerConfigError for a spec the program could only half create."""
+    from infra.scheduling import scheduler_inputs
+    from scheduler.checks import check as check_scheduling
+
+    check_scheduling(*scheduler_inputs(spec))
+    if spec.platform == "aws":
+        from infra.aws.network import check_byo
+        from infra.aws.nodepools import check_pools
+
+        check_byo(spec)
+        check_pools(spec)
+
+
+def build(spec: ClusterSpec) -> dict[str, Any]:
+    check(spec)
+    if spec.platform == "aws":
+        from infra.aws.platform import build_aws
+
+        return build_aws(spec)
+    from infra.existing.platform import build_existing
+
+    return build_existing(spec)

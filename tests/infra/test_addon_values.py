@@ -1,0 +1,38 @@
+"""cluster-autoscaler and EFA device plugin values."""
+
+from __future__ import annotations
+
+from infra.addons.cluster_autoscaler import cluster_autoscaler_values
+from infra.addons.efa import efa_pools, efa_values
+from tests.conftest import load_example
+
+
+def test_autoscaler_discovers_this_cluster_with_irsa_and_pinned_image() -> None:
+    spec = load_example("example-prod")
+    values = cluster_autoscaler_values(spec, "arn:aws:iam::1:role/ca")
+    assert values["autoDiscovery"] == {"clusterName": "gpufleet-prod"}
+    assert values["awsRegion"] == "us-east-1"
+    assert values["image"]["tag"] == spec.versions.cluster_autoscaler_image
+    # The autoscaler image must match the control plane's minor version.
+    assert values["image"]["tag"].lstrip("v").startswith(spec.cluster.kubernetes_version + ".")
+    sa = values["rbac"]["serviceAccount"]
+    assert sa["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/ca"}
+
+
+def test_autoscaler_flags_for_gpu_groups() -> None:
+    args = cluster_autoscaler_values(load_example("dev"), "arn")["extraArgs"]
+    assert args["balance-similar-node-groups"] is True
+    assert args["expander"] == "priority,least-waste"
+    minutes = int(args["max-node-provision-time"].removesuffix("m"))
+    assert minutes >= 20  # a cold GPU node takes 10-15 minutes to join
+    assert args["skip-nodes-with-local-storage"] is False
+    assert 0 < float(args["scale-down-utilization-threshold"]) < 1
+
+
+def test_efa_plugin_targets_only_the_efa_pools_instance_types() -> None:
+    prod = load_example("example-prod")
+    assert efa_pools(prod) == ["h100-train"]
+    values = efa_values(prod)
+    assert values["supportedInstanceLabels"]["values"] == ["p5.48xlarge"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]
+    assert efa_pools(load_example("dev")) == []
