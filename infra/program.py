@@ -14,17 +14,12 @@ from infra.spec import ClusterSpec
 
 
 def check(spec: ClusterSpec) -> None:
-    """Raise ConfigError / SchedulerConfigError for a spec the program could only half create."""
-    from infra.scheduling import scheduler_inputs
-    from scheduler.checks import check as check_scheduling
+    """Raise ConfigError for a spec the program could only half create (also when built without load_stack)."""
+    from infra.errors import ConfigError
+    from infra.rules import resolved_problems
 
-    check_scheduling(*scheduler_inputs(spec))
-    if spec.platform == "aws":
-        from infra.aws.network import check_byo
-        from infra.aws.nodepools import check_pools
-
-        check_byo(spec)
-        check_pools(spec)
+    if problems := resolved_problems(spec):
+        raise ConfigError(problems)
 
 
 def build(spec: ClusterSpec) -> dict[str, Any]:

@@ -187,6 +187,48 @@ def _lending(spec: ClusterSpec, problems: list[str]) -> None:
             )
 
 
+SYSTEM_GROUP = "system"  # the system pool's node group name
+MAX_NODE_GROUP_NAME = 63  # EKS limit
+
+
+def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
+    """What EKS and the AMI families add to the spec's own rules."""
+    from infra.scheduling import node_group_name
+
+    net, at = spec.cluster.network, "gpufleet:cluster.network"
+    if net.vpc_id and not net.private_subnet_ids:
+        problems.append(f"{at}.privateSubnetIds: required with vpcId (the subnets nodes run in)")
+    if not net.vpc_id and (net.private_subnet_ids or net.public_subnet_ids):
+        problems.append(f"{at}.vpcId: required when subnet ids are given")
+    for i, pool in enumerate(spec.node_pools):
+        at = f"{NP}[{i}]"
+        if pool.name == SYSTEM_GROUP:
+            problems.append(
+                f"{at}.name: {SYSTEM_GROUP!r} is the name of the system node group; rename the pool"
+            )
+        if pool.ami_family == "BOTTLEROCKET_NVIDIA" and pool.sharing.mode != "exclusive":
+            problems.append(
+                f"{at}.sharing: {pool.sharing.mode} needs the GPU operator's device plugin, which Bottlerocket "
+                "nodes do not run (they ship their own); use amiFamily AL2023_NVIDIA for shared GPUs"
+            )
+        name = node_group_name(spec, pool.name)
+        if len(name) > MAX_NODE_GROUP_NAME:
+            problems.append(
+                f"{at}.name: the node group name {name!r} (<cluster>-<pool>) exceeds EKS's "
+                f"{MAX_NODE_GROUP_NAME} characters; shorten the pool or cluster name"
+            )
+
+
+def resolved_problems(spec: ClusterSpec) -> list[str]:
+    """Rules that read a spec whose catalog facts are resolved; also run by `infra.program.build`."""
+    problems: list[str] = []
+    _lending(spec, problems)
+    if spec.platform == "aws":
+        _aws_extra(spec, problems)
+    _scheduling(spec, problems)
+    return problems
+
+
 def _scheduling(spec: ClusterSpec, problems: list[str]) -> None:
     """Team and scheduling rules are the scheduler compiler's own input checks, run here so they fail up front."""
     from infra.scheduling import scheduler_inputs
@@ -238,8 +280,7 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
     spec = spec.model_copy(
         update={"node_pools": pools, "versions": spec.versions.resolved(spec.cluster.kubernetes_version)}
     )
-    _lending(spec, problems)
-    _scheduling(spec, problems)
+    problems += resolved_problems(spec)
     if problems:
         raise ConfigError(problems)
     return spec

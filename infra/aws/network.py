@@ -14,7 +14,6 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.tags import common_tags, subnet_tags
-from infra.errors import ConfigError
 from infra.spec import ClusterSpec
 
 
@@ -29,15 +28,6 @@ def subnet_cidrs(vpc_cidr: str, zones: int) -> tuple[list[str], list[str]]:
     blocks = list(vpc.subnets(prefixlen_diff=bits))
     public = list(blocks[-1].subnets(prefixlen_diff=bits))
     return [str(b) for b in blocks[:zones]], [str(b) for b in public[:zones]]
-
-
-def check_byo(spec: ClusterSpec) -> None:
-    net = spec.cluster.network
-    at = "gpufleet:cluster.network"
-    if net.vpc_id and not net.private_subnet_ids:
-        raise ConfigError(f"{at}.privateSubnetIds: required with vpcId (the subnets nodes run in)")
-    if not net.vpc_id and (net.private_subnet_ids or net.public_subnet_ids):
-        raise ConfigError(f"{at}.vpcId: required when subnet ids are given")
 
 
 class Network(pulumi.ComponentResource):

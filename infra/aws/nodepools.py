@@ -13,11 +13,11 @@ from infra import catalog
 from infra.aws import launch_template as lt
 from infra.aws.tags import autoscaler_tags
 from infra.errors import ConfigError
+from infra.rules import SYSTEM_GROUP
 from infra.scheduling import node_group_name, pool_view
 from infra.spec import ClusterSpec, NodePool
 from scheduler.model import PoolView
 
-SYSTEM_GROUP = "system"
 SYSTEM_VOLUME_GIB = 100
 AMI_TYPES: dict[tuple[str, str], str] = {
     ("AL2023_NVIDIA", "x86_64"): "AL2023_x86_64_NVIDIA",
@@ -32,7 +32,6 @@ EKS_EFFECT = {
     "NoExecute": "NO_EXECUTE",
     "PreferNoSchedule": "PREFER_NO_SCHEDULE",
 }
-MAX_NAME = 63  # EKS node group names
 # Bottlerocket NVIDIA nodes run their own device plugin; the GPU operator's must stay off them.
 BOTTLEROCKET_OPERAND_LABELS = {"nvidia.com/gpu.deploy.device-plugin": "false"}
 # Node auto-repair limits: a fleet-wide fault (a bad driver, a broken AMI) must not replace every node.
@@ -164,28 +163,6 @@ def plan_system_pool(spec: ClusterSpec) -> NodeGroupPlan:
     )
 
 
-def check_pools(spec: ClusterSpec) -> None:
-    """What EKS and the AMI families add to the spec's own rules; raises ConfigError with every problem."""
-    problems = []
-    for i, pool in enumerate(spec.node_pools):
-        at = f"gpufleet:nodePools[{i}].name"
-        if pool.name == SYSTEM_GROUP:
-            problems.append(f"{at}: {SYSTEM_GROUP!r} is the name of the system node group; rename the pool")
-        if pool.ami_family == "BOTTLEROCKET_NVIDIA" and pool.sharing.mode != "exclusive":
-            problems.append(
-                f"gpufleet:nodePools[{i}].sharing: {pool.sharing.mode} needs the GPU operator's device plugin, which "
-                "Bottlerocket nodes do not run (they ship their own); use amiFamily AL2023_NVIDIA for shared GPUs"
-            )
-        if len(node_group_name(spec, pool.name)) > MAX_NAME:
-            problems.append(
-                f"{at}: the node group name {node_group_name(spec, pool.name)!r} (<cluster>-<pool>) exceeds "
-                f"EKS's {MAX_NAME} characters; shorten the pool or cluster name"
-            )
-    if problems:
-        raise ConfigError(problems)
-
-
 def plan_node_groups(spec: ClusterSpec) -> list[NodeGroupPlan]:
     """The system group first, then one group per GPU pool, in spec order."""
-    check_pools(spec)
     return [plan_system_pool(spec), *(plan_gpu_pool(spec, p) for p in spec.node_pools)]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from infra.preflight.checks import pool_subject
+from infra.preflight.checks import api_error, pool_subject
 from infra.preflight.findings import Finding, error, ok, warning
 from infra.spec import ClusterSpec, NodePool
 
@@ -102,6 +102,17 @@ def _window(pool: NodePool, res: dict[str, Any], now: datetime, region: str | No
     return []
 
 
+def _describe(ec2: EC2Client, rid: str) -> list[dict[str, Any]]:
+    """The reservation as a plain dict, or nothing when AWS does not know the id."""
+    try:
+        reply = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in NOT_FOUND:
+            return []
+        raise
+    return [dict(r) for r in reply.get("CapacityReservations", [])]
+
+
 def check_capacity_blocks(ec2: EC2Client, spec: ClusterSpec, now: datetime) -> list[Finding]:
     """Every CAPACITY_BLOCK pool's reservation exists and fits the pool."""
     findings: list[Finding] = []
@@ -110,18 +121,10 @@ def check_capacity_blocks(ec2: EC2Client, spec: ClusterSpec, now: datetime) -> l
             continue
         rid, subject = pool.capacity_reservation_id, pool_subject(pool.name)
         try:
-            reply = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
+            reservations = _describe(ec2, rid)
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "?")
-            if code not in NOT_FOUND:
-                message = exc.response.get("Error", {}).get("Message", "")
-                fix = "allow ec2:DescribeCapacityReservations for these credentials"
-                findings.append(
-                    error(subject, f"ec2:DescribeCapacityReservations failed: {code}: {message}", fix)
-                )
-                continue
-            reply = {"CapacityReservations": []}
-        reservations = reply.get("CapacityReservations", [])
+            findings.append(api_error(subject, "ec2:DescribeCapacityReservations", exc))
+            continue
         if not reservations:
             fix = (
                 f"check {_where(pool)}.capacityReservationId, or find a block with: aws ec2 "

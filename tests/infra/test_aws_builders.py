@@ -11,7 +11,7 @@ from infra.aws import iam
 from infra.aws.cluster import eks_scheduler_config, endpoint_config, placement_config
 from infra.aws.kubeconfig import kubeconfig
 from infra.aws.launch_template import launch_template_data
-from infra.aws.network import check_byo, subnet_cidrs
+from infra.aws.network import subnet_cidrs
 from infra.aws.nodepools import plan_node_groups
 from infra.aws.tags import autoscaler_tags, partition
 from infra.errors import ConfigError
@@ -185,14 +185,14 @@ def test_a_pool_named_system_is_refused() -> None:
     config = _efa_spec("ON_DEMAND")
     config["gpufleet:nodePools"] = [{"name": "system", "instanceType": "g5.xlarge", "maxSize": 1}]
     with pytest.raises(ConfigError, match=r"nodePools\[0\]\.name"):
-        plan_node_groups(parse_config(config, "t"))
+        parse_config(config, "t")
 
 
 def test_byo_network_needs_private_subnets() -> None:
     config = _efa_spec("ON_DEMAND")
     config["gpufleet:cluster"] = {"name": "c", "network": {"vpcId": "vpc-1"}}
     with pytest.raises(ConfigError, match="privateSubnetIds"):
-        check_byo(parse_config(config, "t"))
+        parse_config(config, "t")
 
 
 def test_endpoint_is_private_unless_an_allow_list_is_given() -> None:
@@ -259,4 +259,4 @@ def test_bottlerocket_pools_cannot_share_gpus() -> None:
         }
     ]
     with pytest.raises(ConfigError, match=r"nodePools\[0\]\.sharing: timeSlicing"):
-        plan_node_groups(parse_config(config, "t"))
+        parse_config(config, "t")

@@ -307,14 +307,12 @@ def test_component_children_are_parented_and_named_after_it(mocks: Mocks) -> pul
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
 def test_a_bad_spec_never_reaches_pulumi(mocks: Mocks) -> pulumi.Output[Any]:
-    config = {
-        "aws:region": "us-east-1",
-        "gpufleet:platform": "aws",
-        "gpufleet:cluster": {"name": "c", "network": {"vpcId": "vpc-1"}},
-        "gpufleet:nodePools": [{"name": "g", "instanceType": "g5.xlarge", "maxSize": 1}],
-    }
+    # A spec that skipped load_stack's validation: build() runs the rules itself before any resource.
+    spec = load_example("dev")
+    network = spec.cluster.network.model_copy(update={"vpc_id": "vpc-1"})
+    spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"network": network})})
     with pytest.raises(ConfigError, match="privateSubnetIds"):
-        build(parse_config(config, "t"))
+        build(spec)
     return after_registration(lambda: _assert_len(mocks.resources, 0))
 
 

@@ -91,13 +91,13 @@ def test_relative_kubeconfig_paths_are_relative_to_the_project(repo_root: Path) 
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
 def test_a_bad_scheduling_policy_never_reaches_pulumi(mocks: Mocks) -> pulumi.Output[Any]:
-    from scheduler.errors import SchedulerConfigError
+    from infra.errors import ConfigError
 
     spec = load_example("metal")
     spec = spec.model_copy(
         update={"scheduling": spec.scheduling.model_copy(update={"provisioning_requests": True})}
     )
-    with pytest.raises(SchedulerConfigError, match="provisioningRequests"):
+    with pytest.raises(ConfigError, match="provisioningRequests"):
         build(spec)
     return after_registration(lambda: _assert_nothing(mocks))
 
