@@ -6,6 +6,8 @@
   and on-demand before spot), ties go to the group that wastes the least;
 - GPU nodes take 10-15 minutes to join (large image, driver init), so a provision time below that would
   mark healthy scale-ups as failed and back off the group;
+- with `scheduling.provisioningRequests`, it serves Kueue's ProvisioningRequests (admission only when the
+  nodes for a whole job can be provided);
 - GPU nodes are expensive, so an empty one is removed after a short idle time, but not right after it was
   added (the first pod may still be pulling a large image); local scratch (emptyDir) must not pin a node.
 """
@@ -46,7 +48,11 @@ def cluster_autoscaler_values(spec: ClusterSpec, role_arn: Any) -> dict[str, Any
                 "annotations": {ROLE_ANNOTATION: role_arn},
             }
         },
-        "extraArgs": dict(ARGS),
+        # Kueue's ProvisioningRequest admission check needs the autoscaler to serve ProvisioningRequests.
+        "extraArgs": {
+            **ARGS,
+            **({"enable-provisioning-requests": True} if spec.scheduling.provisioning_requests else {}),
+        },
         # On the system pool: the autoscaler must never run on a node it might remove.
         "nodeSelector": {"gpufleet.io/role": "system"},
     }
