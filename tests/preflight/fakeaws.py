@@ -1,0 +1,176 @@
+"""A real AWS API on loopback (moto's HTTP server), seeded in-process with what moto does not model.
+
+moto 5.2.5 serves EC2 instance type offerings from real per-region data, but it has no EC2 vCPU quotas
+(its Service Quotas backend knows only `vpc`), reserves `/aws/service/*` SSM names (a client may not write
+them, just as on AWS), and has no DescribeCapacityReservations. `FakeAws` fills exactly those gaps inside the
+server's process: public SSM parameters go straight into moto's SSM backend, and three small handlers answer
+`GetServiceQuota` and `GetAWSDefaultServiceQuota` for ec2 and `DescribeCapacityReservations` from per-test tables. Our code talks to all of it
+over HTTP through boto3, exactly as it talks to AWS.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.responses import ActionResult
+from moto.core.utils import utcnow
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.responses import EC2Response
+from moto.server import ThreadedMotoServer
+from moto.servicequotas.exceptions import NoSuchResource
+from moto.servicequotas.models import ServiceQuotasBackend
+from moto.servicequotas.responses import ServiceQuotasResponse
+from moto.ssm.models import Parameter, ssm_backends
+
+from infra import catalog
+from infra.preflight.ami import pool_release
+from infra.preflight.checks import vcpu_demand
+from infra.spec import ClusterSpec
+
+ORIGINAL_GET_QUOTA = ServiceQuotasBackend.get_service_quota
+
+
+class FakeAws:
+    """Per-test seed tables for the parts of AWS moto lacks."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.quotas: dict[str, float] = {}  # applied quotas (GetServiceQuota)
+        self.defaults: dict[str, float] = {}  # AWS defaults (GetAWSDefaultServiceQuota)
+        self.reservations: dict[str, dict[str, Any]] = {}
+        self.reservations_error: tuple[str, str] | None = None  # (code, message) to answer instead
+        self.ssm_regions: set[str] = set()
+
+    # ---- seeding -------------------------------------------------------------------------------------
+    def seed_quota(self, code: str, value: float) -> None:
+        self.quotas[code] = value
+
+    def seed_parameter(self, region: str, name: str, value: str = "ami-0123456789abcdef0") -> None:
+        backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
+        param = Parameter(
+            account_id=DEFAULT_ACCOUNT_ID,
+            name=name,
+            value=value,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=utcnow(),
+            version=1,
+            data_type="aws:ec2:image",
+        )
+        backend._parameters[name].append(param)
+        self.ssm_regions.add(region)
+
+    def seed_reservation(self, rid: str, **fields: Any) -> dict[str, Any]:
+        self.reservations[rid] = {"CapacityReservationId": rid, **fields}
+        return self.reservations[rid]
+
+    def seed_clean(self, spec: ClusterSpec, headroom: int = 0) -> None:
+        """Everything `spec` needs to pass: quotas at exactly the demand, AMIs, fitting reservations."""
+        for code, users in vcpu_demand(spec).items():
+            self.seed_quota(code, sum(v for _, v in users) + headroom)
+        for pool in spec.node_pools:
+            self.seed_parameter(spec.region or "", pool_release(spec, pool).parameters[0])
+            if pool.capacity_type == "CAPACITY_BLOCK" and pool.capacity_reservation_id:
+                now = datetime.now(UTC)
+                self.seed_reservation(
+                    pool.capacity_reservation_id,
+                    InstanceType=pool.instance_type,
+                    AvailabilityZone=pool.availability_zone,
+                    TotalInstanceCount=pool.max_size,
+                    AvailableInstanceCount=pool.max_size,
+                    State="active",
+                    ReservationType="capacity-block",
+                    StartDate=now - timedelta(days=1),
+                    EndDate=now + timedelta(days=7),
+                )
+
+    def reset(self) -> None:
+        for region in self.ssm_regions:
+            ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters.clear()
+        self.quotas.clear()
+        self.defaults.clear()
+        self.reservations.clear()
+        self.reservations_error = None
+
+
+CURRENT: list[FakeAws] = []
+
+
+def _quota(quota_code: str, value: float) -> dict[str, Any]:
+    return {
+        "ServiceCode": "ec2",
+        "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+        "QuotaCode": quota_code,
+        "QuotaName": catalog.QUOTA_NAMES.get(quota_code, quota_code),
+        "Value": value,
+        "Unit": "None",
+        "Adjustable": True,
+        "GlobalQuota": False,
+    }
+
+
+def _get_service_quota(self: ServiceQuotasBackend, service_code: str, quota_code: str) -> dict[str, Any]:
+    fake = CURRENT[-1] if CURRENT else None
+    if service_code == "ec2" and fake is not None and quota_code in fake.quotas:
+        return _quota(quota_code, fake.quotas[quota_code])
+    return ORIGINAL_GET_QUOTA(
+        self, service_code, quota_code
+    )  # ec2: NoSuchResourceException, as for an unchanged quota
+
+
+def _get_aws_default_service_quota(self: ServiceQuotasResponse) -> str:
+    params = json.loads(self.body)
+    fake, code = CURRENT[-1], str(params.get("QuotaCode"))
+    if params.get("ServiceCode") != "ec2" or code not in fake.defaults:
+        raise NoSuchResource
+    return json.dumps({"Quota": _quota(code, fake.defaults[code])})
+
+
+def _describe_capacity_reservations(self: EC2Response) -> ActionResult:
+    fake = CURRENT[-1]
+    if fake.reservations_error is not None:
+        raise EC2ClientError(*fake.reservations_error)
+    wanted = self._get_param("CapacityReservationIds", []) or list(fake.reservations)
+    for rid in wanted:
+        if rid not in fake.reservations:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{rid}' does not exist"
+            )
+    return ActionResult({"CapacityReservations": [fake.reservations[rid] for rid in wanted]})
+
+
+PATCHES = (
+    (ServiceQuotasBackend, "get_service_quota", _get_service_quota),
+    (ServiceQuotasResponse, "get_aws_default_service_quota", _get_aws_default_service_quota),
+    (EC2Response, "describe_capacity_reservations", _describe_capacity_reservations),
+)
+
+
+@contextmanager
+def fake_aws_server() -> Iterator[str]:
+    """moto's HTTP server on a free loopback port, with the handlers above installed; yields its URL.
+
+    Nests safely (each exit restores exactly what its entry found), so two test directories may each start one.
+    """
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    saved = [(cls, name, cls.__dict__.get(name)) for cls, name, _ in PATCHES]
+    for cls, name, handler in PATCHES:
+        setattr(cls, name, handler)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        for cls, name, before in saved:
+            if before is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, before)
+        server.stop()
