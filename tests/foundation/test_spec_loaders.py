@@ -13,21 +13,13 @@ from infra.spec import load_stack
 from tests.conftest import EXAMPLE_STACKS, ROOT
 
 
-class _NoResources(pulumi.runtime.Mocks):
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
-        return args.name + "_id", args.inputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
-        return {}, []
-
-
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
-def test_both_loaders_agree(stack: str) -> None:
+def test_both_loaders_agree(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
     path = ROOT / f"Pulumi.{stack}.yaml"
     config = yaml.safe_load(path.read_text())["config"]
     # The Pulumi CLI hands objects to the program as JSON strings and scalars as plain strings.
     as_cli = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
-    pulumi.runtime.set_mocks(_NoResources(), project="gpufleet", stack=stack, preview=False)
+    monkeypatch.setattr(pulumi, "get_stack", lambda: stack)
     pulumi.runtime.set_all_config(as_cli)
     try:
         from_program = load_pulumi_config()
