@@ -296,6 +296,13 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
             raise ToolMissing(
                 "ansible-playbook not found: pip install 'ansible-core>=2.19,<2.20' (see README)"
             )
+        galaxy = Path(argv[0]).with_name("ansible-galaxy")
+        listed = c.run(f"{shlex.quote(str(galaxy))} collection list community.general", hide=True, warn=True)
+        if listed is None or "community.general" not in listed.stdout:
+            raise ToolMissing(
+                "the playbook needs the community.general collection: "
+                "ansible-galaxy collection install -r ansible/requirements.yml"
+            )
         env = {"ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg")}
         result = c.run(shlex.join(argv), env={**os.environ, **env}, warn=True, pty=False)
         if result is None or result.exited != 0:

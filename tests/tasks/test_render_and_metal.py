@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +53,17 @@ def test_render_bad_stack_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def _ctx(playbook_exit: int, collection: str = "community.general 11.4.2") -> MockContext:
+    return MockContext(
+        run={
+            re.compile(r".*ansible-galaxy collection list.*"): Result(stdout=collection),
+            re.compile(r".*ansible-playbook.*"): Result(exited=playbook_exit),
+        }
+    )
+
+
 def test_metal_renders_inventory_and_runs_the_playbook() -> None:
-    ctx = MockContext(run=Result(exited=0))
+    ctx = _ctx(0)
     tasks.metal(ctx, stack="metal", check=True, limit="gpu-h100-01")
     command = ctx.run.call_args.args[0]  # MockContext wraps run in a unittest.mock.Mock
     inventory = yaml.safe_load((ROOT / "build/metal/inventory.yml").read_text())
@@ -66,10 +76,17 @@ def test_metal_renders_inventory_and_runs_the_playbook() -> None:
 
 
 def test_metal_failed_playbook_exits_1() -> None:
-    ctx = MockContext(run=Result(exited=2))
+    with pytest.raises(Exit) as info:
+        tasks.metal(_ctx(2), stack="metal")
+    assert info.value.code == 1
+
+
+def test_metal_without_community_general_exits_3_before_running() -> None:
+    ctx = _ctx(0, collection="")
     with pytest.raises(Exit) as info:
         tasks.metal(ctx, stack="metal")
-    assert info.value.code == 1
+    assert info.value.code == 3 and "requirements.yml" in str(info.value.message)
+    assert not any("ansible-playbook" in str(call) for call in ctx.run.call_args_list)
 
 
 def test_metal_refuses_aws_stack() -> None:

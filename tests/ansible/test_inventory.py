@@ -1,0 +1,115 @@
+"""infra.metal_inventory: the inventory `invoke metal` renders, checked by Ansible itself."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.errors import ConfigError
+from infra.metal_inventory import PLAYBOOK, MetalInventoryError, playbook_command, render_inventory
+from tests.ansible.support import venv_tool
+
+GROUPS = [
+    {"name": "gpu-h100", "hosts": ["h100-01", "h100-02"], "gpuModel": "h100-80gb", "gpusPerNode": 8},
+    {"name": "gpu_l40s", "hosts": ["l40s-01"], "gpuModel": "l40s", "gpusPerNode": 4},
+]
+
+
+def test_one_group_per_host_group_under_gpu_hosts() -> None:
+    inventory = render_inventory(GROUPS, driver_branch="580", toolkit_version="1.18.0", fabricmanager=None)
+    children = inventory["gpu_hosts"]["children"]
+    assert list(children) == ["gpu_h100", "gpu_l40s"]
+    assert children["gpu_h100"] == {
+        "hosts": {"h100-01": None, "h100-02": None},
+        "vars": {"gpu_node_verify_expected_count": 8, "gpu_node_verify_expected_model": "H100"},
+    }
+    assert inventory["gpu_hosts"]["vars"] == {
+        "nvidia_driver_branch": "580",
+        "nvidia_fabricmanager_driver_branch": "580",
+        "nvidia_fabricmanager_enabled": None,
+        "nvidia_container_toolkit_version": "1.18.0",
+        "gpu_node_verify_expected_driver_branch": "580",
+    }
+
+
+def test_ansible_inventory_reads_the_rendered_inventory(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(render_inventory(GROUPS, "580", "1.18.0", True)))
+    done = subprocess.run(
+        [venv_tool("ansible-inventory"), "-i", str(path), "--list"],
+        env=ansible_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    listed = json.loads(done.stdout)
+    assert sorted(listed["gpu_hosts"]["children"]) == ["gpu_h100", "gpu_l40s"]
+    assert listed["gpu_h100"]["hosts"] == ["h100-01", "h100-02"]
+    host = listed["_meta"]["hostvars"]["l40s-01"]
+    assert host["gpu_node_verify_expected_count"] == 4
+    assert host["gpu_node_verify_expected_model"] == "L40S"
+    assert host["nvidia_driver_branch"] == "580"
+    assert host["nvidia_fabricmanager_enabled"] is True
+
+
+def test_rendered_inventory_and_command_select_hosts(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(render_inventory(GROUPS, "580", "1.18.0", None)))
+    argv = playbook_command(path, check=True, limit="gpu_h100")
+    argv[0] = venv_tool(argv[0])
+    done = subprocess.run(
+        [*argv, "--list-hosts"], env=ansible_env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = done.stdout.split("play #2")[1]
+    assert "h100-01" in listed and "h100-02" in listed and "l40s-01" not in listed
+
+
+def test_playbook_command_is_an_argv_list() -> None:
+    assert playbook_command("inv.yml", check=False, limit=None) == [
+        "ansible-playbook",
+        "-i",
+        "inv.yml",
+        str(PLAYBOOK),
+    ]
+    assert playbook_command(Path("inv.yml"), check=True, limit="h100-01,h100-02")[4:] == [
+        "--check",
+        "--diff",
+        "--limit",
+        "h100-01,h100-02",
+    ]
+    assert PLAYBOOK.is_file()
+
+
+@pytest.mark.parametrize(
+    ("groups", "branch", "message"),
+    [
+        ([{"name": "a", "hosts": ["h"], "gpuModel": "l40s"}], "580", "host_groups[0] has no 'gpusPerNode'"),
+        ([{"name": "a", "hosts": [], "gpuModel": "l40s", "gpusPerNode": 1}], "580", "host_groups[0].hosts"),
+        (
+            [{"name": "a", "hosts": ["h"], "gpuModel": "l40s", "gpusPerNode": 0}],
+            "580",
+            "host_groups[0].gpusPerNode",
+        ),
+        ([{"name": "a", "hosts": ["h"], "gpuModel": "l40s", "gpusPerNode": True}], "580", "gpusPerNode"),
+        (
+            [{"name": "9x", "hosts": ["h"], "gpuModel": "l40s", "gpusPerNode": 1}],
+            "580",
+            "host group name '9x'",
+        ),
+        ([GROUPS[1], {**GROUPS[1], "hosts": ["other"]}], "580", "host_groups[1].name 'gpu_l40s' repeats"),
+        ([GROUPS[1], {**GROUPS[0], "hosts": ["l40s-01"]}], "580", "host 'l40s-01' is in both"),
+        (GROUPS, "580.95", "driver_branch must be a driver major version"),
+        ([], "580", "host_groups is empty"),
+    ],
+)
+def test_bad_host_groups_name_the_key(groups: list, branch: str, message: str) -> None:
+    with pytest.raises(MetalInventoryError, match=re.escape(message)) as raised:
+        render_inventory(groups, branch, "1.18.0", None)
+    assert isinstance(raised.value, ConfigError) and raised.value.exit_code == 2

@@ -1,0 +1,217 @@
+"""gpu_node_verify's nvidia-smi parser and comparison, on recorded nvidia-smi samples."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.ansible.support import ANSIBLE_DIR, venv_tool
+
+SAMPLES = Path(__file__).parent / "data" / "nvidia-smi"
+_spec = importlib.util.spec_from_file_location(
+    "nvidia_smi_filters", ANSIBLE_DIR / "roles/gpu_node_verify/filter_plugins/nvidia_smi.py"
+)
+assert _spec and _spec.loader
+smi = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(smi)
+
+
+def summary(sample: str) -> dict:
+    return smi.nvidia_smi_summary(smi.parse_nvidia_smi_csv((SAMPLES / sample).read_text()))
+
+
+def test_h100_host_parses_into_eight_identical_gpus() -> None:
+    gpus = smi.parse_nvidia_smi_csv((SAMPLES / "h100-sxm-8gpu.csv").read_text())
+    assert [gpu["index"] for gpu in gpus] == list(range(8))
+    assert gpus[3] == {
+        "index": 3,
+        "name": "NVIDIA H100 80GB HBM3",
+        "driver_version": "580.82.07",
+        "persistence_mode": True,
+        "ecc_mode": True,
+        "mig_mode": False,
+        "memory_total_mib": 81559,
+        "pci_bus_id": "00000000:5D:00.0",
+    }
+    assert summary("h100-sxm-8gpu.csv") == {
+        "count": 8,
+        "models": ["NVIDIA H100 80GB HBM3"],
+        "driver_version": "580.82.07",
+        "persistence_mode": True,
+        "ecc_mode": True,
+        "mig_mode": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("sample", "count", "model", "driver", "mig"),
+    [
+        ("a100-sxm4-8gpu-mig.csv", 8, "NVIDIA A100-SXM4-80GB", "535.104.05", True),
+        ("l40s-4gpu.csv", 4, "NVIDIA L40S", "570.124.06", None),
+        ("t4-1gpu.csv", 1, "Tesla T4", "580.82.07", None),
+        ("a100-sxm4-40gb-mixed-mig-nounits.csv", 2, "NVIDIA A100-SXM4-40GB", "550.54.15", [False, True]),
+    ],
+)
+def test_samples_summarise(sample: str, count: int, model: str, driver: str, mig: object) -> None:
+    facts = summary(sample)
+    assert (facts["count"], facts["models"], facts["driver_version"], facts["mig_mode"]) == (
+        count,
+        [model],
+        driver,
+        mig,
+    )
+
+
+def test_units_are_stripped_with_or_without_nounits() -> None:
+    with_units = smi.parse_nvidia_smi_csv((SAMPLES / "l40s-4gpu.csv").read_text())
+    without = smi.parse_nvidia_smi_csv((SAMPLES / "a100-sxm4-40gb-mixed-mig-nounits.csv").read_text())
+    assert with_units[0]["memory_total_mib"] == 46068
+    assert without[0]["memory_total_mib"] == 40960
+
+
+def test_matching_host_has_no_differences() -> None:
+    expected = {
+        "count": 8,
+        "model": "H100",
+        "driver_branch": "580",
+        "persistence_mode": True,
+        "mig_mode": False,
+    }
+    assert smi.gpu_verify_differences(summary("h100-sxm-8gpu.csv"), expected) == []
+
+
+def test_mig_left_on_is_reported() -> None:
+    expected = {"count": 8, "model": "A100", "driver_branch": "535", "mig_mode": False}
+    assert smi.gpu_verify_differences(summary("a100-sxm4-8gpu-mig.csv"), expected) == [
+        {"check": "MIG mode", "expected": "Disabled", "actual": "Enabled"}
+    ]
+
+
+def test_every_kind_of_difference_is_reported_in_a_table() -> None:
+    expected = {
+        "count": 8,
+        "model": "H100",
+        "driver_branch": "580",
+        "persistence_mode": True,
+        "ecc_mode": True,
+        "mig_mode": False,
+    }
+    rows = smi.gpu_verify_differences(summary("l40s-4gpu.csv"), expected)
+    assert [row["check"] for row in rows] == [
+        "gpu count",
+        "gpu model",
+        "driver branch",
+        "persistence mode",
+        "MIG mode",
+    ]
+    assert smi.gpu_verify_table(rows) == textwrap.dedent("""\
+        CHECK             EXPECTED  ACTUAL
+        gpu count         8         4
+        gpu model         *H100*    NVIDIA L40S
+        driver branch     580       570.124.06
+        persistence mode  Enabled   Disabled
+        MIG mode          Disabled  N/A""")
+
+
+def test_mixed_mig_host_is_reported_as_mixed() -> None:
+    rows = smi.gpu_verify_differences(summary("a100-sxm4-40gb-mixed-mig-nounits.csv"), {"mig_mode": True})
+    assert rows == [{"check": "MIG mode", "expected": "Enabled", "actual": "mixed: Disabled, Enabled"}]
+
+
+def test_unset_expectations_are_not_checked() -> None:
+    assert (
+        smi.gpu_verify_differences(summary("t4-1gpu.csv"), {"count": None, "model": "", "mig_mode": None})
+        == []
+    )
+
+
+def test_no_gpus_is_a_difference_not_a_crash() -> None:
+    facts = smi.nvidia_smi_summary(smi.parse_nvidia_smi_csv(""))
+    rows = smi.gpu_verify_differences(facts, {"count": 4, "model": "L40S", "driver_branch": "580"})
+    assert [(row["check"], row["actual"]) for row in rows] == [
+        ("gpu count", "0"),
+        ("gpu model", "no GPU"),
+        ("driver branch", "None"),
+    ]
+
+
+def test_unexpected_columns_and_short_rows_are_rejected() -> None:
+    with pytest.raises(smi.NvidiaSmiParseError, match="unexpected nvidia-smi columns"):
+        smi.parse_nvidia_smi_csv("index, fan.speed [%]\n0, 30 %\n")
+    with pytest.raises(smi.NvidiaSmiParseError, match="line 3 has 2 fields"):
+        smi.parse_nvidia_smi_csv("index, name, driver_version\n0, Tesla T4, 580.82.07\n1, Tesla T4\n")
+    with pytest.raises(smi.NvidiaSmiParseError, match="Enabled, Disabled or"):
+        smi.parse_nvidia_smi_csv("index, mig.mode.current\n0, Sometimes\n")
+
+
+def test_query_fields_match_the_role() -> None:
+    role_vars = (ANSIBLE_DIR / "roles/gpu_node_verify/vars/main.yml").read_text()
+    assert f'gpu_node_verify__query: "{",".join(smi.QUERY_FIELDS)}"' in role_vars
+
+
+def _verify_run(
+    tmp_path: Path, env: dict[str, str], sample: str, extra: dict[str, object]
+) -> subprocess.CompletedProcess:
+    """Run the gpu_node_verify role on localhost with a recorded sample standing in for nvidia-smi."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\nexec cat {SAMPLES / sample}\n")
+    fake.chmod(0o755)
+    playbook = tmp_path / "verify.yml"
+    playbook.write_text(
+        textwrap.dedent(f"""\
+        - hosts: localhost
+          connection: local
+          gather_facts: false
+          vars:
+            ansible_python_interpreter: {sys.executable}
+          roles:
+            - role: {ANSIBLE_DIR / "roles/gpu_node_verify"}
+              vars:
+                gpu_node_verify_nvidia_smi: {fake}
+        """)
+    )
+    extra_args = [arg for key, value in extra.items() for arg in ("-e", f"{key}={value}")]
+    return subprocess.run(
+        [venv_tool("ansible-playbook"), "-i", "localhost,", str(playbook), *extra_args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_role_passes_a_matching_host(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    done = _verify_run(
+        tmp_path,
+        ansible_env,
+        "h100-sxm-8gpu.csv",
+        {
+            "gpu_node_verify_expected_count": 8,
+            "gpu_node_verify_expected_model": "H100",
+            "gpu_node_verify_expected_driver_branch": "580",
+        },
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "changed=0" in done.stdout
+
+
+def test_role_fails_with_a_table_of_differences(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    done = _verify_run(
+        tmp_path,
+        ansible_env,
+        "a100-sxm4-8gpu-mig.csv",
+        {
+            "gpu_node_verify_expected_count": 4,
+            "gpu_node_verify_expected_model": "A100",
+            "gpu_node_verify_expected_mig_mode": "false",
+        },
+    )
+    assert done.returncode != 0
+    assert "localhost does not match its host group:" in done.stdout
+    assert "gpu count" in done.stdout and "MIG mode" in done.stdout
+    assert "changed=0" in done.stdout
