@@ -48,7 +48,9 @@ def order_and_inflate(workload: Workload, rng: np.random.Generator, target_milli
 
 
 def check_fits_somewhere(cluster: Cluster, workload: Workload) -> None:
-    """Raise :class:`TraceError` for the first pod that fits no node of the empty cluster."""
+    """Raise :class:`TraceError` for a cluster without GPUs or the first pod that fits no node of it."""
+    if cluster.gpu_capacity_milli == 0:
+        raise TraceError("the cluster has no GPUs; the replay measures GPU allocation against GPU capacity")
     shapes = build_shapes(workload, cluster)
     gpu_fit_count = (np.arange(cluster.max_gpus)[None, :] < cluster.num_gpu[:, None]).sum(axis=1)
     for s in range(shapes.count):

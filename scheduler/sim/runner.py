@@ -1,8 +1,8 @@
 """The replay loop: one run (policy, seed) and many runs in parallel processes.
 
 Scores live in a (shape, node) matrix. Placing a pod changes one node, which only marks that node's column
-stale; a pod's shape row is refreshed for its stale nodes (one vectorised policy call), then the choice is an
-argmax over that row. Scores must therefore depend only on the scored node's own state (and the policy's
+stale (for the shapes that still fit there: without departures a node never regains room); a pod's shape row
+is refreshed for its stale nodes (one vectorised policy call), then the choice is an argmax over that row. Scores must therefore depend only on the scored node's own state (and the policy's
 per-node bookkeeping), which holds for every registered policy; global choices (Random's draw, RoundRobin's
 turn) happen in :meth:`Policy.choose_node`.
 """
@@ -103,6 +103,8 @@ def replay(
     static = np.column_stack((cluster.cpu_milli, cluster.memory_mib, cluster.num_gpu, shapes.node_model))
 
     default_choice = type(pol).choose_node is Policy.choose_node  # plain argmax: inline it
+    live_frag = pol.live_frag  # FGD reads per-node fragmentation while placing; others get it at the end
+    changed: list[tuple[int, int, int, np.ndarray]] = []
     track_placed = type(pol).placed is not Policy.placed
     n_pods = pods.size
     arrived = np.zeros(n_pods, dtype=np.int64)
@@ -111,14 +113,14 @@ def replay(
     placements: list[tuple[int, list[int]] | None] = []
     total_arrived = 0
     for i, s in enumerate(shapes.pod_shape.tolist()):
-        todo = stale[s].nonzero()[0]
+        stale_row, row = stale[s], scores[s]
+        todo = stale_row.nonzero()[0]
         if len(todo):
             score, gpu = _score(pol, s, todo, static, is_share[s])
-            scores[s, todo] = score
+            row[todo] = score
             if gpu is not None:
-                share_gpu[s, todo] = gpu
-            stale[s, todo] = False
-        row = scores[s]
+                share_gpu[s][todo] = gpu
+            stale_row[todo] = False
         if default_choice:
             node = int(row.argmax())
             if row[node] < 0:
@@ -133,15 +135,37 @@ def replay(
             state.allocate(node, cpu[s], mem[s], gpus, milli[s])
             if track_placed:
                 pol.placed(node, s)
-            frag.update(node)
-            stale[:, node] = True
+            if live_frag:
+                frag.update(node)
+            else:
+                changed.append((i, node, int(state.free_cpu[node]), state.free_gpu[node].copy()))
+            # pods never leave, so free resources only shrink: a shape that did not fit a node never will,
+            # and only the shapes that still fit (or were never scored) need rescoring there
+            stale[:, node] |= scores[:, node] >= 0
             placements.append((node, gpus))
         arrived[i] = total_arrived
         allocated[i] = state.allocated_gpu_milli
         frag_total[i] = frag.total
         if check is not None:
             check(state)
+    if not live_frag:
+        frag_total = _deferred_frag(frag, changed, n_pods)
     return Replay(arrived, allocated, frag_total, placements, state, frag)
+
+
+def _deferred_frag(
+    frag: NodeFragmentation, changed: list[tuple[int, int, int, np.ndarray]], n_pods: int
+) -> np.ndarray:
+    """Fragmentation after every pod from the recorded node changes (one vectorised pass at the end)."""
+    totals = np.full(n_pods, frag.total)
+    if changed:
+        index, nodes, cpu, gpu = zip(*changed, strict=True)
+        after = frag.replay_totals(np.array(nodes), np.array(cpu), np.array(gpu))
+        steps = np.zeros(n_pods, dtype=np.int64)
+        steps[np.array(index)] = 1
+        # a failed pod keeps the total of the last placement before it
+        totals = np.concatenate(([frag.total], after))[np.cumsum(steps)]
+    return totals
 
 
 def run_one(
@@ -187,7 +211,7 @@ _HASH = np.random.default_rng(0).integers(1, 2**62, size=64, dtype=np.int64) | 1
 def _score(pol: Policy, s: int, nodes: np.ndarray, static: np.ndarray, share: bool) -> tuple[np.ndarray, Any]:
     """Scores (-1 where infeasible) and sharing GPU choices of shape ``s`` on ``nodes``."""
     inverse = None
-    if len(nodes) >= DEDUPE_MIN:
+    if pol.dedupe and len(nodes) >= DEDUPE_MIN:
         st = pol.ctx.state
         columns = [static[nodes], st.free_cpu[nodes, None], st.free_mem[nodes, None], st.free_gpu[nodes]]
         extra = pol.node_state(nodes)
@@ -203,7 +227,7 @@ def _score(pol: Policy, s: int, nodes: np.ndarray, static: np.ndarray, share: bo
     batch = make_batch(pol.ctx, s, nodes)
     score, gpu = pol.score(batch)
     score = np.where(batch.feasible, score, -1)
-    if share and gpu is None:
+    if share and gpu is None and pol.uses_share_gpu:
         gpu = least_free_fitting_gpu(batch)
     if inverse is not None:
         inverse = inverse.reshape(-1)

@@ -33,25 +33,10 @@ class Shapes:
     model_ok: np.ndarray
     node_model: np.ndarray
     pod_shape: np.ndarray
-
-    @property
-    def node_ok(self) -> np.ndarray:
-        """``node_ok[s, n]``: shape ``s`` may run on node ``n``'s GPU model (computed once)."""
-        cached = self.__dict__.get("_node_ok")
-        if cached is None:
-            cached = self.model_ok[:, self.node_model]
-            object.__setattr__(self, "_node_ok", cached)
-        return cached
-
-    @property
-    def requests(self) -> list[tuple[int, int, int, int]]:
-        """(cpu, mem, num_gpu, gpu_milli) per shape as Python ints (computed once)."""
-        cached = self.__dict__.get("_requests")
-        if cached is None:
-            cols = (self.cpu.tolist(), self.mem.tolist(), self.num_gpu.tolist(), self.gpu_milli.tolist())
-            cached = list(zip(*cols, strict=True))
-            object.__setattr__(self, "_requests", cached)
-        return cached
+    node_ok: np.ndarray  # [S, N]: shape s may run on node n's GPU model
+    requests: list[tuple[int, int, int, int]]  # (cpu, mem, num_gpu, gpu_milli) per shape, Python ints
+    cpu_mem: list[np.ndarray]  # (cpu, mem) request per shape, to compare with free (cpu, mem) rows
+    restricted: list[bool]  # the shape may not run on some node of the cluster (GPU model)
 
     @property
     def count(self) -> int:
@@ -100,15 +85,21 @@ def build_shapes(workload: Workload, cluster: Cluster) -> Shapes:
     model_index = {m: j for j, m in enumerate(models)}
     num_gpu = np.array([k[2] for k in table], dtype=np.int64)
     specs = tuple(k[4] for k in table)
+    model_ok = model_mask(specs, models, num_gpu)
+    node_model = np.array([model_index[m] for m in cluster.gpu_model], dtype=np.int64)
     return Shapes(
         cpu=np.array([k[0] for k in table], dtype=np.int64),
         mem=np.array([k[1] for k in table], dtype=np.int64),
         num_gpu=num_gpu,
         gpu_milli=np.array([k[3] for k in table], dtype=np.int64),
         spec=specs,
-        model_ok=model_mask(specs, models, num_gpu),
-        node_model=np.array([model_index[m] for m in cluster.gpu_model], dtype=np.int64),
+        model_ok=model_ok,
+        node_model=node_model,
         pod_shape=pod_shape,
+        node_ok=model_ok[:, node_model],
+        requests=[k[:4] for k in table],
+        cpu_mem=[np.array(k[:2], dtype=np.int64) for k in table],
+        restricted=[not bool(row.all()) for row in model_ok[:, node_model]],
     )
 
 
@@ -121,6 +112,7 @@ class TargetWorkload:
     gpu_milli: np.ndarray
     spec: tuple[str, ...]
     prob: np.ndarray
+    count: np.ndarray  # pods of each shape in the original list (prob = count / count.sum())
 
 
 def target_workload(workload: Workload, coverage: float = TARGET_COVERAGE) -> TargetWorkload:
@@ -152,4 +144,5 @@ def target_workload(workload: Workload, coverage: float = TARGET_COVERAGE) -> Ta
         num_gpu=np.array([k[2] for k, _ in chosen], dtype=np.int64),
         spec=tuple(k[3] for k, _ in chosen),
         prob=np.array([n / total for _, n in chosen], dtype=np.float64),
+        count=np.array([n for _, n in chosen], dtype=np.int64),
     )

@@ -26,10 +26,12 @@ class ClusterState:
         self.cluster = cluster
         n, g = cluster.size, max(cluster.max_gpus, 1)
         self.gpu_cap = np.where(np.arange(g)[None, :] < cluster.num_gpu[:, None], MILLI, 0).astype(np.int64)
-        self.free_cpu = cluster.cpu_milli.copy()
-        self.free_mem = cluster.memory_mib.copy()
         self.free_gpu = self.gpu_cap.copy()
-        self.free_gpu_sum = self.gpu_cap.sum(axis=1)
+        # free CPU, memory and total GPU milli per node side by side, so one gather reads all three
+        self.free_res = np.column_stack((cluster.cpu_milli, cluster.memory_mib, self.gpu_cap.sum(axis=1)))
+        self.free_cpu = self.free_res[:, 0]
+        self.free_mem = self.free_res[:, 1]
+        self.free_gpu_sum = self.free_res[:, 2]
         self.alloc_cpu = np.zeros(n, dtype=np.int64)
         self.alloc_mem = np.zeros(n, dtype=np.int64)
         self.alloc_gpu = np.zeros((n, g), dtype=np.int64)
@@ -43,7 +45,7 @@ class ClusterState:
 
     def fully_free_gpus(self, node: int, count: int) -> list[int]:
         """The ``count`` lowest-indexed fully free GPUs of ``node`` (fewer if the node has fewer)."""
-        return np.flatnonzero(self.free_gpu[node] == MILLI)[:count].tolist()
+        return [g for g, free in enumerate(self.free_gpu[node].tolist()) if free == MILLI][:count]
 
     def allocate(self, node: int, cpu: int, mem: int, gpus: Sequence[int], gpu_milli: int) -> None:
         """Take ``cpu``, ``mem`` and ``gpu_milli`` on each GPU in ``gpus`` from ``node``.
@@ -53,7 +55,9 @@ class ClusterState:
         row = self.free_gpu[node]
         if not (0 <= cpu <= self.free_cpu[node] and 0 <= mem <= self.free_mem[node] and gpu_milli >= 0):
             raise AllocationError(f"node {self.cluster.names[node]}: CPU or memory over capacity")
-        if len(set(gpus)) != len(gpus) or any(not 0 <= g < len(row) or row[g] < gpu_milli for g in gpus):
+        if (len(gpus) > 1 and len(set(gpus)) != len(gpus)) or any(
+            not 0 <= g < len(row) or row[g] < gpu_milli for g in gpus
+        ):
             raise AllocationError(
                 f"node {self.cluster.names[node]}: GPUs {list(gpus)} cannot take {gpu_milli}"
             )

@@ -11,7 +11,6 @@ New policies subclass :class:`Policy`, set ``name`` and decorate the class with 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -41,31 +40,53 @@ class Context:
 class Batch:
     """One shape ``s`` against the nodes ``nodes``: their free resources and what fits.
 
-    A plain class with lazily computed per-GPU views: it is built once per placed pod, so it stays cheap.
+    A plain class (built once per placed pod, so it stays cheap). ``gpu`` (free milli per GPU, [n, G]) and
+    ``gpu_fit`` (the GPU has room for the per-GPU request) are computed up front for GPU shapes and on first
+    use for CPU-only ones.
     """
 
+    gpu: np.ndarray
+    gpu_fit: np.ndarray
+
     def __init__(self, ctx: Context, s: int, nodes: np.ndarray) -> None:
-        st = ctx.state
+        st, sh = ctx.state, ctx.shapes
         self.s, self.nodes, self._state = s, nodes, st
-        c, m, k, d = ctx.shapes.requests[s]
+        c, m, k, d = sh.requests[s]
         self.req_cpu, self.req_mem, self.req_num_gpu, self.req_gpu_milli = c, m, k, d
-        self.cpu = cpu = st.free_cpu[nodes]  # free milli-CPU per node
-        self.mem = mem = st.free_mem[nodes]  # free MiB per node
-        self.free_gpu_total = st.free_gpu_sum[nodes]  # total free milli-GPU per node
-        feasible = (cpu >= c) & (mem >= m) & ctx.shapes.node_ok[s, nodes]
+        self.free = free = st.free_res[nodes]  # [n, 3]: free milli-CPU, MiB, total milli-GPU per node
+        feasible = (free[:, :2] >= sh.cpu_mem[s]).all(axis=1)
+        if sh.restricted[s]:
+            feasible &= sh.node_ok[s][nodes]
         if k:
+            self.gpu = st.free_gpu[nodes]
+            self.gpu_fit = self.gpu >= d
             feasible &= self.gpu_fit.sum(axis=1) >= k
         self.feasible = feasible  # the shape fits on the node (protocol step 4)
 
-    @cached_property
-    def gpu(self) -> np.ndarray:
-        """Free milli per GPU, [nodes, G]."""
-        return self._state.free_gpu[self.nodes]
+    def __getattr__(self, name: str) -> np.ndarray:
+        # per-GPU views of CPU-only batches, computed only if a policy asks for them
+        if name == "gpu":
+            self.gpu = self._state.free_gpu[self.nodes]
+            return self.gpu
+        if name == "gpu_fit":
+            self.gpu_fit = self.gpu >= self.req_gpu_milli
+            return self.gpu_fit
+        raise AttributeError(name)
 
-    @cached_property
-    def gpu_fit(self) -> np.ndarray:
-        """The GPU has room for the shape's per-GPU request, [nodes, G]."""
-        return self.gpu >= self.req_gpu_milli
+    @property
+    def cpu(self) -> np.ndarray:
+        """Free milli-CPU per node."""
+        return self.free[:, 0]
+
+    @property
+    def mem(self) -> np.ndarray:
+        """Free MiB per node."""
+        return self.free[:, 1]
+
+    @property
+    def free_gpu_total(self) -> np.ndarray:
+        """Total free milli-GPU per node."""
+        return self.free[:, 2]
 
     @property
     def is_share(self) -> bool:
@@ -91,6 +112,11 @@ class Policy:
     """Base policy: subclasses implement :meth:`score`; the other hooks have the protocol's defaults."""
 
     name: ClassVar[str] = ""
+    uses_share_gpu: ClassVar[bool] = True  # choose_gpus takes the scored GPU of sharing shapes
+    live_frag: ClassVar[bool] = False  # reads ctx.frag while scoring: keep it updated after every pod
+    dedupe: ClassVar[bool] = (
+        False  # score one node per group of identical nodes in large batches (costly scores)
+    )
 
     def __init__(self, **params: Any) -> None:
         if params:

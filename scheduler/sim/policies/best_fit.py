@@ -18,8 +18,9 @@ class BestFitPolicy(Policy):
     name = "BestFit"
 
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
-        left = (
-            0.5 * (batch.cpu - batch.req_cpu) / CPU_NORM
-            + 0.5 * (batch.free_gpu_total - batch.req_gpu) / GPU_NORM
+        # the artifact's order of operations: (free - request) / capacity_max * 0.5 per resource, summed;
+        # x / 128000 * 0.5 == x / 256000 exactly in binary floating point, and scores of feasible nodes are >= 0
+        left = (batch.cpu - batch.req_cpu) / (2 * CPU_NORM) + (batch.free_gpu_total - batch.req_gpu) / (
+            2 * GPU_NORM
         )
-        return np.floor(100 * (1 - left)).astype(np.int64), None
+        return ((1.0 - left) * 100).astype(np.int64), None

@@ -23,6 +23,11 @@ def shape_tags(num_gpu: np.ndarray, gpu_milli: np.ndarray) -> np.ndarray:
     return np.where(num_gpu == 0, -1, np.where(gpu_milli < MILLI, 0, num_gpu))
 
 
+# base score by (pod's tag on the node, number of distinct tags on the node capped at 2): not there and no tags
+# 25, not there among others 0, the only tag 75, among others 50
+BASE = np.array([25, 0, 0, 0, 75, 50])
+
+
 @register
 class GpuClusteringPolicy(Policy):
     name = "GpuClustering"
@@ -31,15 +36,14 @@ class GpuClusteringPolicy(Policy):
         super().bind(ctx)
         self.tags = shape_tags(ctx.shapes.num_gpu, ctx.shapes.gpu_milli)
         self.tag_count = np.zeros((ctx.cluster.size, max(int(self.tags.max()), 0) + 1), dtype=np.int64)
+        self.distinct = np.zeros(ctx.cluster.size, dtype=np.int64)  # distinct tags per node, capped at 2
 
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
         tag = int(self.tags[batch.s])
         if tag < 0:
             return np.zeros(len(batch.nodes), dtype=np.int64), None
-        counts = self.tag_count[batch.nodes]
-        distinct = (counts > 0).sum(axis=1)
-        mine = counts[:, tag] > 0
-        base = np.where(mine, np.where(distinct == 1, 75, 50), np.where(distinct == 0, 25, 0))
+        nodes = batch.nodes
+        base = BASE[(self.tag_count[nodes, tag] > 0) * 3 + self.distinct[nodes]]
         return base + (25 * (GPU_NORM - batch.free_gpu_total)) // GPU_NORM, None
 
     def node_state(self, nodes: np.ndarray) -> np.ndarray | None:
@@ -48,4 +52,6 @@ class GpuClusteringPolicy(Policy):
     def placed(self, node: int, s: int) -> None:
         tag = int(self.tags[s])
         if tag >= 0:
+            if self.tag_count[node, tag] == 0:
+                self.distinct[node] = min(int(self.distinct[node]) + 1, 2)
             self.tag_count[node, tag] += 1

@@ -22,20 +22,15 @@ class GpuPackingPolicy(Policy):
     name = "GpuPacking"
 
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
-        if batch.req_num_gpu == 0:
+        k, d = batch.req_num_gpu, batch.req_gpu_milli
+        if k == 0:
             return np.zeros(len(batch.nodes), dtype=np.int64), None
-        num_gpu = self.ctx.cluster.num_gpu[batch.nodes]
         full = (batch.gpu == MILLI).sum(axis=1)
-        ordered = np.sort(batch.gpu, axis=1)  # least free first; equal values are interchangeable
-        fit = ordered >= batch.req_gpu_milli
-        chosen = fit & (np.cumsum(fit, axis=1) <= batch.req_num_gpu)
-        chosen_full = (chosen & (ordered == MILLI)).sum(axis=1)
-        used_share = (chosen * (ordered * 100 // MILLI)).sum(axis=1)
-        score = np.where(
-            full == num_gpu,
-            np.maximum(33 - full, full),
-            np.where(
-                chosen_full > 0, np.maximum(50 - chosen_full, 33), np.maximum(100 - used_share // 10, 50)
-            ),
-        )
-        return score, None
+        empty_node = np.maximum(33 - full, full)
+        all_free = full == self.ctx.cluster.num_gpu[batch.nodes]
+        if d == MILLI:  # whole GPUs: only fully free ones fit, so the chosen ones are k fully free GPUs
+            return np.where(all_free, empty_node, max(50 - k, 33)), None
+        # a sharing pod: the chosen GPU is the fitting one with the least free milli
+        least = np.where(batch.gpu_fit, batch.gpu, MILLI).min(axis=1)
+        shared = np.where(least == MILLI, 49, np.maximum(100 - (least * 100 // MILLI) // 10, 50))
+        return np.where(all_free, empty_node, shared), None

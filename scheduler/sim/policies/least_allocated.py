@@ -6,11 +6,16 @@ score = sum(score_r * w_r) // sum(w_r). Default weights: cpu 1, memory 1, nvidia
 
 from __future__ import annotations
 
+import numpy as np
+
 from scheduler.sim.policies.base import register
-from scheduler.sim.policies.node_resources_fit import NodeResourcesFitPolicy, least_requested
+from scheduler.sim.policies.node_resources_fit import NodeResourcesFitPolicy
 
 
 @register
 class LeastAllocatedPolicy(NodeResourcesFitPolicy):
     name = "LeastAllocated"
-    scorer = staticmethod(least_requested)
+
+    def numerator(self, free: np.ndarray, cap: np.ndarray, request: np.ndarray) -> np.ndarray:
+        # allocatable - requested - pod = free - pod (never negative on a node the pod fits)
+        return free - request

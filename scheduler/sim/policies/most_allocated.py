@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+import numpy as np
+
 from scheduler.sim.policies.base import register
-from scheduler.sim.policies.node_resources_fit import GPU, NodeResourcesFitPolicy, most_requested
+from scheduler.sim.policies.node_resources_fit import GPU, NodeResourcesFitPolicy
 
 
 @register
 class MostAllocatedPolicy(NodeResourcesFitPolicy):
     name = "MostAllocated"
-    scorer = staticmethod(most_requested)
     default_weights = MappingProxyType({"cpu": 1, "memory": 1, GPU: 10})
+
+    def numerator(self, free: np.ndarray, cap: np.ndarray, request: np.ndarray) -> np.ndarray:
+        # requested + pod = allocatable - free + pod (never above allocatable on a node the pod fits)
+        return cap - free + request

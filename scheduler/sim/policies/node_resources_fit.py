@@ -9,35 +9,22 @@ milli-GPU, so a sharing pod requests its fraction of a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
 
 from scheduler.sim.model import MILLI
-from scheduler.sim.policies.base import Batch, Policy
+from scheduler.sim.policies.base import Batch, Context, Policy
 
 GPU = "nvidia.com/gpu"  # parameter names: cpu, memory, gpu (or nvidia_com_gpu)
-Scorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-
-def least_requested(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """(capacity - requested) * 100 // capacity, 0 when over capacity or no capacity."""
-    safe = np.maximum(capacity, 1)
-    return np.where((capacity == 0) | (requested > capacity), 0, (capacity - requested) * 100 // safe)
-
-
-def most_requested(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """min(requested, capacity) * 100 // capacity, 0 with no capacity."""
-    safe = np.maximum(capacity, 1)
-    return np.where(capacity == 0, 0, np.minimum(requested, capacity) * 100 // safe)
 
 
 class NodeResourcesFitPolicy(Policy):
-    """Weighted NodeResourcesFit score over cpu, memory and nvidia.com/gpu; subclasses pick the scorer."""
+    """Weighted NodeResourcesFit score over cpu, memory and nvidia.com/gpu; subclasses give the per-resource
+    numerator (the score is ``numerator * 100 // allocatable``)."""
 
-    scorer: Scorer
     default_weights: ClassVar[Mapping[str, int]] = MappingProxyType({"cpu": 1, "memory": 1, GPU: 1})
 
     def __init__(self, **params: Any) -> None:
@@ -49,22 +36,27 @@ class NodeResourcesFitPolicy(Policy):
             weights[resource] = value
         self.weights = weights
 
+    def bind(self, ctx: Context) -> None:
+        super().bind(ctx)
+        c = ctx.cluster
+        cap = np.column_stack((c.cpu_milli, c.memory_mib, c.num_gpu * MILLI))  # [N, 3]
+        self.cap, self.safe = cap, np.maximum(cap, 1)
+        weight = np.array([self.weights["cpu"], self.weights["memory"], self.weights[GPU]])
+        self.weight = {True: weight, False: weight * np.array([1, 1, 0])}  # pod requests GPU: scored or not
+        # per node, resources without allocatable are skipped too (only needed if some node lacks one)
+        self.uniform = bool((cap > 0).all())
+        self.node_weight = {gpu: np.where(cap > 0, w, 0) for gpu, w in self.weight.items()}
+        self.node_weight_sum = {gpu: np.maximum(w.sum(axis=1), 1) for gpu, w in self.node_weight.items()}
+        self.requests = [np.array([cpu, mem, k * d]) for cpu, mem, k, d in ctx.shapes.requests]
+
+    def numerator(self, free: np.ndarray, cap: np.ndarray, request: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
-        st, nodes = self.ctx.state, batch.nodes
-        c = self.ctx.cluster
-        dims = [
-            (self.weights["cpu"], st.alloc_cpu[nodes] + batch.req_cpu, c.cpu_milli[nodes]),
-            (self.weights["memory"], st.alloc_mem[nodes] + batch.req_mem, c.memory_mib[nodes]),
-        ]
-        if batch.req_gpu > 0:  # an extended resource the pod does not request is not scored
-            gpu_cap = c.num_gpu[nodes] * MILLI
-            dims.append(
-                (self.weights["nvidia.com/gpu"], gpu_cap - batch.free_gpu_total + batch.req_gpu, gpu_cap)
-            )
-        total = np.zeros(len(nodes), dtype=np.int64)
-        weight_sum = np.zeros(len(nodes), dtype=np.int64)
-        for weight, requested, capacity in dims:
-            present = capacity > 0
-            total += np.where(present, type(self).scorer(requested, capacity) * weight, 0)
-            weight_sum += np.where(present, weight, 0)
-        return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0), None
+        nodes = batch.nodes
+        share = self.numerator(batch.free, self.cap[nodes], self.requests[batch.s]) * 100 // self.safe[nodes]
+        gpu = batch.req_gpu > 0
+        if self.uniform:
+            weight = self.weight[gpu]
+            return share @ weight // max(int(weight.sum()), 1), None
+        return (share * self.node_weight[gpu][nodes]).sum(axis=1) // self.node_weight_sum[gpu][nodes], None

@@ -22,10 +22,15 @@ class RoundRobinPolicy(Policy):
         return np.zeros(len(batch.nodes), dtype=np.int64), None
 
     def choose_node(self, column: np.ndarray, s: int) -> int:
-        rolled = np.concatenate((column[self.next :], column[: self.next])) >= 0
-        i = int(rolled.argmax())
-        if not rolled[i]:
-            return -1
-        node = (self.next + i) % len(column)
+        start = self.next
+        after = column[start:] >= 0
+        i = int(after.argmax())
+        if after[i]:
+            node = start + i
+        else:
+            before = column[:start] >= 0
+            node = int(before.argmax()) if start else -1
+            if node < 0 or not before[node]:
+                return -1
         self.next = (node + 1) % len(column)
         return node

@@ -1,0 +1,86 @@
+"""The protocol runner: order and inflation, bucketing, determinism, parallel runs, and a real-trace smoke run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scheduler.sim import RunResult, read_nodes, read_pods, run_many, run_one
+from scheduler.sim.protocol import bucket_curve, order_and_inflate
+from tests.sim.tiny import cluster, workload
+
+SMALL = cluster(("a", 32000, 65536, 4, "T4"), ("b", 16000, 65536, 2, "A10"), ("c", 8000, 32768, 1, "T4"))
+PODS = workload(
+    (1000, 512, 1, 1000),
+    (2000, 512, 1, 500),
+    (1000, 512, 0, 0),
+    (4000, 1024, 2, 1000),
+    (500, 256, 1, 250),
+    (1000, 512, 1, 1000, "A10"),
+)
+
+
+def test_inflation_reaches_target_without_overshoot() -> None:
+    rng = np.random.default_rng(7)
+    target = 1.3 * 7000
+    order = order_and_inflate(PODS, rng, target)
+    req = PODS.gpu_request_milli[order]
+    assert sorted(order[: PODS.size].tolist()) == list(range(PODS.size))  # every original pod, shuffled
+    assert req.sum() <= target
+    assert req.sum() > target - req.max()  # stopped before the copy that would overshoot
+
+
+def test_trimming_when_above_target() -> None:
+    order = order_and_inflate(PODS, np.random.default_rng(1), 3000)
+    assert PODS.gpu_request_milli[order].sum() <= 3000
+    assert len(set(order.tolist())) == len(order) < PODS.size
+
+
+def test_bucket_curve_means_and_fills_gaps() -> None:
+    curve = bucket_curve(np.array([0.2, 0.4, 1.6, 3.0]), np.array([1.0, 3.0, 5.0, 7.0]), max_pct=4)
+    assert curve.tolist() == [2.0, 2.0, 5.0, 7.0, 7.0]
+
+
+def test_run_is_deterministic_per_seed() -> None:
+    a = run_one(SMALL, PODS, "Random", 3)
+    b = run_one(SMALL, PODS, "Random", 3)
+    assert a.allocated == b.allocated and a.failed == b.failed
+    assert len(a.allocated) == len(a.frag_amount) == len(a.frag_ratio) == 131
+    others = {run_one(SMALL, PODS, "Random", s).allocated for s in range(4, 12)}
+    assert len(others) > 1
+
+
+def test_run_many_parallel_matches_in_process() -> None:
+    done: list[RunResult] = []
+    parallel = run_many(SMALL, PODS, ["FGD", "BestFit"], [1, 2], processes=2, on_done=done.append)
+    serial = run_many(SMALL, PODS, ["FGD", "BestFit"], [1, 2], processes=1)
+    assert [(r.policy, r.seed) for r in parallel] == [("FGD", 1), ("FGD", 2), ("BestFit", 1), ("BestFit", 2)]
+    assert sorted((r.policy, r.seed) for r in done) == sorted((r.policy, r.seed) for r in parallel)
+    for p, s in zip(parallel, serial, strict=True):
+        assert (p.allocated, p.frag_amount, p.failed) == (s.allocated, s.frag_amount, s.failed)
+    assert parallel[0].to_dict()["policy"] == "FGD"
+
+
+def test_smoke_on_real_trace_slice(shared_dir: Path) -> None:
+    trace = shared_dir / "traces/alibaba-gpu-v2023"
+    full = read_nodes(trace / "openb_node_list_gpu_node.csv")
+    nodes = type(full).build(
+        full.names[:120],
+        full.cpu_milli[:120],
+        full.memory_mib[:120],
+        full.num_gpu[:120],
+        full.gpu_model[:120],
+    )
+    pods = read_pods(trace / "openb_pod_list_default.csv").take(np.arange(1500))
+    results = run_many(nodes, pods, ["FGD", "Random"], [42], processes=1)
+    for r in results:
+        alloc = np.array(r.allocated)
+        assert np.all(np.diff(alloc) >= -1e-9)  # allocation only grows with arrivals
+        assert np.all(alloc <= np.minimum(np.arange(131) + 0.5, 100))  # x is rounded to whole percents
+        assert 0 < r.failed < r.pods
+        assert all(0 <= f <= 100 for f in r.frag_amount)
+        assert r.unallocated(100) == pytest.approx(100 - r.allocated[100])
+    fgd, rnd = results
+    assert fgd.unallocated(130) < rnd.unallocated(130)
