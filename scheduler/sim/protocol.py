@@ -47,6 +47,24 @@ def order_and_inflate(workload: Workload, rng: np.random.Generator, target_milli
     return np.concatenate([order, *extra])
 
 
+def rank_nodes(cluster: Cluster, rng: np.random.Generator) -> Cluster:
+    """The cluster with each node's name prefixed by a random rank (``0042-<name>``), re-sorted by name.
+
+    The paper artifact renames its nodes this way when it creates them (after ordering the pods, with the same
+    seeded generator), so "the smallest name wins a tie" means "the node of lowest random rank wins": a random
+    node priority, fixed for the whole run.
+    """
+    rank = rng.permutation(cluster.size)
+    width = max(4, len(str(cluster.size - 1)))
+    return Cluster.build(
+        [f"{r:0{width}d}-{name}" for r, name in zip(rank, cluster.names, strict=True)],
+        cluster.cpu_milli.tolist(),
+        cluster.memory_mib.tolist(),
+        cluster.num_gpu.tolist(),
+        cluster.gpu_model,
+    )
+
+
 def check_fits_somewhere(cluster: Cluster, workload: Workload) -> None:
     """Raise :class:`TraceError` for a cluster without GPUs or the first pod that fits no node of it."""
     if cluster.gpu_capacity_milli == 0:

@@ -22,7 +22,13 @@ from scheduler.sim.frag import NodeFragmentation
 from scheduler.sim.model import Cluster, Workload
 from scheduler.sim.policies import Context, Policy, make_policy
 from scheduler.sim.policies.base import least_free_fitting_gpu, make_batch
-from scheduler.sim.protocol import INFLATION, bucket_curve, check_fits_somewhere, order_and_inflate
+from scheduler.sim.protocol import (
+    INFLATION,
+    bucket_curve,
+    check_fits_somewhere,
+    order_and_inflate,
+    rank_nodes,
+)
 from scheduler.sim.shapes import build_shapes, target_workload
 from scheduler.sim.state import ClusterState
 
@@ -187,6 +193,7 @@ def run_one(
     pol = _policy(policy, params)
     rng = np.random.default_rng(seed)
     pods = workload.take(order_and_inflate(workload, rng, inflation * cluster.gpu_capacity_milli))
+    cluster = rank_nodes(cluster, rng)
     run = replay(cluster, pods, pol, target=workload, rng=rng, check=check)
     cap = run.state.capacity_gpu_milli
     x = run.arrived * 100.0 / cap

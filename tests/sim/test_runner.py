@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from scheduler.sim import RunResult, read_nodes, read_pods, run_many, run_one
-from scheduler.sim.protocol import bucket_curve, order_and_inflate
+from scheduler.sim.protocol import bucket_curve, order_and_inflate, rank_nodes
+from scheduler.sim.runner import replay
 from tests.sim.tiny import cluster, workload
 
 SMALL = cluster(("a", 32000, 65536, 4, "T4"), ("b", 16000, 65536, 2, "A10"), ("c", 8000, 32768, 1, "T4"))
@@ -36,6 +37,38 @@ def test_trimming_when_above_target() -> None:
     order = order_and_inflate(PODS, np.random.default_rng(1), 3000)
     assert PODS.gpu_request_milli[order].sum() <= 3000
     assert len(set(order.tolist())) == len(order) < PODS.size
+
+
+def test_rank_nodes_prefixes_a_random_rank_and_keeps_each_node() -> None:
+    ranked = rank_nodes(SMALL, np.random.default_rng(5))
+    assert sorted(int(n.split("-", 1)[0]) for n in ranked.names) == [0, 1, 2]
+    assert all(len(n.split("-", 1)[0]) == 4 for n in ranked.names)
+    for i, name in enumerate(ranked.names):
+        j = SMALL.names.index(name.split("-", 1)[1])
+        assert (ranked.cpu_milli[i], ranked.num_gpu[i], ranked.gpu_model[i]) == (
+            SMALL.cpu_milli[j],
+            SMALL.num_gpu[j],
+            SMALL.gpu_model[j],
+        )
+    orders = {
+        tuple(n.split("-", 1)[1] for n in rank_nodes(SMALL, np.random.default_rng(s)).names)
+        for s in range(12)
+    }
+    assert len(orders) > 1
+
+
+def test_ties_go_to_the_node_of_lowest_random_rank() -> None:
+    same = cluster(*[(f"n{i}", 8000, 16384, 2, "T4") for i in range(6)])
+    cpu_only = workload((1000, 512, 0, 0))
+    chosen = set()
+    for seed in range(10):
+        ranked = rank_nodes(same, np.random.default_rng(seed))
+        placement = replay(ranked, cpu_only, "GpuPacking").placements[0]
+        assert placement is not None
+        name = ranked.names[placement[0]]
+        assert name.startswith("0000-")  # every node scores 0: the lowest rank wins
+        chosen.add(name.split("-", 1)[1])
+    assert len(chosen) > 1  # not always the smallest original name
 
 
 def test_bucket_curve_means_and_fills_gaps() -> None:
