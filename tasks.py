@@ -306,9 +306,8 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
         env = {"ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg")}
         result = c.run(shlex.join(argv), env={**os.environ, **env}, warn=True, pty=False)
         if result is None or result.exited != 0:
-            raise CheckFailed(
-                f"the playbook failed on some hosts (exit {result.exited if result else '?'}); see the recap above"
-            )
+            code = "?" if result is None else result.exited  # a failed Result is falsy: test for None
+            raise CheckFailed(f"the playbook failed (exit {code}); see its output and recap above")
 
 
 @task(

@@ -78,7 +78,7 @@ def test_metal_renders_inventory_and_runs_the_playbook() -> None:
 def test_metal_failed_playbook_exits_1() -> None:
     with pytest.raises(Exit) as info:
         tasks.metal(_ctx(2), stack="metal")
-    assert info.value.code == 1
+    assert info.value.code == 1 and "exit 2" in str(info.value.message)
 
 
 def test_metal_without_community_general_exits_3_before_running() -> None:
