@@ -105,12 +105,18 @@ def _sections(plan: Plan) -> list[tuple[str, tuple[list[str], list[list[str]]]]]
     return sections
 
 
+def _numeric(cell: str) -> bool:
+    """Counts, ranges (0-2) and money ($1,234.50) line up on the right."""
+    return cell.lstrip("$")[:1].isdigit()
+
+
 def print_plan(plan: Plan, console: Console) -> None:
     console.print(f"[bold]{_title(plan)}[/bold]")
     for title, (head, rows) in _sections(plan):
         table = Table(title=title, title_justify="left")
         for h in head:
-            table.add_column(h, justify="left" if not h[0].isdigit() else "right")
+            column = [r[len(table.columns)] for r in rows]
+            table.add_column(h, justify="right" if column and all(map(_numeric, column)) else "left")
         for row in rows:
             table.add_row(*row)
         console.print(table)
