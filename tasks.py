@@ -29,6 +29,9 @@ def user_errors() -> Iterator[None]:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
 
 
+STACK_HELP = "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev"
+
+
 def stack_file(stack: str) -> Path:
     """A stack name (`dev` -> Pulumi.dev.yaml in the project) or a path to a stack file."""
     if stack.endswith(".yaml") or "/" in stack:
@@ -51,7 +54,7 @@ def console():  # -> rich Console, wide enough for tables when output is not a t
 
 @task(
     help={
-        "stack": "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev",
+        "stack": STACK_HELP,
         "out": "folder for plan.json and plan.md (default: build/<stack>/)",
     }
 )
@@ -169,13 +172,12 @@ def simulate(
 
 # ---- AWS: preflight and the Pulumi lifecycle (infra.preflight, infra.deploy) ----------------------------
 
-STACK_HELP = "stack name: reads Pulumi.<stack>.yaml from the project folder (default: dev)"
 BACKEND_HELP = (
     "Pulumi state backend URL (default: file://<project>/.pulumi-state); s3://, gs://, azblob://, https://"
 )
 
 
-@task(help={"stack": "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev"})
+@task(help={"stack": STACK_HELP})
 def preflight(c: Context, stack: str = "dev") -> None:
     """Check instance offerings, vCPU quotas, AMI releases and capacity blocks on AWS before deploying."""
     from infra.preflight import print_findings, raise_on_errors, run_preflight
@@ -312,7 +314,7 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
 
 @task(
     help={
-        "stack": "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev",
+        "stack": STACK_HELP,
         "out": "output folder (default: build/<stack>/manifests/)",
     }
 )

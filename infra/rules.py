@@ -12,17 +12,26 @@ from collections import Counter
 
 from infra import catalog
 from infra.errors import ConfigError
+from infra.scheduling import (
+    ACCELERATOR_LABEL,
+    GPU_MODEL_LABEL,
+    GPU_PRESENT_LABEL,
+    node_group_name,
+    scheduler_inputs,
+)
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import SUPPORTED_KUBERNETES
+from scheduler.checks import check
+from scheduler.errors import SchedulerConfigError
 from scheduler.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY, MIG_CONFIG_LABEL, POOL_LABEL
 
 RESERVED_LABELS = (
     POOL_LABEL,
     DEVICE_PLUGIN_CONFIG_LABEL,
     MIG_CONFIG_LABEL,
-    "nvidia.com/gpu.present",
-    "k8s.amazonaws.com/accelerator",
-    "gpufleet.io/gpu-model",
+    GPU_PRESENT_LABEL,
+    ACCELERATOR_LABEL,
+    GPU_MODEL_LABEL,
 )
 NP = "gpufleet:nodePools"
 TEAMS = "gpufleet:teams"
@@ -193,8 +202,6 @@ MAX_NODE_GROUP_NAME = 63  # EKS limit
 
 def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
     """What EKS and the AMI families add to the spec's own rules."""
-    from infra.scheduling import node_group_name
-
     net, at = spec.cluster.network, "gpufleet:cluster.network"
     if net.vpc_id and not net.private_subnet_ids:
         problems.append(f"{at}.privateSubnetIds: required with vpcId (the subnets nodes run in)")
@@ -231,10 +238,6 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
 
 def _scheduling(spec: ClusterSpec, problems: list[str]) -> None:
     """Team and scheduling rules are the scheduler compiler's own input checks, run here so they fail up front."""
-    from infra.scheduling import scheduler_inputs
-    from scheduler.checks import check
-    from scheduler.errors import SchedulerConfigError
-
     try:
         check(*scheduler_inputs(spec))
     except SchedulerConfigError as exc:

@@ -42,6 +42,7 @@ def _node_size(spec: ClusterSpec, pool: NodePool) -> tuple[int | None, int | Non
 
 GPU_MODEL_LABEL = "gpufleet.io/gpu-model"
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
 def node_labels(pool: NodePool, shared: dict[str, str]) -> dict[str, str]:
@@ -50,7 +51,7 @@ def node_labels(pool: NodePool, shared: dict[str, str]) -> dict[str, str]:
     return {
         **pool.labels,
         GPU_MODEL_LABEL: pool.gpu_model or "",
-        "nvidia.com/gpu.present": "true",
+        GPU_PRESENT_LABEL: "true",
         **({ACCELERATOR_LABEL: model.label} if model else {}),
         **shared,
     }

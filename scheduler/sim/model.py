@@ -129,6 +129,19 @@ class Workload:
         """Total milli-GPU each pod requests (num_gpu x gpu_milli)."""
         return self.num_gpu * self.gpu_milli
 
+    def requests(self) -> list[tuple[int, int, int, int, str]]:
+        """Each pod's request as plain values: (cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec)."""
+        return list(
+            zip(
+                self.cpu_milli.tolist(),
+                self.memory_mib.tolist(),
+                self.num_gpu.tolist(),
+                self.gpu_milli.tolist(),
+                self.gpu_spec,
+                strict=True,
+            )
+        )
+
     def take(self, index: np.ndarray) -> Workload:
         """The pods at ``index`` (repeats allowed), in that order."""
         idx = np.asarray(index, dtype=np.int64)

@@ -68,16 +68,7 @@ def model_mask(specs: tuple[str, ...], models: list[str], num_gpu: np.ndarray) -
 
 def build_shapes(workload: Workload, cluster: Cluster) -> Shapes:
     """Group the workload's pods into shapes and index the cluster's GPU models."""
-    keys = list(
-        zip(
-            workload.cpu_milli.tolist(),
-            workload.memory_mib.tolist(),
-            workload.num_gpu.tolist(),
-            workload.gpu_milli.tolist(),
-            workload.gpu_spec,
-            strict=True,
-        )
-    )
+    keys = workload.requests()
     index: dict[tuple[int, int, int, int, str], int] = {}
     pod_shape = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
     table = list(index)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
@@ -30,3 +34,25 @@ def ansible_environment(collections: Path, home: Path) -> dict[str, str]:
         "ANSIBLE_FORCE_COLOR": "0",
         "NO_COLOR": "1",
     }
+
+
+def run_local_play(
+    path: Path, play: dict[str, Any], env: dict[str, str], extra_vars: dict[str, object] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Write one play against this machine (local connection, this Python) to `path` and run it."""
+    play = {
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        **play,
+        "vars": {"ansible_python_interpreter": sys.executable, **play.get("vars", {})},
+    }
+    path.write_text(yaml.safe_dump([play], sort_keys=False))
+    extra = [arg for key, value in (extra_vars or {}).items() for arg in ("-e", f"{key}={value}")]
+    return subprocess.run(
+        [venv_tool("ansible-playbook"), "-i", "localhost,", str(path), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

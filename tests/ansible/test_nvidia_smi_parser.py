@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.ansible.support import ANSIBLE_DIR, venv_tool
+from tests.ansible.support import ANSIBLE_DIR, run_local_play
 
 SAMPLES = Path(__file__).parent / "data" / "nvidia-smi"
 _spec = importlib.util.spec_from_file_location(
@@ -161,28 +160,11 @@ def _verify_run(
     fake = tmp_path / "nvidia-smi"
     fake.write_text(f"#!/bin/sh\nexec cat {SAMPLES / sample}\n")
     fake.chmod(0o755)
-    playbook = tmp_path / "verify.yml"
-    playbook.write_text(
-        textwrap.dedent(f"""\
-        - hosts: localhost
-          connection: local
-          gather_facts: false
-          vars:
-            ansible_python_interpreter: {sys.executable}
-          roles:
-            - role: {ANSIBLE_DIR / "roles/gpu_node_verify"}
-              vars:
-                gpu_node_verify_nvidia_smi: {fake}
-        """)
-    )
-    extra_args = [arg for key, value in extra.items() for arg in ("-e", f"{key}={value}")]
-    return subprocess.run(
-        [venv_tool("ansible-playbook"), "-i", "localhost,", str(playbook), *extra_args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    role = {
+        "role": str(ANSIBLE_DIR / "roles/gpu_node_verify"),
+        "vars": {"gpu_node_verify_nvidia_smi": str(fake)},
+    }
+    return run_local_play(tmp_path / "verify.yml", {"roles": [role]}, env, extra)
 
 
 def test_role_passes_a_matching_host(tmp_path: Path, ansible_env: dict[str, str]) -> None:

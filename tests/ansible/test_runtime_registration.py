@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.ansible.stubrepo import NVIDIA_CTK
-from tests.ansible.support import ANSIBLE_DIR, venv_tool
+from tests.ansible.support import ANSIBLE_DIR, run_local_play
 
 
 def _register(tmp_path: Path, env: dict[str, str], runtime: str, config: Path) -> list[str]:
@@ -23,32 +20,24 @@ def _register(tmp_path: Path, env: dict[str, str], runtime: str, config: Path) -
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "nvidia-ctk").write_text(NVIDIA_CTK)
     (bin_dir / "nvidia-ctk").chmod(0o755)
-    playbook = tmp_path / "runtime.yml"
-    playbook.write_text(
-        textwrap.dedent(f"""\
-        - hosts: localhost
-          connection: local
-          gather_facts: false
-          vars:
-            ansible_python_interpreter: {sys.executable}
-            nvidia_container_toolkit_runtime: {runtime}
-            nvidia_container_toolkit_runtime_config: {config}
-            nvidia_container_toolkit_restart_runtime: false
-          tasks:
-            - ansible.builtin.include_role:
-                name: {ANSIBLE_DIR / "roles/nvidia_container_toolkit"}
-                tasks_from: runtime.yml
-        """)
-    )
+    play = {
+        "vars": {
+            "nvidia_container_toolkit_runtime": runtime,
+            "nvidia_container_toolkit_runtime_config": str(config),
+            "nvidia_container_toolkit_restart_runtime": False,
+        },
+        "tasks": [
+            {
+                "ansible.builtin.include_role": {
+                    "name": str(ANSIBLE_DIR / "roles/nvidia_container_toolkit"),
+                    "tasks_from": "runtime.yml",
+                }
+            }
+        ],
+    }
     run_env = {**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "NVIDIA_CTK_LOG": str(log)}
     for _ in range(2):
-        done = subprocess.run(
-            [venv_tool("ansible-playbook"), "-i", "localhost,", str(playbook)],
-            env=run_env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = run_local_play(tmp_path / "runtime.yml", play, run_env)
         assert done.returncode == 0, done.stdout + done.stderr
     return log.read_text().splitlines() if log.exists() else []
 

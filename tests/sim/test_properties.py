@@ -74,16 +74,7 @@ def test_never_over_allocated_and_conserved(policy: str, c: Cluster, w: Workload
         snapshots.append((state.free_cpu.copy(), state.free_mem.copy(), state.free_gpu.copy()))
 
     run = replay(c, w, policy, rng=np.random.default_rng(seed), check=check)
-    pods = list(
-        zip(
-            w.cpu_milli.tolist(),
-            w.memory_mib.tolist(),
-            w.num_gpu.tolist(),
-            w.gpu_milli.tolist(),
-            w.gpu_spec,
-            strict=True,
-        )
-    )
+    pods = w.requests()
     placed_gpu = 0
     for i, (placement, pod) in enumerate(zip(run.placements, pods, strict=True)):
         before = snapshots[i]

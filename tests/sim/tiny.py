@@ -39,7 +39,7 @@ def node_scores(
 ) -> tuple[list[int], list[int]]:
     """Scores of ``pod`` on every node (-1 = infeasible) after ``allocations`` (node, cpu, mem, gpus, milli),
     with the FGD target taken from ``target``; also the sharing GPU each node would use."""
-    pods = workload(pod, *((p[0], p[1], p[2], p[3], p[4] if len(p) > 4 else "") for p in target_rows(target)))
+    pods = workload(pod, *target.requests())
     shapes = build_shapes(pods, c)
     state = ClusterState(c)
     for node, cpu, mem, gpus, milli in allocations:
@@ -52,16 +52,3 @@ def node_scores(
     if gpu is None:
         gpu = least_free_fitting_gpu(batch)
     return np.where(batch.feasible, score, -1).tolist(), gpu.tolist()
-
-
-def target_rows(w: Workload) -> list[tuple[int, int, int, int, str]]:
-    return list(
-        zip(
-            w.cpu_milli.tolist(),
-            w.memory_mib.tolist(),
-            w.num_gpu.tolist(),
-            w.gpu_milli.tolist(),
-            w.gpu_spec,
-            strict=True,
-        )
-    )
