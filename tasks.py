@@ -40,7 +40,7 @@ def stack_file(stack: str) -> Path:
 
 
 def load(stack: str):  # -> ClusterSpec (imported lazily: keeps `invoke --list` fast)
-    from infra.spec import load_stack
+    from infra.stackfile import load_stack
 
     return load_stack(stack_file(stack))
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 import pulumi  # noqa: E402
 
 from infra import build  # noqa: E402
-from infra.spec import load_stack  # noqa: E402
+from infra.stackfile import load_stack  # noqa: E402
 from tests.infra.conftest import Mocks, after_registration  # noqa: E402
 
 

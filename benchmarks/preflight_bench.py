@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 
 from infra.preflight import print_findings, run_preflight  # noqa: E402
-from infra.spec import load_stack  # noqa: E402
+from infra.stackfile import load_stack  # noqa: E402
 from tests.preflight.fakeaws import CURRENT, FakeAws, fake_aws_server  # noqa: E402
 
 TARGET_S = 5.0

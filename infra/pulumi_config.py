@@ -10,7 +10,8 @@ from typing import Any
 
 import pulumi
 
-from infra.spec import NAMESPACE, SECTIONS, ClusterSpec, parse_config
+from infra.spec import NAMESPACE, ClusterSpec
+from infra.stackfile import SECTIONS, parse_config
 
 
 def load_pulumi_config() -> ClusterSpec:

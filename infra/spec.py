@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    TypeAdapter,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from infra.errors import ConfigError
 from infra.versions import DEFAULT_KUBERNETES, Versions
 
 NAMESPACE = "gpufleet"
@@ -78,6 +73,29 @@ class Network(Model):
         return value
 
 
+class Monitoring(Model):
+    """Where metrics go. `true`/`false` from older stacks mean `{prometheus: existing}` / `{prometheus: none}`:
+    `true` always meant "a Prometheus operator already runs; add gpufleet's monitors to it"."""
+
+    prometheus: Literal["install", "existing", "none"] = "none"
+    grafana: bool = False
+    retention: Annotated[str, Field(pattern=r"^\d+(h|d|w|y)$")] = "15d"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bool(cls, value: Any) -> Any:
+        if value is True:
+            return {"prometheus": "existing"}
+        if value is False or value is None:
+            return {"prometheus": "none"}
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        """gpufleet's monitors and rules are created (a Prometheus operator runs or is installed)."""
+        return self.prometheus != "none"
+
+
 class Cluster(Model):
     name: Annotated[str, Field(pattern=r"^[a-zA-Z][a-zA-Z0-9-]{0,99}$")]
     kubernetes_version: str = DEFAULT_KUBERNETES
@@ -90,7 +108,9 @@ class Cluster(Model):
     )
     availability_zones: list[str] | None = None  # default: the region's a, b, c
     network: Network = Network()
-    monitoring: bool = False  # dcgm-exporter ServiceMonitor (needs the Prometheus operator CRDs)
+    monitoring: Monitoring = Monitoring()
+    # aws: which autoscaler provisions GPU nodes (docs/aws.md, "Choosing an autoscaler").
+    autoscaler: Literal["cluster-autoscaler", "karpenter"] = "cluster-autoscaler"
     driver_managed_by: Literal["host", "operator"] = "host"  # existing platform: Ansible or the GPU operator
 
 
@@ -146,9 +166,13 @@ class NodePool(Model):
     name: Name
     # aws
     instance_type: str | None = None
+    # aws: several types of the same GPU model and count (Spot diversification; Karpenter requirements)
+    instance_types: list[str] | None = None
     capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
     capacity_reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
     availability_zone: str | None = None
+    # aws: the zones this pool's nodes may use (default: the cluster's); p5/g6e are not offered everywhere
+    availability_zones: list[str] | None = None
     ami_family: Literal["AL2023_NVIDIA", "BOTTLEROCKET_NVIDIA"] = "AL2023_NVIDIA"
     efa: bool = False
     root_volume_gi_b: Annotated[int, Field(ge=20, le=16384)] = 200
@@ -258,105 +282,3 @@ class ClusterSpec(Model):
         if self.cluster.availability_zones:
             return list(self.cluster.availability_zones)
         return [f"{self.region}{s}" for s in "abc"]
-
-
-# ---- loading -----------------------------------------------------------------------------------------------
-
-SECTIONS: dict[str, tuple[str, Any]] = {
-    # config key -> (ClusterSpec field, type)
-    "aws:region": ("region", str),
-    f"{NAMESPACE}:platform": ("platform", Literal["aws", "existing"]),
-    f"{NAMESPACE}:cluster": ("cluster", Cluster),
-    f"{NAMESPACE}:systemPool": ("system_pool", SystemPool),
-    f"{NAMESPACE}:nodePools": ("node_pools", Annotated[list[NodePool], Field(min_length=1)]),
-    f"{NAMESPACE}:teams": ("teams", list[Team]),
-    f"{NAMESPACE}:versions": ("versions", Versions),
-    f"{NAMESPACE}:scheduling": ("scheduling", Scheduling),
-}
-REQUIRED = (f"{NAMESPACE}:platform", f"{NAMESPACE}:cluster", f"{NAMESPACE}:nodePools")
-_ADAPTERS = {key: TypeAdapter(tp) for key, (_, tp) in SECTIONS.items()}
-
-
-def key_path(root: str, loc: tuple[int | str, ...]) -> str:
-    """`('nodePools', 1, 'maxSize')` under `gpufleet:nodePools` -> `gpufleet:nodePools[1].maxSize`."""
-    out = root
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part not in ("function-after[_default_namespace()]",) and not part.startswith("function-"):
-            out += f".{part}"
-    return out
-
-
-def _describe(err: Any) -> str:
-    kind, msg = err["type"], err["msg"]
-    if kind == "extra_forbidden":
-        return "unknown key (check the spelling; docs/spec.md lists every key)"
-    if kind == "missing":
-        return "required key is missing"
-    if kind == "value_error":
-        return msg.removeprefix("Value error, ")
-    got = err.get("input")
-    return f"{msg} (got {got!r})" if not isinstance(got, dict | list) else msg
-
-
-def parse_config(config: dict[str, Any], stack: str) -> ClusterSpec:
-    """Validate a stack's flat `config:` mapping; raise ConfigError listing every problem with its key path."""
-    from infra.rules import check_spec
-
-    problems: list[str] = []
-    values: dict[str, Any] = {"stack": stack}
-    for key in config:
-        if key.startswith(f"{NAMESPACE}:") and key not in SECTIONS:
-            accepted = ", ".join(k for k in SECTIONS if k.startswith(NAMESPACE))
-            problems.append(f"{key}: unknown key; accepted: {accepted}")
-    for key in REQUIRED:
-        if key not in config:
-            problems.append(f"{key}: required key is missing")
-    for key, (field, _) in SECTIONS.items():
-        if key not in config:
-            continue
-        try:
-            values[field] = _ADAPTERS[key].validate_python(config[key])
-        except ValidationError as exc:
-            problems += [f"{key_path(key, e['loc'])}: {_describe(e)}" for e in exc.errors()]
-    if problems:
-        raise ConfigError(problems)
-    spec = ClusterSpec.model_validate(values)
-    return check_spec(spec)
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
-        hint = f"; stacks here: {', '.join(stacks)}" if stacks else ""
-        raise ConfigError(f"stack file not found: {path}{hint}")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
-        raise ConfigError("expected a mapping with a `config:` mapping inside", source=str(path))
-    return doc.get("config") or {}
-
-
-def stack_name(path: Path) -> str:
-    name = path.name
-    if not (name.startswith("Pulumi.") and name.endswith(".yaml")) or name == "Pulumi.yaml":
-        raise ConfigError(f"{path}: a stack file is named Pulumi.<stack>.yaml")
-    return name[len("Pulumi.") : -len(".yaml")]
-
-
-def load_stack(path: str | Path) -> ClusterSpec:
-    """Read and validate a `Pulumi.<stack>.yaml` file."""
-    path = Path(path)
-    stack = stack_name(path)
-    try:
-        return parse_config(_read_yaml(path), stack)
-    except ConfigError as exc:
-        if exc.source is None:
-            raise ConfigError(exc.problems, source=str(path)) from None
-        raise

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.spec import ClusterSpec, load_stack
+from infra.spec import ClusterSpec
+from infra.stackfile import load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_STACKS = ("dev", "example-prod", "metal")

@@ -64,7 +64,7 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
         },
         "mig": {"strategy": "mixed" if any_mig else "single"},
         "migManager": {"enabled": any_mig, "config": {"create": False, "name": "", "default": MIG_DEFAULT}},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": spec.cluster.monitoring}},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": spec.cluster.monitoring.enabled}},
         "daemonsets": {"tolerations": tolerations(spec)},
         # NFD labels the GPU nodes the operator then targets; the chart's list is replaced, so keep its entry.
         "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, *tolerations(spec)]}},

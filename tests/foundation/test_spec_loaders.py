@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from infra.pulumi_config import load_pulumi_config
-from infra.spec import load_stack
+from infra.stackfile import load_stack
 from tests.conftest import EXAMPLE_STACKS, ROOT
 
 

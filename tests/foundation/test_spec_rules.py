@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError
-from infra.spec import parse_config
+from infra.stackfile import parse_config
 from tests.conftest import ROOT
 
 Config = dict[str, Any]

@@ -15,7 +15,7 @@ from infra.aws.network import subnet_cidrs
 from infra.aws.nodepools import plan_node_groups
 from infra.aws.tags import autoscaler_tags, partition
 from infra.errors import ConfigError
-from infra.spec import parse_config
+from infra.stackfile import parse_config
 from tests.conftest import load_example
 
 

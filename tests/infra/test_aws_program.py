@@ -10,7 +10,7 @@ import pytest
 
 from infra import build
 from infra.errors import ConfigError
-from infra.spec import parse_config
+from infra.stackfile import parse_config
 from tests.conftest import load_example
 from tests.infra.conftest import Mocks, Recorded, after_registration, assert_scheduling_after
 

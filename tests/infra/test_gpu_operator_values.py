@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from infra.addons.gpu_operator import gpu_operator_values
-from infra.spec import ClusterSpec, parse_config
+from infra.spec import ClusterSpec
+from infra.stackfile import parse_config
 from tests.conftest import EXAMPLE_STACKS, load_example
 from tests.infra.clusterpolicy import cluster_policy, deep_merge, missing_keys
 

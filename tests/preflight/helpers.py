@@ -12,7 +12,8 @@ import pytest
 import yaml
 from invoke import Collection, Program
 
-from infra.spec import ClusterSpec, load_stack
+from infra.spec import ClusterSpec
+from infra.stackfile import load_stack
 from tests.conftest import ROOT
 
 
