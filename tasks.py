@@ -332,3 +332,49 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     folder = Path(out) if out else BUILD / spec.stack / "manifests"
     paths = render_objects(objects, folder, kueue_values=kueue_values(policy))
     print(f"wrote {len(objects)} objects ({len(paths)} files) to {folder}")
+
+
+@task(
+    help={
+        "stack": STACK_HELP,
+        "since": "the window: 90m, 24h, 7d, 2w (default 7d)",
+        "until": "end of the window: ISO 8601 time or Unix timestamp (default: now)",
+        "prometheus": "Prometheus URL (default http://localhost:9090, e.g. a kubectl port-forward)",
+        "json": "print JSON instead of the table",
+        "csv": "print CSV instead of the table",
+        "price_file": "YAML/JSON map of pool name -> USD per GPU-hour (overrides catalog prices)",
+        "out": "folder for the PNG plots (default: build/<stack>/usage/)",
+    }
+)
+def usage(
+    c: Context,
+    stack: str = "dev",
+    since: str = "7d",
+    until: str = "",
+    prometheus: str = "http://localhost:9090",
+    json: bool = False,
+    csv: bool = False,
+    price_file: str = "",
+    out: str = "",
+) -> None:
+    """GPU-hours per team and pool (allocated, used, idle), cost, quota use and queue waits, from Prometheus."""
+    from infra.errors import ConfigError
+    from infra.monitoring.prices import gpu_hour_prices, read_price_file
+    from infra.monitoring.prometheus import Prometheus
+    from infra.monitoring.usage import build_report
+    from infra.monitoring.usage_report import print_report, to_csv, to_json, write_plots
+
+    with user_errors():
+        if json and csv:
+            raise ConfigError("give at most one of --json and --csv")
+        spec = load(stack)
+        prices = gpu_hour_prices(spec, read_price_file(Path(price_file)) if price_file else None)
+        report = build_report(spec, Prometheus(prometheus), since, until, prices)
+    if json:
+        print(to_json(report), end="")
+    elif csv:
+        print(to_csv(report), end="")
+    else:
+        print_report(report, console())
+    plots = write_plots(report, Path(out) if out else BUILD / spec.stack / "usage")
+    print(f"wrote {len(plots)} plots to {plots[0].parent}", file=sys.stderr)
