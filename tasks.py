@@ -332,6 +332,10 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     folder = Path(out) if out else BUILD / spec.stack / "manifests"
     paths = render_objects(objects, folder, kueue_values=kueue_values(policy))
     print(f"wrote {len(objects)} objects ({len(paths)} files) to {folder}")
+    from infra.monitoring.render import FOLDER, render_monitoring
+
+    if monitoring := render_monitoring(spec, folder):
+        print(f"wrote {len(monitoring)} monitoring files (rules, dashboards, monitors) to {folder / FOLDER}")
 
 
 @task(

@@ -27,7 +27,8 @@ NAMESPACE = "gpufleet"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=40)]
 Count = Annotated[int, Field(ge=0)]
-Duration = Annotated[str, Field(pattern=r"^[1-9]\d*(s|m|h|d)$")]  # a Prometheus-style duration: 30s, 15m, 2h, 7d
+# A Prometheus-style duration: 30s, 15m, 2h, 7d.
+Duration = Annotated[str, Field(pattern=r"^[1-9]\d*(s|m|h|d)$")]
 
 
 class Model(BaseModel):
@@ -84,7 +85,8 @@ class Monitoring(Model):
     # The chart's Prometheus selects monitors and rules labelled `release: <release>` (kube-prometheus-stack's
     # default); on `existing`, the Helm release name of the stack already running.
     release: Name = "kube-prometheus-stack"
-    namespace: Name = "monitoring"  # where the stack (install) and gpufleet's monitors, rules, dashboards live
+    # Where the stack (install) and gpufleet's rules and dashboards live.
+    namespace: Name = "monitoring"
     scrape_interval: Duration = "30s"
     # Alert and report thresholds; a team's own `idleAfter` / `pendingAfter` win.
     idle_after: Duration = "2h"  # an allocated GPU below 5% utilisation this long is idle

@@ -21,7 +21,9 @@ POOL = m.POOL_LABEL_METRIC
 NODE_POOL = f'group_left ({POOL}) ({m.NODE_LABELS}{{{POOL}!=""}} * 0 + 1)'
 
 
-def _panel(pid: int, title: str, targets: list[tuple[str, str]], unit: str = "short", y: int = 0) -> dict[str, Any]:
+def _panel(
+    pid: int, title: str, targets: list[tuple[str, str]], unit: str = "short", y: int = 0
+) -> dict[str, Any]:
     return {
         "id": pid,
         "type": "timeseries",
@@ -65,7 +67,12 @@ def fleet() -> dict[str, Any]:
                     (f"count({u})", "total"),
                 ],
             ),
-            _panel(3, "GPU temperature (max, C)", [(f"max by (Hostname) ({m.GPU_TEMP})", "{{Hostname}}")], "celsius"),
+            _panel(
+                3,
+                "GPU temperature (max, C)",
+                [(f"max by (Hostname) ({m.GPU_TEMP})", "{{Hostname}}")],
+                "celsius",
+            ),
             _panel(4, "Power draw (W)", [(f"sum by (Hostname) ({m.POWER_USAGE})", "{{Hostname}}")], "watt"),
             _panel(
                 5,
@@ -127,7 +134,12 @@ def teams() -> dict[str, Any]:
             _panel(
                 3,
                 "Idle allocated GPUs",
-                [(f'count by (namespace) ({m.GPU_UTIL}{{pod!=""}} < {m.IDLE_UTIL_PERCENT})', "{{namespace}}")],
+                [
+                    (
+                        f'count by (namespace) ({m.GPU_UTIL}{{pod!=""}} < {m.IDLE_UTIL_PERCENT})',
+                        "{{namespace}}",
+                    )
+                ],
             ),
             _panel(
                 4,
@@ -166,7 +178,9 @@ def pools(spec: ClusterSpec) -> dict[str, Any]:
         if price is not None
     ]
     panels = [
-        _panel(1, "Nodes per pool", [(f'count by ({POOL}) ({m.NODE_LABELS}{{{POOL}!=""}})', f"{{{{{POOL}}}}}")]),
+        _panel(
+            1, "Nodes per pool", [(f'count by ({POOL}) ({m.NODE_LABELS}{{{POOL}!=""}})', f"{{{{{POOL}}}}}")]
+        ),
         _panel(
             2,
             "GPUs per pool: allocatable vs allocated",
@@ -193,7 +207,11 @@ def pools(spec: ClusterSpec) -> dict[str, Any]:
 
 def dashboards(spec: ClusterSpec) -> dict[str, dict[str, Any]]:
     """File name -> dashboard JSON model."""
-    return {"gpufleet-fleet.json": fleet(), "gpufleet-teams.json": teams(), "gpufleet-pools.json": pools(spec)}
+    return {
+        "gpufleet-fleet.json": fleet(),
+        "gpufleet-teams.json": teams(),
+        "gpufleet-pools.json": pools(spec),
+    }
 
 
 def expressions(dashboard: dict[str, Any]) -> list[str]:

@@ -31,7 +31,9 @@ def read_price_file(path: Path) -> dict[str, float]:
     if not isinstance(data, dict) or not all(
         isinstance(k, str) and isinstance(v, int | float) and v >= 0 for k, v in data.items()
     ):
-        raise ConfigError(f"--price-file {path}: expected a map of pool name to USD per GPU-hour, e.g. {{h100: 4.1}}")
+        raise ConfigError(
+            f"--price-file {path}: expected a map of pool name to USD per GPU-hour, e.g. {{h100: 4.1}}"
+        )
     return {k: float(v) for k, v in data.items()}
 
 

@@ -54,7 +54,8 @@ class Prometheus:
 
     def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
         data = self._get(
-            "/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+            "/api/v1/query_range",
+            {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
         )
         return [(r["metric"], [(float(t), float(v)) for t, v in r["values"]]) for r in data["result"]]
 

@@ -169,7 +169,9 @@ def dashboard_configmaps(spec: ClusterSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta(spec, name.removesuffix(".json"), spec.cluster.monitoring.namespace, **{key: value}),
+            "metadata": _meta(
+                spec, name.removesuffix(".json"), spec.cluster.monitoring.namespace, **{key: value}
+            ),
             "data": {name: to_json(board)},
         }
         for name, board in dashboards(spec).items()

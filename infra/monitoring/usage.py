@@ -191,7 +191,9 @@ def build_report(
     pools = {p.name: Row(p.name) for p in spec.node_pools}
     team_of_namespace = {t.namespace: t.name for t in spec.teams}
     notes: list[str] = []
-    report = UsageReport(spec.stack, prom.url, since, start, end, step, list(teams.values()), list(pools.values()))
+    report = UsageReport(
+        spec.stack, prom.url, since, start, end, step, list(teams.values()), list(pools.values())
+    )
 
     for key in ("allocated", "quota"):
         if not fetched[key]:
@@ -225,23 +227,25 @@ def build_report(
     if not fetched["used_team"]:
         notes.append(MISSING["used_team"])
     else:
-        others = set()
+        others: set[str] = set()
         for kind in ("used_team", "idle_team"):
             for labels, values in fetched[kind]:
-                team = team_of_namespace.get(labels.get("namespace", ""))
-                if team is None:
+                owner = team_of_namespace.get(labels.get("namespace", ""))
+                if owner is None:
                     others.add(labels.get("namespace", ""))
                     continue
                 hours = _hours((labels, values), step)
                 if kind == "used_team":
-                    teams[team].used_h = _add(teams[team].used_h, hours)
+                    teams[owner].used_h = _add(teams[owner].used_h, hours)
                 else:
-                    teams[team].idle_h = _add(teams[team].idle_h, hours)
+                    teams[owner].idle_h = _add(teams[owner].idle_h, hours)
         for row in teams.values():
             row.used_h = row.used_h or 0.0
             row.idle_h = row.idle_h or 0.0
         if others:
-            notes.append(f"GPUs held by pods outside team namespaces ({', '.join(sorted(others))}) are not in the team rows")
+            notes.append(
+                f"GPUs held by pods outside team namespaces ({', '.join(sorted(others))}) are not in the team rows"
+            )
         if not fetched["used_pool"]:
             notes.append(MISSING["used_pool"])
         else:

@@ -86,7 +86,9 @@ def write_plots(report: UsageReport, folder: Path) -> list[Path]:
     for kind, rows in (("teams", report.teams), ("pools", report.pools)):
         fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4))
         width = 0.27
-        for i, (label, attr) in enumerate((("allocated", "allocated_h"), ("used", "used_h"), ("idle", "idle_h"))):
+        for i, (label, attr) in enumerate(
+            (("allocated", "allocated_h"), ("used", "used_h"), ("idle", "idle_h"))
+        ):
             ax.bar(
                 [x + (i - 1) * width for x in range(len(rows))],
                 [getattr(r, attr) or 0 for r in rows],
@@ -105,11 +107,11 @@ def write_plots(report: UsageReport, folder: Path) -> list[Path]:
     if report.timeline:
         fig, ax = plt.subplots(figsize=(8, 4))
         for team, points in sorted(report.timeline.items()):
-            ax.plot([datetime.fromtimestamp(t, UTC) for t, _ in points], [v for _, v in points], label=team)
+            ax.plot([(t - report.end) / 3600 for t, _ in points], [v for _, v in points], label=team)
+        ax.set_xlabel(f"hours before {datetime.fromtimestamp(report.end, UTC):%Y-%m-%d %H:%M} UTC")
         ax.set_ylabel("GPUs allocated")
         ax.set_title(f"{report.stack}: GPUs allocated per team")
         ax.legend()
-        fig.autofmt_xdate()
         fig.tight_layout()
         path = folder / "allocated-over-time.png"
         fig.savefig(path, dpi=100)

@@ -14,12 +14,15 @@ import yaml
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from tests.conftest import ROOT
+from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
 
 
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        message = f"{name} not found: apt-get install prometheus (Debian's package ships prometheus and promtool)"
+        message = (
+            f"{name} not found: apt-get install prometheus (Debian's package ships prometheus and promtool)"
+        )
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)

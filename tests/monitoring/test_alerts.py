@@ -20,8 +20,26 @@ SPEC = ops_spec()
 RULES = {"groups": rule_groups(SPEC)}
 # PromQL words that look like metric names but are functions, keywords or label names.
 NOT_METRICS = frozenset(
-    "sum by on unless and or count avg max min increase rate group_left histogram_quantile vector"
-    " sum_over_time e9 le".split()
+    [
+        "sum",
+        "by",
+        "on",
+        "unless",
+        "and",
+        "or",
+        "count",
+        "avg",
+        "max",
+        "min",
+        "increase",
+        "rate",
+        "group_left",
+        "histogram_quantile",
+        "vector",
+        "sum_over_time",
+        "e9",
+        "le",
+    ]
 )
 
 
@@ -182,7 +200,11 @@ def _tests() -> list[dict[str, Any]]:
             {f"{m.NVLINK_ERRORS[2]}{{{GPU0}}}": "0x5 4x5", f"{m.NVLINK_ERRORS[0]}{{{GPU1}}}": "9x10"},
             [
                 ("4m", "GpuNvlinkErrors", []),
-                ("8m", "GpuNvlinkErrors", [_alert("GpuNvlinkErrors", "NVLink errors on GPU 0 of gpu-1.", **gpu)]),
+                (
+                    "8m",
+                    "GpuNvlinkErrors",
+                    [_alert("GpuNvlinkErrors", "NVLink errors on GPU 0 of gpu-1.", **gpu)],
+                ),
             ],
         ),
         # Thermal: throttled 30 s of every minute (50%) for 10 minutes fires; 3 s a minute (5%) never does.
@@ -207,7 +229,10 @@ def _tests() -> list[dict[str, Any]]:
             ],
         ),
         _case(
-            {f"{m.POWER_VIOLATION}{{{GPU0}}}": "0+54000000000x60", f"{m.POWER_VIOLATION}{{{GPU1}}}": "0+6000000000x60"},
+            {
+                f"{m.POWER_VIOLATION}{{{GPU0}}}": "0+54000000000x60",
+                f"{m.POWER_VIOLATION}{{{GPU1}}}": "0+6000000000x60",
+            },
             [
                 ("20m", "GpuPowerThrottling", []),
                 (
@@ -361,7 +386,13 @@ def test_a_wrong_expectation_fails(promtool: str, rule_file: Path) -> None:
     """The harness can fail: an alert expected where the rule is silent."""
     wrong = _case(
         {f"{m.XID}{{{GPU0}}}": "0 0 0"},
-        [("2m", "GpuFallenOffBus", [_alert("GpuFallenOffBus", "x", Hostname="gpu-1", gpu="0", UUID="GPU-0")])],
+        [
+            (
+                "2m",
+                "GpuFallenOffBus",
+                [_alert("GpuFallenOffBus", "x", Hostname="gpu-1", gpu="0", UUID="GPU-0")],
+            )
+        ],
     )
     path = rule_file.parent / "wrong.test.yaml"
     path.write_text(yaml.safe_dump({"rule_files": [rule_file.name], "tests": [wrong]}))

@@ -58,7 +58,15 @@ def test_panels_name_only_exported_metrics_and_cover_the_issue() -> None:
     used = {n for b in boards.values() for e in expressions(b) for n in metric_names(e)}
     assert used - m.EXPORTED == set()
     titles = {p["title"] for b in boards.values() for p in b["panels"]}
-    for wanted in ("GPU utilisation", "allocated (Kueue) vs quota", "used", "Idle GPU-hours", "Queue wait", "Nodes per pool", "cost"):
+    for wanted in (
+        "GPU utilisation",
+        "allocated (Kueue) vs quota",
+        "used",
+        "Idle GPU-hours",
+        "Queue wait",
+        "Nodes per pool",
+        "cost",
+    ):
         assert any(wanted in t for t in titles), wanted
     assert len({b["uid"] for b in boards.values()}) == 3
 
@@ -120,7 +128,10 @@ def test_kueue_metrics_reader_binding_names_the_charts_prometheus_account() -> N
     """`<fullname>-prometheus`, fullname = release if it contains the chart name (chart _helpers.tpl)."""
     assert prometheus_service_account(ops_spec()) == "kube-prometheus-stack-prometheus"
     assert prometheus_service_account(ops_spec(release="prom")) == "prom-kube-prometheus-stack-prometheus"
-    assert prometheus_service_account(ops_spec(release="metrics-main")) == "metrics-main-kube-promethe-prometheus"
+    assert (
+        prometheus_service_account(ops_spec(release="metrics-main"))
+        == "metrics-main-kube-promethe-prometheus"
+    )
     (binding,) = [o for o in monitoring_objects(ops_spec()) if o["kind"] == "ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == "kueue-metrics-reader"
     assert core_problems(binding, SPEC.cluster.kubernetes_version) == []

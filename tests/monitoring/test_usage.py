@@ -55,7 +55,10 @@ def _labels(**labels: str) -> str:
 
 
 def _gauge(name: str, labels: dict[str, str], value, since: int = START) -> list[str]:  # type: ignore[no-untyped-def]
-    return [f"{name}{_labels(**labels)} {value(t) if callable(value) else value} {t}" for t in range(since, T + 1, STEP)]
+    return [
+        f"{name}{_labels(**labels)} {value(t) if callable(value) else value} {t}"
+        for t in range(since, T + 1, STEP)
+    ]
 
 
 def openmetrics() -> str:
@@ -64,7 +67,9 @@ def openmetrics() -> str:
     q = {"cohort": "gpufleet", "resource": GPU}
     lines += _gauge(m.KUEUE_USAGE, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
     lines += _gauge(m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "h100"}, 4)
-    lines += _gauge(m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "l40s"}, lambda t: 2 if t > T - 3600 else 0)
+    lines += _gauge(
+        m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "l40s"}, lambda t: 2 if t > T - 3600 else 0
+    )
     lines.append(f"# TYPE {m.KUEUE_NOMINAL} gauge")
     lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
     lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "beta", "flavor": "h100"}, 8)
@@ -94,7 +99,9 @@ def openmetrics() -> str:
             for bound in (*m.KUEUE_WAIT_BUCKETS, float("inf")):
                 total += counts.get(bound, 0) if done else 0
                 le = "+Inf" if bound == float("inf") else repr(bound)
-                lines.append(f'{m.KUEUE_ADMISSION_WAIT}_bucket{_labels(cluster_queue=team, le=le)} {total} {t}')
+                lines.append(
+                    f"{m.KUEUE_ADMISSION_WAIT}_bucket{_labels(cluster_queue=team, le=le)} {total} {t}"
+                )
             lines.append(f"{m.KUEUE_ADMISSION_WAIT}_count{_labels(cluster_queue=team)} {total} {t}")
             lines.append(f"{m.KUEUE_ADMISSION_WAIT}_sum{_labels(cluster_queue=team)} {total * 100} {t}")
     return "\n".join(lines) + "\n# EOF\n"
@@ -107,12 +114,16 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def prometheus_url(promtool: str, prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def prometheus_url(
+    promtool: str, prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """A fresh server with its own data dir on a free loopback port (never the packaged service's 9090)."""
     root = tmp_path_factory.mktemp("prometheus")
     (root / "series.om").write_text(openmetrics())
     data = root / "data"
-    made = run_promtool(promtool, "tsdb", "create-blocks-from", "openmetrics", str(root / "series.om"), str(data))
+    made = run_promtool(
+        promtool, "tsdb", "create-blocks-from", "openmetrics", str(root / "series.om"), str(data)
+    )
     assert made.returncode == 0, made.stdout + made.stderr
     (root / "prometheus.yml").write_text("global: {}\n")
     port = _free_port()
@@ -156,12 +167,25 @@ def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
 
 
 def usage(url: str, stack: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return invoke(
-        "usage", "--stack", str(stack), "--since", "2h", "--until", str(T), "--prometheus", url, "--out", str(out), *extra
+        "usage",
+        "--stack",
+        str(stack),
+        "--since",
+        "2h",
+        "--until",
+        str(T),
+        "--prometheus",
+        url,
+        "--out",
+        str(out),
+        *extra,
     )
 
 
@@ -247,8 +271,18 @@ def test_a_missing_metric_becomes_a_note(prometheus_url: str, tmp_path: Path) ->
     stack = tmp_path / "Pulumi.usage-test.yaml"
     stack.write_text(yaml.safe_dump(STACK))
     result = invoke(
-        "usage", "--stack", str(stack), "--since", "1h", "--until", str(START - 7200), "--prometheus",
-        prometheus_url, "--out", str(tmp_path), "--json",
+        "usage",
+        "--stack",
+        str(stack),
+        "--since",
+        "1h",
+        "--until",
+        str(START - 7200),
+        "--prometheus",
+        prometheus_url,
+        "--out",
+        str(tmp_path),
+        "--json",
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
