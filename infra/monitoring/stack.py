@@ -104,6 +104,19 @@ def dcgm_exporter_values(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
+def autoscaler_service_monitor_values(spec: ClusterSpec) -> dict[str, Any]:
+    """The cluster-autoscaler chart's `serviceMonitor` values: its `selector` map becomes the monitor's labels
+    (charts/cluster-autoscaler values.yaml: enabled, interval, namespace, selector, path)."""
+    mon = spec.cluster.monitoring
+    return {
+        "enabled": True,
+        "interval": mon.scrape_interval,
+        "namespace": mon.namespace,
+        "selector": release_labels(spec),
+        "path": "/metrics",
+    }
+
+
 def prometheus_rule(spec: ClusterSpec) -> dict[str, Any]:
     return {
         "apiVersion": MONITORING_API,

@@ -135,3 +135,14 @@ def test_kueue_metrics_reader_binding_names_the_charts_prometheus_account() -> N
     (binding,) = [o for o in monitoring_objects(ops_spec()) if o["kind"] == "ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == "kueue-metrics-reader"
     assert core_problems(binding, SPEC.cluster.kubernetes_version) == []
+
+
+def test_the_autoscaler_chart_creates_a_monitor_the_prometheus_selects() -> None:
+    """cluster-autoscaler chart values.yaml: `serviceMonitor.{enabled, interval, namespace, selector, path}`,
+    the `selector` map being the labels put on the ServiceMonitor (default `release: prometheus-operator`)."""
+    from infra.addons.cluster_autoscaler import cluster_autoscaler_values
+
+    monitor = cluster_autoscaler_values(ops_spec(release="prom"), "arn")["serviceMonitor"]
+    assert set(monitor) <= {"enabled", "interval", "namespace", "selector", "path", "annotations"}
+    assert monitor["enabled"] and monitor["selector"] == {"release": "prom"}
+    assert "serviceMonitor" not in cluster_autoscaler_values(ops_spec(prometheus="none"), "arn")
