@@ -22,8 +22,6 @@ from infra.spec import ClusterSpec
 
 NAMESPACE = "nvsentinel"
 RELEASE = "nvsentinel"
-# The NoSchedule taint keys a fault-quarantined node may carry that no gpufleet toleration may name.
-QUARANTINE_TAINT_PREFIXES = ("nvsentinel", "AWSNodeMonitoring", "node.kubernetes.io/unschedulable")
 
 
 def installs_nvsentinel(spec: ClusterSpec) -> bool:
