@@ -382,3 +382,63 @@ def usage(
         print_report(report, console())
     plots = write_plots(report, Path(out) if out else BUILD / spec.stack / "usage")
     print(f"wrote {len(plots)} plots to {plots[0].parent}", file=sys.stderr)
+
+
+@task(
+    help={
+        "stack": STACK_HELP,
+        "prometheus": "Prometheus URL (default http://localhost:9090)",
+        "apply": "deactivate the listed workloads (needs gpufleet:cluster.monitoring.reclaimIdle: true)",
+        "until": "evaluate the idle alerts at this time (ISO 8601 or Unix timestamp; default: now)",
+    }
+)
+def reclaim(
+    c: Context,
+    stack: str = "dev",
+    prometheus: str = "http://localhost:9090",
+    apply: bool = False,
+    until: str = "",
+) -> None:
+    """List workloads whose GPUs are all idle beyond their team's idleAfter; --apply deactivates them in Kueue."""
+    import json as jsonlib
+    import shlex
+
+    from infra.errors import ConfigError, ToolMissing
+    from infra.monitoring.prometheus import Prometheus
+    from infra.monitoring.reclaim import idle_and_gpu_pods, plan_reclaim, team_namespaces
+    from infra.monitoring.usage import parse_until
+
+    with user_errors():
+        spec = load(stack)
+        if apply and not spec.cluster.monitoring.reclaim_idle:
+            raise ConfigError(
+                "gpufleet:cluster.monitoring.reclaimIdle is false: set it to true to let --apply deactivate workloads"
+            )
+        idle, holding = idle_and_gpu_pods(Prometheus(prometheus), parse_until(until))
+        found = c.run("kubectl version --client", hide=True, warn=True)
+        if found is None or found.exited != 0:
+            raise ToolMissing(
+                "kubectl not found or not working: install it and point KUBECONFIG at the cluster"
+            )
+
+        def items(kind: str, ns: str) -> list:  # type: ignore[type-arg]
+            got = c.run(f"kubectl get {kind} -n {shlex.quote(ns)} -o json", hide=True, warn=True)
+            if got is None or got.exited != 0:
+                raise ToolMissing(f"kubectl get {kind} -n {ns} failed: {getattr(got, 'stderr', '')}".strip())
+            return list(jsonlib.loads(got.stdout or "{}").get("items", []))
+
+        namespaces = list(team_namespaces(spec))
+        pods = {ns: items("pods", ns) for ns in namespaces}
+        workloads = {ns: items("workloads.kueue.x-k8s.io", ns) for ns in namespaces}
+        candidates = plan_reclaim(spec, idle, holding, pods, workloads)
+        for cand in candidates:
+            print(f"{cand.namespace}/{cand.workload} (team {cand.team}): {cand.reason}")
+            if apply:
+                patch = shlex.quote(jsonlib.dumps(cand.patch()))
+                c.run(
+                    f"kubectl patch workloads.kueue.x-k8s.io {shlex.quote(cand.workload)} "
+                    f"-n {shlex.quote(cand.namespace)} --type merge -p {patch}",
+                    hide=True,
+                )
+        verb = "deactivated" if apply else "would deactivate (dry run; --apply to act)"
+        print(f"{verb} {len(candidates)} workload(s)")

@@ -90,6 +90,17 @@ def openmetrics() -> str:
     lines.append(f"# TYPE {m.NODE_LABELS} gauge")
     for node, pool in (("h1", "h100"), ("h2", "h100"), ("l0", "l40s"), ("l1", "l40s")):
         lines += _gauge(m.NODE_LABELS, {"node": node, m.POOL_LABEL_METRIC: pool}, 1)
+    # The idle alert Prometheus' rule engine keeps as ALERTS series, for `invoke reclaim` (test_reclaim.py):
+    # alpha's two idle GPUs (pods a-6, a-7) and beta's idle L40S pods, firing for the last 30 minutes.
+    lines.append("# TYPE ALERTS gauge")
+    for ns, team, pod in (
+        ("team-alpha", "alpha", "a-6"),
+        ("team-alpha", "alpha", "a-7"),
+        ("team-beta", "beta", "nb-0"),
+        ("team-beta", "beta", "nb-1"),
+    ):
+        firing = {"alertname": "GpuAllocatedIdle", "alertstate": "firing", "severity": "warning"}
+        lines += _gauge("ALERTS", {**firing, "namespace": ns, "pod": pod, "team": team}, 1, since=T - 1800)
     lines.append(f"# TYPE {m.KUEUE_ADMISSION_WAIT} histogram")
     observed = {"alpha": {640.0: 10}, "beta": {10.0: 2, 80.0: 2}}
     for team, counts in observed.items():
