@@ -167,6 +167,16 @@ def teams() -> dict[str, Any]:
                 "s",
             ),
             _panel(6, "Pending workloads", [(f"sum by ({by}) ({m.KUEUE_PENDING})", "{{cluster_queue}}")]),
+            _panel(
+                7,
+                "GPUs requested by pods (kube-state-metrics)",
+                [
+                    (
+                        f'sum by (namespace) ({m.POD_REQUESTS}{{resource="{m.GPU_RESOURCE_METRIC}"}})',
+                        "{{namespace}}",
+                    )
+                ],
+            ),
         ],
     )
 

@@ -196,9 +196,9 @@ def monitoring_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     mon = spec.cluster.monitoring
     if not mon.enabled:
         return []
-    objects = [prometheus_rule(spec), kueue_service_monitor(spec)]
-    if mon.prometheus == "install":
-        objects.append(kueue_metrics_reader_binding(spec))
+    # The binding names kube-prometheus-stack's Prometheus account: ours on install; on existing, that of the
+    # stack released as `monitoring.release` in `monitoring.namespace` (docs/operations.md).
+    objects = [prometheus_rule(spec), kueue_service_monitor(spec), kueue_metrics_reader_binding(spec)]
     if mon.grafana:
         objects += dashboard_configmaps(spec)
     return objects

@@ -116,12 +116,14 @@ def test_every_monitor_and_rule_is_selected_by_the_charts_prometheus(
         objects = monitoring_objects(spec)
         crs = [o for o in objects if o["apiVersion"] == "monitoring.coreos.com/v1"]
         assert {o["kind"] for o in crs} == {"PrometheusRule", "ServiceMonitor"}
+        (binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
+        assert binding["subjects"][0]["name"] == "prom-kube-prometheus-stack-prometheus"
         for obj in crs:
             assert obj["metadata"]["labels"]["release"] == "prom"
             assert crd_problems(obj, schemas) == []
         dcgm = gpu_operator_values(spec)["dcgmExporter"]["serviceMonitor"]
         assert dcgm["enabled"] and dcgm["additionalLabels"] == {"release": "prom"}
-    assert monitoring_objects(ops_spec(prometheus="none")) == []
+    assert monitoring_objects(ops_spec(prometheus="none", grafana=False)) == []
 
 
 def test_kueue_metrics_reader_binding_names_the_charts_prometheus_account() -> None:
@@ -145,4 +147,6 @@ def test_the_autoscaler_chart_creates_a_monitor_the_prometheus_selects() -> None
     monitor = cluster_autoscaler_values(ops_spec(release="prom"), "arn")["serviceMonitor"]
     assert set(monitor) <= {"enabled", "interval", "namespace", "selector", "path", "annotations"}
     assert monitor["enabled"] and monitor["selector"] == {"release": "prom"}
-    assert "serviceMonitor" not in cluster_autoscaler_values(ops_spec(prometheus="none"), "arn")
+    assert "serviceMonitor" not in cluster_autoscaler_values(
+        ops_spec(prometheus="none", grafana=False), "arn"
+    )
