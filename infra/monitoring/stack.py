@@ -117,6 +117,12 @@ def autoscaler_service_monitor_values(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
+def karpenter_service_monitor_values(spec: ClusterSpec) -> dict[str, Any]:
+    """The Karpenter chart's `serviceMonitor` values (chart values.yaml, v1.14.1: enabled, additionalLabels),
+    for the Karpenter release when `cluster.autoscaler: karpenter` and monitoring is enabled."""
+    return {"enabled": True, "additionalLabels": release_labels(spec)}
+
+
 def prometheus_rule(spec: ClusterSpec) -> dict[str, Any]:
     return {
         "apiVersion": MONITORING_API,

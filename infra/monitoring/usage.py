@@ -19,7 +19,7 @@ import math
 import re
 import time as clock
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from infra.errors import ConfigError
@@ -105,8 +105,8 @@ class UsageReport:
             "stack": self.stack,
             "prometheus": self.prometheus,
             "since": self.since,
-            "start": datetime.fromtimestamp(self.start - self.step).astimezone().isoformat(),
-            "end": datetime.fromtimestamp(self.end).astimezone().isoformat(),
+            "start": datetime.fromtimestamp(self.start - self.step, UTC).isoformat(),
+            "end": datetime.fromtimestamp(self.end, UTC).isoformat(),
             "teams": [r.as_dict() for r in self.teams],
             "pools": [r.as_dict() for r in self.pools],
             "notes": self.notes,

@@ -111,6 +111,12 @@ def test_every_monitor_and_rule_is_selected_by_the_charts_prometheus(
     `*SelectorNilUsesHelmValues` values are true (their default, which we keep)."""
     prom = kps_values["prometheus"]["prometheusSpec"]
     assert prom["ruleSelectorNilUsesHelmValues"] and prom["serviceMonitorSelectorNilUsesHelmValues"]
+    assert (
+        prom["serviceMonitorNamespaceSelector"] == {}
+    )  # monitors in any namespace (gpu-operator, kueue-system)
+    # The Kueue monitor reads its token from a file, as the Kueue chart's own monitor does: allowed unless
+    # arbitraryFSAccessThroughSMs is turned on, which the chart leaves off.
+    assert prom["arbitraryFSAccessThroughSMs"] is False
     for mode in ("install", "existing"):
         spec = ops_spec(prometheus=mode, release="prom")
         objects = monitoring_objects(spec)
@@ -150,3 +156,13 @@ def test_the_autoscaler_chart_creates_a_monitor_the_prometheus_selects() -> None
     assert "serviceMonitor" not in cluster_autoscaler_values(
         ops_spec(prometheus="none", grafana=False), "arn"
     )
+
+
+def test_karpenters_monitor_values_exist_in_its_chart(shared_dir: Path) -> None:
+    """Karpenter v1.14.1 chart values.yaml: `serviceMonitor.enabled`, `serviceMonitor.additionalLabels`."""
+    from infra.monitoring.stack import karpenter_service_monitor_values
+
+    chart = yaml.safe_load((shared_dir / "crds/karpenter/chart/values.yaml").read_text())
+    values = {"serviceMonitor": karpenter_service_monitor_values(ops_spec(release="prom"))}
+    assert missing_keys(values, chart) == []
+    assert values["serviceMonitor"]["additionalLabels"] == {"release": "prom"}

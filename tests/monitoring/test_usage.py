@@ -204,6 +204,7 @@ def test_every_number_of_the_report(prometheus_url: str, stack_file: Path, tmp_p
     result = usage(prometheus_url, stack_file, tmp_path, "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
+    assert (report["start"], report["end"]) == ("2025-12-31T22:00:00+00:00", "2026-01-01T00:00:00+00:00")
     teams = {r["name"]: r for r in report["teams"]}
     pools = {r["name"]: r for r in report["pools"]}
     approx = pytest.approx
