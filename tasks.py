@@ -319,7 +319,8 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
     }
 )
 def render(c: Context, stack: str = "dev", out: str = "") -> None:
-    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) for GitOps."""
+    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) and the monitoring side
+    (alert rules, monitors, dashboards, chart values) in monitoring/, for GitOps."""
     from infra.scheduling import scheduler_inputs
     from scheduler import compile as compile_policy
     from scheduler import kueue_values
