@@ -11,7 +11,9 @@ own taints, never the quarantine taint or a key-less `Exists`, so pods of admitt
 there (tests/monitoring/test_health.py).
 
 Values keys: NVSentinel's configuration reference (docs.nvidia.com/nvsentinel, Configuration, v1.26-v1.29):
-`global.gpuHealthMonitor.enabled`, `global.faultQuarantine.enabled`, `global.nodeDrainer.enabled`.
+`global.gpuHealthMonitor.enabled`, `global.faultQuarantine.enabled`, `global.nodeDrainer.enabled`. Fault
+quarantine needs NVSentinel's datastore, which the chart deploys by default (an in-cluster MongoDB; "External
+Datastore" in the same documentation), so we leave it at its default.
 """
 
 from __future__ import annotations
