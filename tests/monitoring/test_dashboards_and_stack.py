@@ -166,3 +166,17 @@ def test_karpenters_monitor_values_exist_in_its_chart(shared_dir: Path) -> None:
     values = {"serviceMonitor": karpenter_service_monitor_values(ops_spec(release="prom"))}
     assert missing_keys(values, chart) == []
     assert values["serviceMonitor"]["additionalLabels"] == {"release": "prom"}
+
+
+def test_the_pool_label_is_named_as_kube_state_metrics_names_it() -> None:
+    """kube-state-metrics exports an allow-listed node label `k` as `label_<k>` with every character outside
+    [a-zA-Z0-9_] replaced by `_` (its docs, "metric-labels-allowlist"); resource names likewise
+    (`nvidia.com/gpu` -> `nvidia_com_gpu`)."""
+    import re
+
+    from scheduler.labels import GPU_RESOURCE, POOL_LABEL
+
+    assert "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", POOL_LABEL) == m.POOL_LABEL_METRIC
+    assert re.sub(r"[^a-zA-Z0-9_]", "_", GPU_RESOURCE) == m.GPU_RESOURCE_METRIC
+    allow = kube_prometheus_stack_values(SPEC)["kube-state-metrics"]["metricLabelsAllowlist"]
+    assert allow == [f"nodes=[{POOL_LABEL}]"]
