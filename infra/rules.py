@@ -226,10 +226,22 @@ def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
             )
 
 
+def _monitoring(spec: ClusterSpec, problems: list[str]) -> None:
+    """Dashboards and idle reclaim read gpufleet's metrics and alerts: they need a Prometheus."""
+    mon, at = spec.cluster.monitoring, "gpufleet:cluster.monitoring"
+    if mon.prometheus == "none":
+        for key, on in (("grafana", mon.grafana), ("reclaimIdle", mon.reclaim_idle)):
+            if on:
+                problems.append(
+                    f"{at}.{key}: needs prometheus: install or existing (it reads gpufleet's metrics)"
+                )
+
+
 def resolved_problems(spec: ClusterSpec) -> list[str]:
     """Rules that read a spec whose catalog facts are resolved; also run by `infra.program.build`."""
     problems: list[str] = []
     _lending(spec, problems)
+    _monitoring(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
     _scheduling(spec, problems)

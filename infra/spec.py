@@ -27,6 +27,8 @@ NAMESPACE = "gpufleet"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=40)]
 Count = Annotated[int, Field(ge=0)]
+# A Prometheus-style duration: 30s, 15m, 2h, 7d.
+Duration = Annotated[str, Field(pattern=r"^[1-9]\d*(s|m|h|d)$")]
 
 
 class Model(BaseModel):
@@ -80,6 +82,19 @@ class Monitoring(Model):
     prometheus: Literal["install", "existing", "none"] = "none"
     grafana: bool = False
     retention: Annotated[str, Field(pattern=r"^\d+(h|d|w|y)$")] = "15d"
+    # The chart's Prometheus selects monitors and rules labelled `release: <release>` (kube-prometheus-stack's
+    # default); on `existing`, the Helm release name of the stack already running.
+    release: Name = "kube-prometheus-stack"
+    # Where the stack (install) and gpufleet's rules and dashboards live.
+    namespace: Name = "monitoring"
+    scrape_interval: Duration = "30s"
+    # Alert and report thresholds; a team's own `idleAfter` / `pendingAfter` win.
+    idle_after: Duration = "2h"  # an allocated GPU below 5% utilisation this long is idle
+    pending_after: Duration = "1h"  # a team's GPU workloads wait this long without an admission
+    reclaim_idle: bool = False  # deactivate (Kueue `spec.active: false`) workloads idle past the threshold
+    # Existing clusters: GPU faults from DCGM health cordon and taint the node (NVSentinel); `drain` also
+    # evicts its pods; `off` installs nothing. EKS uses the node monitoring agent and node auto repair.
+    self_healing: Literal["off", "cordon", "drain"] = "cordon"
 
     @model_validator(mode="before")
     @classmethod
@@ -216,6 +231,8 @@ class Team(Model):
     priority: str = "default"  # default WorkloadPriorityClass for the team's jobs
     groups: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0  # fair-sharing weight
+    idle_after: Duration | None = None  # GPU idle alert/reclaim threshold (default: monitoring.idleAfter)
+    pending_after: Duration | None = None  # queue wait alert threshold (default: monitoring.pendingAfter)
 
     @model_validator(mode="after")
     def _default_namespace(self) -> Team:

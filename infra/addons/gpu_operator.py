@@ -10,14 +10,18 @@ The values are cluster-wide but a cluster's pools may mix node images, so they a
 - its configuration is the scheduler's ConfigMap (one entry per sharing pool, picked by node label), default
   entry "default"; MIG pools switch the strategy to `mixed` and turn on mig-manager;
 - every operand tolerates the GPU taint (and each pool's extra taints) so it reaches the GPU nodes;
-- dcgm-exporter always runs (node health and metrics); its ServiceMonitor only with `monitoring: true`,
-  because without the Prometheus operator CRDs the object cannot be created.
+- dcgm-exporter always runs (node health and metrics) with the pod mapping and gpufleet's counter list; its
+  ServiceMonitor only when monitoring is enabled, because without the Prometheus operator CRDs the object
+  cannot be created (infra.monitoring.stack.dcgm_exporter_values);
+- with self-healing on an existing cluster, DCGM runs standalone so NVSentinel can read its health checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from infra.monitoring.health import gpu_operator_dcgm_values
+from infra.monitoring.stack import dcgm_exporter_values
 from infra.spec import ClusterSpec
 from scheduler.labels import DEVICE_PLUGIN_CONFIGMAP, DEVICE_PLUGIN_DEFAULT_CONFIG
 
@@ -64,7 +68,8 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
         },
         "mig": {"strategy": "mixed" if any_mig else "single"},
         "migManager": {"enabled": any_mig, "config": {"create": False, "name": "", "default": MIG_DEFAULT}},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": spec.cluster.monitoring.enabled}},
+        "dcgmExporter": dcgm_exporter_values(spec),
+        **({"dcgm": dcgm} if (dcgm := gpu_operator_dcgm_values(spec)) else {}),
         "daemonsets": {"tolerations": tolerations(spec)},
         # NFD labels the GPU nodes the operator then targets; the chart's list is replaced, so keep its entry.
         "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, *tolerations(spec)]}},
