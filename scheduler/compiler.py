@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.admission import team_admission
 from scheduler.autoscaling import priority_expander
 from scheduler.checks import check
 from scheduler.guard import gpu_guard
@@ -37,8 +38,13 @@ KIND_ORDER = (
     "Cohort",
     "ClusterQueue",
     "LocalQueue",
-    "ValidatingAdmissionPolicy",  # last: block bypassing pods once the queues that admit them exist
+    "ValidatingAdmissionPolicy",  # block bypassing pods once the queues that admit them exist
     "ValidatingAdmissionPolicyBinding",
+    # Kinds added later go last, so the rank prefixes of rendered files (and GitOps paths) never change.
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+    "MutatingAdmissionPolicy",  # defaults for team jobs, once the priority classes they name exist
+    "MutatingAdmissionPolicyBinding",
 )
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Namespaced objects may live in these without creating them: they belong to the cluster or to infra's releases.
@@ -67,4 +73,5 @@ def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[st
         objects += secondary_scheduler(policy, pools)
     objects += kueue_objects(policy, pools)
     objects += gpu_guard()
+    objects += team_admission(policy)
     return sorted(objects, key=apply_key)

@@ -30,6 +30,7 @@ SECONDARY_SCHEDULER_NAME = "gpu-binpack"
 GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-sliced replicas (renameByDefault)
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # + profile, e.g. nvidia.com/mig-1g.10gb (mixed strategy)
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # EFA interfaces, advertised by the AWS EFA device plugin
 
 
 class SharedPool(Protocol):

@@ -34,6 +34,7 @@ class PoolView:
     node_group: str | None = (
         None  # autoscaling group / node group name regex (priority expander); None: existing
     )
+    efa_per_node: int = 0  # EFA interfaces (vpc.amazonaws.com/efa) a node of an EFA pool advertises
 
     @property
     def max_gpus(self) -> int:
@@ -54,6 +55,7 @@ class TeamPolicy:
     weight: float = 1.0  # fair-sharing weight
     cpu_quota: int = 32  # cores for CPU-only work
     memory_quota_gib: int = 128  # GiB for CPU-only work
+    external_services: bool = False  # may create LoadBalancer/NodePort Services in its namespace
 
 
 @dataclass(frozen=True)
@@ -89,3 +91,6 @@ class SchedulingPolicy:
     autoscaler_namespace: str = (
         "kube-system"  # where the cluster-autoscaler reads its priority-expander ConfigMap
     )
+    metrics: bool = False  # Kueue exposes Prometheus metrics (a Prometheus operator runs: its ServiceMonitor)
+    # Namespaces whose pods may reach team pods (NetworkPolicy); Kueue's is always among them.
+    platform_namespaces: tuple[str, ...] = ("kueue-system", "monitoring", "ingress")

@@ -40,11 +40,13 @@ def test_quotas_are_in_each_pools_own_resource_units() -> None:
     shared = flavor_quota(batch, "a10g-batch")
     assert shared["nvidia.com/gpu.shared"]["nominalQuota"] == 16 * 4  # 4 time-slicing replicas per GPU
     assert shared["nvidia.com/gpu"]["nominalQuota"] == 0
-    # CPU and memory that come with the GPUs: 8 of 8 GPUs of a 192-core, 2048 GiB node.
-    assert flavor_quota(research, "h100-train")["cpu"]["nominalQuota"] == 192
-    assert flavor_quota(research, "h100-train")["memory"]["nominalQuota"] == "2048Gi"
+    # GPU flavors carry no CPU: a GPU pod's cores come from cpu-only, whose quota is the CPU-only quota (32)
+    # plus the share of the team's GPUs: h100-train 8/8 of 192 cores, l40s-infer 8/4 x 48, h100-mig 4/8 x 192.
+    assert "cpu" not in flavor_quota(research, "h100-train")
     cpu_only = flavor_quota(research, CPU_FLAVOR)
-    assert cpu_only["cpu"]["nominalQuota"] == 32 and cpu_only["nvidia.com/gpu"]["nominalQuota"] == 0
+    assert set(cpu_only) == {"cpu", "memory"}
+    assert cpu_only["cpu"]["nominalQuota"] == 32 + 192 + 96 + 96
+    assert cpu_only["memory"]["nominalQuota"] == f"{128 + 2048 + 768 + 1024}Gi"
 
 
 def test_borrowing_and_lending_limits_are_set_on_the_gpu_resource_in_units() -> None:
@@ -64,9 +66,12 @@ def test_team_queue_admits_only_its_namespace_and_prefers_its_own_pools() -> Non
     assert inference["spec"]["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "team-inference"}
     }
-    order = [f["name"] for f in inference["spec"]["resourceGroups"][0]["flavors"]]
-    assert order[:2] == [CPU_FLAVOR, "l40s-infer"]
-    assert sorted(order[2:]) == ["a10g-batch", "h100-mig", "h100-train"]
+    cpu_group, gpu_group = inference["spec"]["resourceGroups"]
+    assert cpu_group["coveredResources"] == ["cpu", "memory"]
+    assert [f["name"] for f in cpu_group["flavors"]] == [CPU_FLAVOR]
+    order = [f["name"] for f in gpu_group["flavors"]]
+    assert order[0] == "l40s-infer"
+    assert sorted(order[1:]) == ["a10g-batch", "h100-mig", "h100-train"]
     lq = find(objects, "LocalQueue", "default", "team-inference")
     assert lq["spec"] == {"clusterQueue": "inference"}
 
@@ -101,6 +106,11 @@ def test_team_namespace_security_quota_ceiling_and_rbac() -> None:
     assert hard["requests.nvidia.com/gpu.shared"] == str(8 * 4)  # borrow up to 8 of 16 GPUs x 4
     bindings = [b for b in of_kind(objects, "RoleBinding") if b["metadata"]["namespace"] == "team-research"]
     assert {b["roleRef"]["name"] for b in bindings} == {"edit", "kueue-batch-user-role"}
+    reader = find(objects, "ClusterRoleBinding", "gpufleet-queue-reader")
+    assert "researchers" in {s["name"] for s in reader["subjects"]}
+    rules = find(objects, "ClusterRole", "gpufleet-queue-reader")["rules"]
+    assert rules == [{"apiGroups": ["kueue.x-k8s.io"], "verbs": ["get", "list", "watch"],
+                      "resources": ["clusterqueues", "resourceflavors", "workloadpriorityclasses", "cohorts"]}]  # fmt: skip
     assert all(b["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "researchers"}]
                for b in bindings)  # fmt: skip
 
@@ -109,7 +119,7 @@ def test_objects_come_in_apply_order_and_compiling_is_deterministic() -> None:
     objects = compile(PROD, PROD_POOLS)
     ranks = [KIND_ORDER.index(o["kind"]) for o in objects]
     assert ranks == sorted(ranks)
-    assert objects[0]["kind"] == "Namespace" and objects[-1]["kind"] == "ValidatingAdmissionPolicyBinding"
+    assert objects[0]["kind"] == "Namespace" and objects[-1]["kind"] == "NetworkPolicy"
     assert yaml.safe_dump(objects) == yaml.safe_dump(compile(PROD, tuple(PROD_POOLS)))
 
 
