@@ -216,6 +216,8 @@ class Team(Model):
     priority: str = "default"  # default WorkloadPriorityClass for the team's jobs
     groups: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0  # fair-sharing weight
+    # The team may create LoadBalancer/NodePort Services (reachable from outside the cluster); off by default.
+    allow_external_services: bool = False
 
     @model_validator(mode="after")
     def _default_namespace(self) -> Team:
@@ -259,6 +261,8 @@ class Scheduling(Model):
     # Must exceed GPU node provisioning (cold GPU nodes take 10-15 minutes) so gangs are not requeued early.
     wait_for_pods_ready_timeout: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "30m"
     provisioning_requests: bool = False
+    # Namespaces (besides kueue-system) whose pods may reach team pods: monitoring, the ingress controller's.
+    platform_namespaces: list[Name] = Field(default_factory=lambda: ["monitoring", "ingress"])
 
 
 class ClusterSpec(Model):
