@@ -332,3 +332,7 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     folder = Path(out) if out else BUILD / spec.stack / "manifests"
     paths = render_objects(objects, folder, kueue_values=kueue_values(policy))
     print(f"wrote {len(objects)} objects ({len(paths)} files) to {folder}")
+    from scheduler.checks import warnings
+
+    for warning in warnings(pools):
+        print(f"warning: {warning}")

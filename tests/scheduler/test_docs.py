@@ -134,3 +134,62 @@ def test_pool_table_matches_the_prod_pools() -> None:
 def test_priority_table_matches_the_compiled_classes() -> None:
     rows = dict(re.findall(r"^\| `([a-z-]+)` \| (\d+) \|", DOC.read_text(), flags=re.M))
     assert {k: int(v) for k, v in rows.items()} == {p.name: p.value for p in PROD.priority_classes}
+
+
+def _requests(template: dict[str, Any]) -> dict[str, float]:
+    from scheduler.validation import _number
+
+    out: dict[str, float] = {}
+    for container in template["spec"]["containers"]:
+        for name, amount in container.get("resources", {}).get("requests", {}).items():
+            out[name] = out.get(name, 0) + _number(amount)
+    return out
+
+
+@pytest.mark.parametrize("example", WORKLOADS, ids=lambda e: f"{e['kind']}-{e['metadata']['name']}")
+def test_workload_examples_pass_admission_and_get_flavors(example: dict[str, Any]) -> None:
+    """Each pod set of a documented job gets flavors from the model of Kueue's flavor assignment, and its pods,
+    with the flavors' tolerations added as Kueue does on admission, pass the team-pod admission policy."""
+    from scheduler.admission import PODS
+    from scheduler.kueue_config import manager_config
+    from tests.scheduler.helpers import find
+    from tests.scheduler.kueue_model import Cluster, PodSet, assign
+    from tests.scheduler.test_admission import admitted
+
+    objects = compile(PROD, PROD_POOLS)
+    policy = find(objects, "ValidatingAdmissionPolicy", PODS)
+    flavors = {f["metadata"]["name"]: f for f in of_kind(objects, "ResourceFlavor")}
+    cluster = Cluster(objects, tuple(manager_config(PROD)["resources"]["excludeResourcePrefixes"]))
+    team = next(t for t in PROD.teams if t.namespace == example["metadata"]["namespace"])
+    for replicas, template in pod_templates(example):
+        requests = {k: v * replicas for k, v in _requests(template).items()}
+        assigned = assign(cluster, team.name, PodSet(requests, template["spec"].get("nodeSelector", {})))
+        assert isinstance(assigned, dict), assigned
+        pod = as_pod(example, template)
+        pod["spec"]["tolerations"] = [
+            t for name in set(assigned.values()) for t in flavors[name]["spec"].get("tolerations", [])
+        ]
+        assert admitted(policy, pod)
+
+
+def test_slice_warning_uses_the_documented_slice_jobs() -> None:
+    from scheduler.checks import EXAMPLE_SLICE_REQUESTS
+
+    by_resource = {}
+    for example in WORKLOADS:
+        for _, template in pod_templates(example):
+            requests = template["spec"]["containers"][0]["resources"]["requests"]
+            by_resource.update({name: requests for name in requests if name.startswith("nvidia.com/")})
+    for mode, resource in (("timeSlicing", "nvidia.com/gpu.shared"), ("mig", "nvidia.com/mig-1g.10gb")):
+        requests = by_resource[resource]
+        assert EXAMPLE_SLICE_REQUESTS[mode] == (
+            int(requests["cpu"]),
+            int(requests["memory"].removesuffix("Gi")),
+        )
+
+
+def test_sharing_pools_too_small_for_the_documented_jobs_are_warned_about() -> None:
+    """h100-mig: 192 cores over 8 GPUs x 7 slices is 3.4 cores a slice, below the MIG example's 4."""
+    from scheduler.checks import warnings
+
+    assert [w.split(" ")[0] for w in warnings(PROD_POOLS)] == ["gpufleet:nodePools[3]"]
