@@ -10,7 +10,13 @@ import re
 
 from infra import catalog
 from infra.spec import ClusterSpec, NodePool
-from scheduler.labels import GPU_TAINT, KUEUE_NAMESPACE, pool_node_labels
+from scheduler.labels import (
+    AWS_NETWORK_LAYERS,
+    GPU_TAINT,
+    HOSTNAME_LABEL,
+    KUEUE_NAMESPACE,
+    pool_node_labels,
+)
 from scheduler.model import PoolView, PriorityClassView, SchedulingPolicy, TeamPolicy
 
 
@@ -45,6 +51,20 @@ def _efa_interfaces(pool: NodePool) -> int:
     if not pool.efa or not pool.instance_type:
         return 0
     return catalog.CATALOG[pool.instance_type].efa_interfaces
+
+
+def topology_levels(spec: ClusterSpec, pool: NodePool) -> tuple[str, ...]:
+    """The pool's Kueue Topology levels: the spec's labels, or on aws the EKS network layers for EFA pools;
+    the host name is always the lowest level. Empty: the pool is not topology-aware."""
+    if pool.topology_labels is not None:
+        labels = tuple(pool.topology_labels)
+    elif spec.platform == "aws" and pool.efa:
+        labels = AWS_NETWORK_LAYERS
+    else:
+        labels = ()
+    if not labels:
+        return ()
+    return labels if labels[-1] == HOSTNAME_LABEL else (*labels, HOSTNAME_LABEL)
 
 
 GPU_MODEL_LABEL = "gpufleet.io/gpu-model"
@@ -83,6 +103,7 @@ def pool_view(spec: ClusterSpec, pool: NodePool) -> PoolView:
         oversubscribe=pool.oversubscribe,
         node_group=asg_pattern(node_group_name(spec, pool.name)) if spec.platform == "aws" else None,
         efa_per_node=_efa_interfaces(pool),
+        topology_levels=topology_levels(spec, pool),
     )
     labels = node_labels(pool, pool_node_labels(base))
     taints = (dict(GPU_TAINT), *({"key": t.key, "value": t.value, "effect": t.effect} for t in pool.taints))

@@ -190,6 +190,9 @@ class NodePool(Model):
     taints: list[Taint] = Field(default_factory=list)
     sharing: Sharing = Sharing()
     oversubscribe: bool = False
+    # Node label keys of the pool's network or NVLink domains (e.g. block, then rack), broadest first: the
+    # pool gets a Kueue Topology and a topology queue. Default: the EKS network layers for EFA pools on aws.
+    topology_labels: list[Annotated[str, Field(min_length=1, max_length=317)]] | None = None
 
     @field_validator("ami_family", mode="before")
     @classmethod

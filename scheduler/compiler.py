@@ -32,6 +32,7 @@ KIND_ORDER = (
     "LimitRange",
     "Deployment",
     "WorkloadPriorityClass",
+    "Topology",
     "ResourceFlavor",
     "ProvisioningRequestConfig",
     "AdmissionCheck",
@@ -61,6 +62,13 @@ def apply_key(obj: dict[str, Any]) -> tuple[int, str, str]:
     return KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"]
 
 
+def listing_key(obj: dict[str, Any]) -> tuple[int, str]:
+    """Apply order, ties broken as a listing of the rendered files sorts (`<rank>-<kind>-[<ns>-]<name>.yaml`),
+    so `batch-topology` comes before `batch` in both."""
+    rank, namespace, name = apply_key(obj)
+    return rank, f"{namespace}-{name}." if namespace else f"{name}."
+
+
 def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     """Check the inputs (SchedulerConfigError naming the key) and build every object, sorted for applying."""
     pools = tuple(pools)
@@ -74,4 +82,4 @@ def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[st
     objects += kueue_objects(policy, pools)
     objects += gpu_guard()
     objects += team_admission(policy)
-    return sorted(objects, key=apply_key)
+    return sorted(objects, key=listing_key)

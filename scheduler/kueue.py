@@ -10,6 +10,15 @@ A pod that requests no GPU resource only touches the first group, so it can only
 spills onto a GPU pool when its CPU quota runs out (it waits or borrows CPU instead). A GPU pod gets `cpu-only`
 for its cores and its pool's flavor for its GPUs; `cpu-only` adds no node labels, so the pod's node selector is
 exactly its pool's.
+
+Topology-aware pools (EFA pools on EKS, pools whose spec names topology labels) get a Kueue `Topology` and a
+flavor with `topologyName`, and they are served by a second queue per team, `<team>-topology` (LocalQueue
+`topology`), whose flavors are all topology-aware. Two queues because Kueue's topology-aware scheduling
+(pkg/scheduler/flavorassigner/tas_flavorassigner.go, v0.19.2) only places a pod set whose every flavor is
+topology-aware, and gives a topology flavor only to pod sets that request a topology or are in a queue where
+every flavor has one: the split CPU group above (`cpu-only`, no topology) would make every gang fail there. In
+the topology queue one resource group covers cpu, memory, GPUs and EFA, so every pod of a gang, a CPU-only
+launcher included, is placed inside the pool's topology.
 """
 
 from __future__ import annotations
@@ -43,6 +52,20 @@ def quantity(value: float) -> int | str:
     return int(value) if float(value).is_integer() else str(value)
 
 
+TOPOLOGY_QUEUE = "topology"  # the LocalQueue of each team for topology-aware gangs
+TOPOLOGY_SUFFIX = "-topology"  # its ClusterQueue: <team>-topology
+
+
+def topologies(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    """One Topology per topology-aware pool (named after it), levels broadest first."""
+    return [
+        {"apiVersion": API, "kind": "Topology", "metadata": _meta(pool.name),
+         "spec": {"levels": [{"nodeLabel": label} for label in pool.topology_levels]}}
+        for pool in pools
+        if pool.topology_levels
+    ]  # fmt: skip
+
+
 def resource_flavors(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     """A CPU-only flavor (any untainted node) and one flavor per pool that selects and tolerates its nodes."""
     out = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(CPU_FLAVOR), "spec": {}}]
@@ -51,7 +74,9 @@ def resource_flavors(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
             {"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
             for t in pool.taints
         ]
-        spec = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": tolerations}
+        spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": tolerations}
+        if pool.topology_levels:
+            spec["topologyName"] = pool.name
         out.append({"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(pool.name), "spec": spec})
     return out
 
@@ -99,24 +124,47 @@ def resource_groups(
     return groups
 
 
+def _whole_pool_flavor(pool: PoolView, covered: list[str], gpus: int) -> dict[str, Any]:
+    """A topology pool's flavor: its GPUs (and EFA) and the cores and memory that go with them."""
+    cpu = _cpu_resources(cpu_for_gpus(pool, gpus), memory_gib_for_gpus(pool, gpus))
+    return {"name": pool.name, "resources": cpu + _gpu_resources(pool, covered, gpus)}
+
+
 def cohort(policy: SchedulingPolicy, pools: Sequence[PoolView], covered: list[str]) -> dict[str, Any]:
-    """The cohort holds the capacity no team has as quota (GPUs and their cores), so it is borrowable."""
+    """The cohort holds the capacity no team has as quota (GPUs and their cores), so it is borrowable.
+
+    One resource group covering everything: `cpu-only` holds the cores of spare GPUs of ordinary pools, a
+    topology pool's flavor its own. Quota is pooled per flavor and resource, whatever the queues' groups."""
     spare = {pool.name: leftover_gpus(policy, pool) for pool in pools}
-    gpu_flavors = [
-        {"name": pool.name, "resources": _gpu_resources(pool, covered, spare[pool.name])}
-        for pool in pools
-        if spare[pool.name]
-    ]
+    ordinary = {p.name: spare[p.name] for p in pools if not p.topology_levels}
+    flavors = []
+    for pool in pools:
+        if not spare[pool.name]:
+            continue
+        if pool.topology_levels:
+            flavors.append(_whole_pool_flavor(pool, covered, spare[pool.name]))
+        else:
+            cpu = _cpu_resources(0, 0)
+            flavors.append(
+                {"name": pool.name, "resources": cpu + _gpu_resources(pool, covered, spare[pool.name])}
+            )
     spec: dict[str, Any] = {}
-    if gpu_flavors:
-        cpu = [{"name": CPU_FLAVOR, "resources": _cpu_resources(*_gpu_share(pools, spare))}]
-        spec["resourceGroups"] = resource_groups(cpu, gpu_flavors, covered)
+    if flavors:
+        zero = [{"name": name, "nominalQuota": 0} for name in covered]
+        cpu_only = {"name": CPU_FLAVOR, "resources": _cpu_resources(*_gpu_share(pools, ordinary)) + zero}
+        spec["resourceGroups"] = [
+            {"coveredResources": CPU_RESOURCES + covered, "flavors": [cpu_only, *flavors]}
+        ]
     return {"apiVersion": API, "kind": "Cohort", "metadata": _meta(policy.cohort), "spec": spec}
 
 
 def _team_flavor(team: TeamPolicy, pool: PoolView, covered: list[str]) -> dict[str, Any]:
     gpus = team.quotas.get(pool.name, 0)
-    resources = _gpu_resources(pool, covered, gpus)
+    resources = (
+        _whole_pool_flavor(pool, covered, gpus)["resources"]
+        if pool.topology_levels
+        else _gpu_resources(pool, covered, gpus)
+    )
     own = next(r for r in resources if r["name"] == gpu_resource(pool))
     if team.borrowing_limit is not None:
         own["borrowingLimit"] = gpu_units(pool, team.borrowing_limit)
@@ -126,18 +174,15 @@ def _team_flavor(team: TeamPolicy, pool: PoolView, covered: list[str]) -> dict[s
 
 
 def team_cpu_quota(team: TeamPolicy, pools: Sequence[PoolView]) -> tuple[int, int]:
-    """The `cpu-only` quota: CPU-only work plus the cores and memory that go with the team's GPU quota."""
-    cpu, memory = _gpu_share(pools, team.quotas)
+    """The `cpu-only` quota: CPU-only work plus the cores and memory that go with the team's GPU quota on
+    ordinary pools (a topology pool's flavor carries its own)."""
+    cpu, memory = _gpu_share([p for p in pools if not p.topology_levels], team.quotas)
     return team.cpu_quota + cpu, team.memory_quota_gib + memory
 
 
-def cluster_queue(
-    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], covered: list[str]
+def _queue_spec(
+    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], groups: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    # The team's own pools first: with TryNextFlavor Kueue still prefers a flavor that needs no borrowing.
-    ordered = sorted(pools, key=lambda p: team.quotas.get(p.name, 0) == 0)
-    cpu = [{"name": CPU_FLAVOR, "resources": _cpu_resources(*team_cpu_quota(team, pools))}]
-    gpu = [_team_flavor(team, pool, covered) for pool in ordered]
     preemption: dict[str, Any] = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if not policy.fair_sharing:  # Kueue ignores borrowWithinCohort under fair sharing (shares decide instead)
         preemption["borrowWithinCohort"] = {
@@ -150,22 +195,58 @@ def cluster_queue(
         "queueingStrategy": "BestEffortFIFO",
         "flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"},
         "preemption": preemption,
-        "resourceGroups": resource_groups(cpu, gpu, covered),
+        "resourceGroups": groups,
     }
     if policy.fair_sharing:
         spec["fairSharing"] = {"weight": quantity(team.weight)}
-    if policy.provisioning_requests:
+    autoscaled = [p.name for p in pools if p.node_group]
+    if policy.provisioning_requests and autoscaled:
         spec["admissionChecksStrategy"] = {
-            "admissionChecks": [
-                {"name": PROVISIONING_CHECK, "onFlavors": [p.name for p in pools if p.node_group]}
-            ]
+            "admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": autoscaled}]
         }
-    return {"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name), "spec": spec}
+    return spec
 
 
-def local_queue(team: TeamPolicy) -> dict[str, Any]:
-    meta = _meta(LOCAL_QUEUE, team.namespace)
-    return {"apiVersion": API, "kind": "LocalQueue", "metadata": meta, "spec": {"clusterQueue": team.name}}
+def _ordered(team: TeamPolicy, pools: Sequence[PoolView]) -> list[PoolView]:
+    # The team's own pools first: with TryNextFlavor Kueue still prefers a flavor that needs no borrowing.
+    return sorted(pools, key=lambda p: team.quotas.get(p.name, 0) == 0)
+
+
+def cluster_queues(
+    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], covered: list[str]
+) -> list[dict[str, Any]]:
+    """The team's queue for ordinary pools, and its topology queue when a pool is topology-aware."""
+    ordinary = [p for p in _ordered(team, pools) if not p.topology_levels]
+    cpu = [{"name": CPU_FLAVOR, "resources": _cpu_resources(*team_cpu_quota(team, pools))}]
+    gpu = [_team_flavor(team, pool, covered) for pool in ordinary]
+    groups = resource_groups(cpu, gpu, covered)
+    out = [{"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name),
+            "spec": _queue_spec(policy, team, ordinary, groups)}]  # fmt: skip
+    aware = [p for p in _ordered(team, pools) if p.topology_levels]
+    if aware:
+        flavors = [_team_flavor(team, pool, covered) for pool in aware]
+        groups = [{"coveredResources": CPU_RESOURCES + covered, "flavors": flavors}]
+        out.append({"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name + TOPOLOGY_SUFFIX),
+                    "spec": _queue_spec(policy, team, aware, groups)})  # fmt: skip
+    return out
+
+
+def cluster_queue(
+    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], covered: list[str]
+) -> dict[str, Any]:
+    """The team's queue for ordinary pools (named after the team)."""
+    return cluster_queues(policy, team, pools, covered)[0]
+
+
+def local_queues(team: TeamPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    out = [(LOCAL_QUEUE, team.name)]
+    if any(p.topology_levels for p in pools):
+        out.append((TOPOLOGY_QUEUE, team.name + TOPOLOGY_SUFFIX))
+    return [
+        {"apiVersion": API, "kind": "LocalQueue", "metadata": _meta(name, team.namespace),
+         "spec": {"clusterQueue": cq}}
+        for name, cq in out
+    ]  # fmt: skip
 
 
 def priority_classes(policy: SchedulingPolicy) -> list[dict[str, Any]]:
@@ -202,10 +283,11 @@ def provisioning(covered: list[str]) -> list[dict[str, Any]]:
 
 def kueue_objects(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     covered = gpu_covered(pools)
-    out = priority_classes(policy) + resource_flavors(pools)
+    out = priority_classes(policy) + topologies(pools) + resource_flavors(pools)
     if policy.provisioning_requests:
         out += provisioning(covered)
     out.append(cohort(policy, pools, covered))
-    out += [cluster_queue(policy, team, pools, covered) for team in policy.teams]
-    out += [local_queue(team) for team in policy.teams]
+    for team in policy.teams:
+        out += cluster_queues(policy, team, pools, covered)
+        out += local_queues(team, pools)
     return out

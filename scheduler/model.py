@@ -35,6 +35,9 @@ class PoolView:
         None  # autoscaling group / node group name regex (priority expander); None: existing
     )
     efa_per_node: int = 0  # EFA interfaces (vpc.amazonaws.com/efa) a node of an EFA pool advertises
+    # Node labels of the pool's network (or NVLink) topology, broadest first, ending with the host name;
+    # empty: the pool is not topology-aware.
+    topology_levels: tuple[str, ...] = ()
 
     @property
     def max_gpus(self) -> int:

@@ -12,7 +12,12 @@ It follows `pkg/scheduler/flavorassigner/flavorassigner.go` at v0.19.2 for the p
 - a flavor fits when each requested resource fits in the queue's unused nominal quota, or fits by borrowing
   from the cohort (bounded by `borrowingLimit`); with `whenCanBorrow: TryNextFlavor` a flavor that needs
   borrowing is kept only if no later flavor fits without it (`shouldTryNextFlavor`, `isPreferred`).
-Preemption, TAS and admission checks are out of scope: they do not change which flavors are candidates.
+- topology-aware scheduling (`tas_flavorassigner.go`, checkPodSetAndFlavorMatchForTAS): a pod set uses TAS when
+  it asks for a topology or when every flavor of the queue has a `topologyName` (implied); a TAS pod set can
+  only take a flavor without a topology if the flavor's group covers none of its requests, and a pod set
+  that does not use TAS cannot take a topology flavor.
+Preemption, the topology placement itself and admission checks are out of scope: they do not change which
+flavors are candidates.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Cluster:
 class PodSet:
     requests: dict[str, float]  # per pod set, already multiplied by the count
     node_selector: dict[str, str] = field(default_factory=dict)
+    topology: str | None = None  # the level of a podset-required/preferred-topology annotation
 
 
 def _quota(spec: dict[str, Any], flavor: str, resource: str) -> dict[str, Any] | None:
@@ -93,6 +99,8 @@ def assign(cluster: Cluster, cq: str, pod: PodSet) -> dict[str, str] | str:
         if q and not any(name.startswith(p) for p in cluster.excluded_prefixes)
     }
     groups = spec["resourceGroups"]
+    tas_only = all(flavors[f["name"]]["spec"].get("topologyName") for g in groups for f in g["flavors"])
+    uses_tas = pod.topology is not None or tas_only
     for name in requests:
         if not any(name in g["coveredResources"] for g in groups):
             return f"resource {name} unavailable in ClusterQueue"
@@ -105,6 +113,8 @@ def assign(cluster: Cluster, cq: str, pod: PodSet) -> dict[str, str] | str:
         for entry in group["flavors"]:
             if not _matches(flavors[entry["name"]], pod):
                 continue
+            if bool(flavors[entry["name"]]["spec"].get("topologyName")) != uses_tas:
+                continue  # a TAS pod set and a non-TAS flavor covering its requests, or the reverse
             fits, borrows = True, False
             for name, q in wanted.items():
                 own, cohort = _free(cluster, cq, entry["name"], name)

@@ -32,7 +32,8 @@ def test_one_flavor_per_pool_plus_cpu_each_selecting_and_tolerating_its_pool() -
 def test_quotas_are_in_each_pools_own_resource_units() -> None:
     objects = compile(PROD, PROD_POOLS)
     research = find(objects, "ClusterQueue", "research")
-    assert flavor_quota(research, "h100-train")["nvidia.com/gpu"]["nominalQuota"] == 8
+    aware = find(objects, "ClusterQueue", "research-topology")  # h100-train is an EFA (topology) pool
+    assert flavor_quota(aware, "h100-train")["nvidia.com/gpu"]["nominalQuota"] == 8
     mig = flavor_quota(research, "h100-mig")
     assert mig["nvidia.com/mig-1g.10gb"]["nominalQuota"] == 4 * 7  # 1g.10gb: 7 instances per H100
     assert mig["nvidia.com/gpu"]["nominalQuota"] == 0
@@ -41,17 +42,21 @@ def test_quotas_are_in_each_pools_own_resource_units() -> None:
     assert shared["nvidia.com/gpu.shared"]["nominalQuota"] == 16 * 4  # 4 time-slicing replicas per GPU
     assert shared["nvidia.com/gpu"]["nominalQuota"] == 0
     # GPU flavors carry no CPU: a GPU pod's cores come from cpu-only, whose quota is the CPU-only quota (32)
-    # plus the share of the team's GPUs: h100-train 8/8 of 192 cores, l40s-infer 8/4 x 48, h100-mig 4/8 x 192.
-    assert "cpu" not in flavor_quota(research, "h100-train")
+    # plus the share of the team's GPUs: l40s-infer 8/4 x 48 cores, h100-mig 4/8 x 192.
+    assert "cpu" not in flavor_quota(research, "l40s-infer")
     cpu_only = flavor_quota(research, CPU_FLAVOR)
     assert set(cpu_only) == {"cpu", "memory"}
-    assert cpu_only["cpu"]["nominalQuota"] == 32 + 192 + 96 + 96
-    assert cpu_only["memory"]["nominalQuota"] == f"{128 + 2048 + 768 + 1024}Gi"
+    assert cpu_only["cpu"]["nominalQuota"] == 32 + 96 + 96
+    assert cpu_only["memory"]["nominalQuota"] == f"{128 + 768 + 1024}Gi"
+    # A topology pool's flavor carries its own share: 8 of 8 GPUs of a 192-core, 2048 GiB node, 32 EFA.
+    h100 = flavor_quota(aware, "h100-train")
+    assert (h100["cpu"]["nominalQuota"], h100["memory"]["nominalQuota"]) == (192, "2048Gi")
+    assert h100["vpc.amazonaws.com/efa"]["nominalQuota"] == 32
 
 
 def test_borrowing_and_lending_limits_are_set_on_the_gpu_resource_in_units() -> None:
     objects = compile(PROD, PROD_POOLS)
-    llm = find(objects, "ClusterQueue", "llm-training")
+    llm = find(objects, "ClusterQueue", "llm-training-topology")
     own = flavor_quota(llm, "h100-train")["nvidia.com/gpu"]
     assert own == {"name": "nvidia.com/gpu", "nominalQuota": 24, "borrowingLimit": 8, "lendingLimit": 8}
     research = find(objects, "ClusterQueue", "research")
@@ -71,7 +76,10 @@ def test_team_queue_admits_only_its_namespace_and_prefers_its_own_pools() -> Non
     assert [f["name"] for f in cpu_group["flavors"]] == [CPU_FLAVOR]
     order = [f["name"] for f in gpu_group["flavors"]]
     assert order[0] == "l40s-infer"
-    assert sorted(order[1:]) == ["a10g-batch", "h100-mig", "h100-train"]
+    assert sorted(order[1:]) == ["a10g-batch", "h100-mig"]
+    assert find(objects, "LocalQueue", "topology", "team-inference")["spec"] == {
+        "clusterQueue": "inference-topology"
+    }
     lq = find(objects, "LocalQueue", "default", "team-inference")
     assert lq["spec"] == {"clusterQueue": "inference"}
 
@@ -180,9 +188,9 @@ def test_provisioning_request_check_guards_gpu_flavors() -> None:
     config = find(objects, "ProvisioningRequestConfig", "gpufleet-provisioning")
     assert config["spec"]["provisioningClassName"] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
     strategy = find(objects, "ClusterQueue", "batch")["spec"]["admissionChecksStrategy"]
-    assert strategy == {
-        "admissionChecks": [{"name": "gpufleet-provisioning", "onFlavors": [p.name for p in PROD_POOLS]}]
-    }
+    (entry,) = strategy["admissionChecks"]
+    assert entry["name"] == "gpufleet-provisioning"
+    assert sorted(entry["onFlavors"]) == sorted(p.name for p in PROD_POOLS if not p.topology_levels)
     assert "admissionChecksStrategy" not in find(compile(PROD, PROD_POOLS), "ClusterQueue", "batch")["spec"]
 
 

@@ -19,6 +19,9 @@ from tests.scheduler.helpers import of_kind
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scheduling.md"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Kueue v0.19.2 apis/kueue/v1beta2/topology_types.go
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 POOLS = {p.name: p for p in PROD_POOLS}
 
 
@@ -160,11 +163,20 @@ def test_workload_examples_pass_admission_and_get_flavors(example: dict[str, Any
     policy = find(objects, "ValidatingAdmissionPolicy", PODS)
     flavors = {f["metadata"]["name"]: f for f in of_kind(objects, "ResourceFlavor")}
     cluster = Cluster(objects, tuple(manager_config(PROD)["resources"]["excludeResourcePrefixes"]))
-    team = next(t for t in PROD.teams if t.namespace == example["metadata"]["namespace"])
+    queue = example["metadata"].get("labels", {}).get(QUEUE_LABEL, "default")
+    cq = find(objects, "LocalQueue", queue, example["metadata"]["namespace"])["spec"]["clusterQueue"]
+    topologies = {t["metadata"]["name"]: t for t in of_kind(objects, "Topology")}
     for replicas, template in pod_templates(example):
         requests = {k: v * replicas for k, v in _requests(template).items()}
-        assigned = assign(cluster, team.name, PodSet(requests, template["spec"].get("nodeSelector", {})))
+        annotations = template.get("metadata", {}).get("annotations", {})
+        level = annotations.get(TOPOLOGY_REQUIRED) or annotations.get(TOPOLOGY_PREFERRED)
+        selector = template["spec"].get("nodeSelector", {})
+        assigned = assign(cluster, cq, PodSet(requests, selector, topology=level))
         assert isinstance(assigned, dict), assigned
+        if level:  # the level must be one of the assigned flavor's Topology levels
+            (flavor,) = set(assigned.values())
+            levels = topologies[flavors[flavor]["spec"]["topologyName"]]["spec"]["levels"]
+            assert level in [lv["nodeLabel"] for lv in levels]
         pod = as_pod(example, template)
         pod["spec"]["tolerations"] = [
             t for name in set(assigned.values()) for t in flavors[name]["spec"].get("tolerations", [])

@@ -4,7 +4,6 @@ after Kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go)."""
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from tests.scheduler.kueue_model import Cluster, PodSet, assign, node_selector
 
 GiB = 2**30
 POOLS = [p.name for p in PROD_POOLS]
-EFA_POOLS = tuple(replace(p, efa_per_node=32) if p.name == "h100-train" else p for p in PROD_POOLS)
+TOPOLOGY_LEVEL = "topology.k8s.aws/network-node-layer-3"
 
 
 def cluster(objects: list[dict[str, Any]] | None = None, pools: tuple[Any, ...] = PROD_POOLS) -> Cluster:
@@ -64,7 +63,7 @@ def test_the_model_sees_the_spill_of_a_single_resource_group() -> None:
     runs out, Kueue picks the next flavor that still has cpu, a GPU pool. The model must see that."""
     objects = compile(PROD, PROD_POOLS)
     merged = copy.deepcopy(objects)
-    for cq in [o for o in merged if o["kind"] == "ClusterQueue"]:
+    for cq in [o for o in merged if o["kind"] == "ClusterQueue" and len(o["spec"]["resourceGroups"]) == 2]:
         cpu_group, gpu_group = cq["spec"]["resourceGroups"]
         covered = cpu_group["coveredResources"] + gpu_group["coveredResources"]
         zeros = [{"name": n, "nominalQuota": 0} for n in gpu_group["coveredResources"]]
@@ -82,7 +81,7 @@ def test_the_model_sees_the_spill_of_a_single_resource_group() -> None:
 @pytest.mark.parametrize(
     ("team", "requests", "selector", "pool"),
     [
-        ("llm-training", {"nvidia.com/gpu": 8, "cpu": 96, "memory": 1024 * GiB}, {}, "h100-train"),
+        ("research", {"nvidia.com/gpu": 4, "cpu": 24, "memory": 96 * GiB}, {}, "l40s-infer"),
         ("research", {"nvidia.com/gpu": 4, "cpu": 32}, {POOL_LABEL: "l40s-infer"}, "l40s-infer"),
         ("batch", {"nvidia.com/gpu.shared": 1, "cpu": 1, "memory": 4 * GiB}, {}, "a10g-batch"),
         ("batch", {"nvidia.com/mig-1g.10gb": 1, "cpu": 3}, {}, "h100-mig"),
@@ -107,7 +106,7 @@ def test_efa_is_quota_on_efa_pools_and_node_local_resources_are_not_metered() ->
     """`vpc.amazonaws.com/efa` is covered (BlockUndeclared would otherwise refuse the pod) with quota only on
     the EFA pool; ephemeral-storage and hugepages-* are dropped by excludeResourcePrefixes; an undeclared
     extended resource is still refused."""
-    c = cluster(pools=EFA_POOLS)
+    c = cluster()
     pod = PodSet(
         {
             "nvidia.com/gpu": 8,
@@ -117,14 +116,38 @@ def test_efa_is_quota_on_efa_pools_and_node_local_resources_are_not_metered() ->
             "hugepages-2Mi": 2 * GiB,
         }
     )
-    result = assign(c, "llm-training", pod)
+    result = assign(c, "llm-training-topology", pod)
     assert isinstance(result, dict) and result[EFA_RESOURCE] == "h100-train"
     assert "ephemeral-storage" not in result and "hugepages-2Mi" not in result
     l40s = PodSet({"nvidia.com/gpu": 1, EFA_RESOURCE: 1}, {POOL_LABEL: "l40s-infer"})
     assert isinstance(assign(c, "research", l40s), str)  # l40s-infer has no EFA
     fpga = PodSet({"cpu": 1, "example.com/fpga": 1})
     assert assign(c, "research", fpga) == "resource example.com/fpga unavailable in ClusterQueue"
-    llm = c.by_kind("ClusterQueue")["llm-training"]["spec"]["resourceGroups"][1]
+    llm = c.by_kind("ClusterQueue")["llm-training-topology"]["spec"]["resourceGroups"][0]
     quota = {e["name"]: {r["name"]: r["nominalQuota"] for r in e["resources"]} for e in llm["flavors"]}
     assert quota["h100-train"][EFA_RESOURCE] == 24 * 32 // 8  # 24 of 8-GPU nodes with 32 interfaces each
+    research = c.by_kind("ClusterQueue")["research"]["spec"]["resourceGroups"][1]
+    quota = {e["name"]: {r["name"]: r["nominalQuota"] for r in e["resources"]} for e in research["flavors"]}
     assert quota["l40s-infer"][EFA_RESOURCE] == 0
+
+
+def test_topology_pools_are_served_by_the_topology_queue_only() -> None:
+    """A gang asking for a topology level fails in the default queue, whose CPU group has `cpu-only`
+    without a topology (Kueue: "Flavor cpu-only does not support TopologyAwareScheduling"); in the topology
+    queue every flavor has one, so TAS is implied for every pod set, a CPU-only launcher included, which is
+    placed inside the pool (documented)."""
+    c = cluster()
+    gang = PodSet({"nvidia.com/gpu": 16, "cpu": 192, EFA_RESOURCE: 64}, topology=TOPOLOGY_LEVEL)
+    assert isinstance(assign(c, "llm-training", gang), str)
+    result = assign(c, "llm-training-topology", gang)
+    assert isinstance(result, dict) and set(result.values()) == {"h100-train"}
+    assert node_selector(c, result, gang) == {POOL_LABEL: "h100-train"}
+    launcher = PodSet({"cpu": 2, "memory": 4 * GiB})
+    assert assign(c, "llm-training-topology", launcher) == {"cpu": "h100-train", "memory": "h100-train"}
+    topology = c.by_kind("Topology")["h100-train"]["spec"]["levels"]
+    assert TOPOLOGY_LEVEL in [level["nodeLabel"] for level in topology]
+    assert c.by_kind("ResourceFlavor")["h100-train"]["spec"]["topologyName"] == "h100-train"
+    # Ordinary queues never list a topology flavor, so nothing there needs a topology request.
+    for cq in c.by_kind("ClusterQueue").values():
+        names = [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
+        assert ("h100-train" in names) is cq["metadata"]["name"].endswith("-topology")

@@ -26,8 +26,8 @@ def test_one_file_per_object_listed_in_apply_order(tmp_path: Path) -> None:
     assert files == sorted(files)  # the rank prefix makes a directory listing the apply order
     assert [yaml.safe_load((tmp_path / f).read_text()) for f in files] == objects
     assert "00-namespace-team-llm.yaml" in files
-    assert "15-clusterqueue-llm-training.yaml" in files
-    assert "16-localqueue-team-llm-default.yaml" in files
+    assert "16-clusterqueue-llm-training.yaml" in files
+    assert "17-localqueue-team-llm-default.yaml" in files
 
 
 def test_rendering_is_byte_stable_and_drops_removed_objects(tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ def test_example_stack_compiles_to_valid_consistent_objects(
     objects = compile(policy, pools)
     assert validate_objects(objects, shared_dir / "crds", policy.kubernetes_version) == []
     assert reference_problems(objects, policy, pools) == []
-    assert len([o for o in objects if o["kind"] == "ClusterQueue"]) == len(example_spec.teams)
+    queues_per_team = 1 + any(p.topology_levels for p in pools)  # and a topology queue
+    assert (
+        len([o for o in objects if o["kind"] == "ClusterQueue"]) == len(example_spec.teams) * queues_per_team
+    )
     for pool in pools:  # the node groups carry exactly the labels the flavors and device plugin select on
         assert pool_node_labels(pool).items() <= pool.labels.items()
