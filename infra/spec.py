@@ -27,6 +27,11 @@ NAMESPACE = "gpufleet"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=40)]
 Count = Annotated[int, Field(ge=0)]
+# A Kubernetes label key: optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
+LabelKey = Annotated[
+    str,
+    Field(pattern=r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"),
+]
 
 
 class Model(BaseModel):
@@ -192,7 +197,14 @@ class NodePool(Model):
     oversubscribe: bool = False
     # Node label keys of the pool's network or NVLink domains (e.g. block, then rack), broadest first: the
     # pool gets a Kueue Topology and a topology queue. Default: the EKS network layers for EFA pools on aws.
-    topology_labels: list[Annotated[str, Field(min_length=1, max_length=317)]] | None = None
+    topology_labels: list[LabelKey] | None = Field(default=None, min_length=1, max_length=15)
+
+    @field_validator("topology_labels")
+    @classmethod
+    def _distinct_levels(cls, labels: list[str] | None) -> list[str] | None:
+        if labels is not None and len(set(labels)) != len(labels):
+            raise ValueError(f"{labels}: each label may name one topology level only")
+        return labels
 
     @field_validator("ami_family", mode="before")
     @classmethod
