@@ -10,6 +10,7 @@ import re
 
 from infra import catalog
 from infra.spec import ClusterSpec, NodePool
+from infra.versions import provisioning_request_crd
 from scheduler.labels import (
     AWS_NETWORK_LAYERS,
     GPU_TAINT,
@@ -142,6 +143,11 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         kube_scheduler_image_tag=spec.versions.kube_scheduler_image or "",
         kueue_version=spec.versions.kueue_chart,
         metrics=spec.cluster.monitoring.enabled,
+        provisioning_request_crd=(
+            provisioning_request_crd(spec.versions.cluster_autoscaler_image or "")
+            if s.provisioning_requests and spec.platform == "aws"
+            else ""
+        ),
         platform_namespaces=(KUEUE_NAMESPACE, *s.platform_namespaces),
     )
     return policy, [pool_view(spec, p) for p in spec.node_pools]

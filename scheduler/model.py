@@ -94,6 +94,9 @@ class SchedulingPolicy:
     autoscaler_namespace: str = (
         "kube-system"  # where the cluster-autoscaler reads its priority-expander ConfigMap
     )
+    # The ProvisioningRequest CRD (kubernetes/autoscaler, the autoscaler's release tag) installed before Kueue
+    # when provisioning_requests is on: Kueue only starts its provisioning controller if the CRD exists.
+    provisioning_request_crd: str = ""
     metrics: bool = False  # Kueue exposes Prometheus metrics (a Prometheus operator runs: its ServiceMonitor)
     # Namespaces whose pods may reach team pods (NetworkPolicy); Kueue's is always among them.
     platform_namespaces: tuple[str, ...] = ("kueue-system", "monitoring", "ingress")

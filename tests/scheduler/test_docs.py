@@ -205,3 +205,32 @@ def test_sharing_pools_too_small_for_the_documented_jobs_are_warned_about() -> N
     from scheduler.checks import warnings
 
     assert [w.split(" ")[0] for w in warnings(PROD_POOLS)] == ["gpufleet:nodePools[3]"]
+
+
+def test_existing_platform_example_passes_admission_and_gets_its_pool() -> None:
+    """docs/existing.md's GPU Job, on the metal policy: valid, admitted by the team-pod policy (which there
+    requires schedulerName: gpu-binpack for GPU pods), and given its pool by the flavor model."""
+    from scheduler.admission import PODS
+    from scheduler.kueue_config import manager_config
+    from tests.scheduler.examples import METAL, METAL_POOLS
+    from tests.scheduler.helpers import find
+    from tests.scheduler.kueue_model import Cluster, PodSet, assign
+    from tests.scheduler.test_admission import admitted
+
+    text = (DOC.parent / "existing.md").read_text()
+    (job,) = [
+        d for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) for d in yaml.safe_load_all(b) if d
+    ]
+    assert core_problems(job, METAL.kubernetes_version) == []
+    objects = compile(METAL, METAL_POOLS)
+    template = job["spec"]["template"]
+    cluster = Cluster(objects, tuple(manager_config(METAL)["resources"]["excludeResourcePrefixes"]))
+    assigned = assign(cluster, "vision", PodSet(_requests(template), template["spec"]["nodeSelector"]))
+    assert isinstance(assigned, dict) and assigned["nvidia.com/gpu"] == "h100"
+    flavor = find(objects, "ResourceFlavor", "h100")
+    pod = as_pod(job, template)
+    pod["spec"]["tolerations"] = flavor["spec"]["tolerations"]
+    policy = find(objects, "ValidatingAdmissionPolicy", PODS)
+    assert admitted(policy, pod)
+    del pod["spec"]["schedulerName"]
+    assert not admitted(policy, pod)

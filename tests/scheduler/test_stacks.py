@@ -56,3 +56,21 @@ def test_topology_pools_from_the_spec(shared_dir: Path) -> None:
     assert reference_problems(objects, policy, pools) == []
     broken = [dict(topology, spec={"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "x"}]})]
     assert validate_objects(broken, shared_dir / "crds", policy.kubernetes_version) != []
+
+
+def test_provisioning_request_crd_follows_the_autoscaler_pin() -> None:
+    """The CRD comes from kubernetes/autoscaler at the tag of the autoscaler image the stack runs
+    (cluster-autoscaler-<version>, path cluster-autoscaler/apis/config/crd/...provisioningrequests.yaml)."""
+    from tests.conftest import load_example
+
+    prod = load_example("example-prod")
+    assert scheduler_inputs(prod)[0].provisioning_request_crd == ""
+    on = prod.model_copy(
+        update={"scheduling": prod.scheduling.model_copy(update={"provisioning_requests": True})}
+    )
+    url = scheduler_inputs(on)[0].provisioning_request_crd
+    assert url == (
+        "https://raw.githubusercontent.com/kubernetes/autoscaler/cluster-autoscaler-1.35.2/"
+        "cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
+    )
+    assert prod.versions.cluster_autoscaler_image == "v1.35.2"
