@@ -5,8 +5,8 @@ Validating (admissionregistration.k8s.io/v1, every supported Kubernetes version)
 - no container sets `NVIDIA_VISIBLE_DEVICES` (with the envvar device-list strategy, or a toolkit that accepts
   the variable from unprivileged containers, it would expose every GPU of the node);
 - a pod that tolerates the GPU taint requests a GPU resource, unless Kueue's topology-aware scheduling places it
-  (it carries Kueue's `kueue.x-k8s.io/topology` scheduling gate, which only Kueue lifts after admitting it);
-  an update may not add such a toleration;
+  (it carries Kueue's `kueue.x-k8s.io/topology` scheduling gate, which only Kueue lifts after admitting it, and
+  which an update cannot add); an update may not add such a toleration otherwise;
 - no pod uses the `system-node-critical` / `system-cluster-critical` PriorityClasses (any namespace may by
   default, and kube-scheduler would preempt other teams' pods for them);
 - on `existing` clusters, a GPU pod names the packing scheduler (`schedulerName: gpu-binpack`), so GPUs are
@@ -90,7 +90,7 @@ NO_VISIBLE_DEVICES = _containers("object", f"!has(c.env) || c.env.all(e, e.name 
 TOPOLOGY_GATED = f"(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{TOPOLOGY_GATE}'))"
 GPU_TOLERATION_NEEDS_GPU = (
     f"!{_tolerates_gpu_taint('object')} || !({_no_gpu_request('object')}) || "
-    f"(request.operation == 'CREATE' ? {TOPOLOGY_GATED} : {_tolerates_gpu_taint('oldObject')})"
+    f"{TOPOLOGY_GATED} || (request.operation != 'CREATE' && {_tolerates_gpu_taint('oldObject')})"
 )
 NO_SYSTEM_PRIORITY = (
     "!has(object.spec.priorityClassName) || "
@@ -187,13 +187,14 @@ def _mutating(name: str, rules: list[dict[str, Any]], condition: str, apply: str
     return [policy, binding]
 
 
-PRIORITY_NOT_SET = (
-    f"(!has(object.metadata.labels) || !('{KUEUE_PRIORITY_LABEL}' in object.metadata.labels)) && "
+PRIORITY_NOT_SET = f"!has(object.metadata.labels) || !('{KUEUE_PRIORITY_LABEL}' in object.metadata.labels)"
+_TEAM_DEFAULT = f"namespaceObject.metadata.labels['{PRIORITY_LABEL}']"
+_HAS_TEAM_DEFAULT = (
     f"has(namespaceObject.metadata.labels) && '{PRIORITY_LABEL}' in namespaceObject.metadata.labels"
 )
 SET_PRIORITY = (
     "Object{metadata: Object.metadata{labels: "
-    f"{{'{KUEUE_PRIORITY_LABEL}': namespaceObject.metadata.labels['{PRIORITY_LABEL}']}}}}}}"
+    f"{_HAS_TEAM_DEFAULT} ? {{'{KUEUE_PRIORITY_LABEL}': {_TEAM_DEFAULT}}} : {{}}}}}}"
 )
 SCHEDULER_NOT_SET = "!has(object.spec.schedulerName) || object.spec.schedulerName == 'default-scheduler'"
 SET_SCHEDULER = f"Object{{spec: Object.spec{{schedulerName: '{SECONDARY_SCHEDULER_NAME}'}}}}"

@@ -103,6 +103,12 @@ def test_an_update_may_not_add_a_gpu_toleration(pods_policy: dict[str, Any]) -> 
     assert not admitted(pods_policy, after, old=before)
     gated = pod(tolerations=[GPU_TOLERATION], gates=["kueue.x-k8s.io/topology"])
     assert admitted(pods_policy, pod(tolerations=[GPU_TOLERATION]), old=gated)
+    # Kueue admitting a gated bare pod of a topology gang: it adds the flavor's toleration while the pod still
+    # carries the topology gate (the API refuses adding scheduling gates on update, so only Kueue's stays).
+    admission_gated = pod(gates=["kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology"])
+    assert admitted(
+        pods_policy, pod(tolerations=[GPU_TOLERATION], gates=["kueue.x-k8s.io/topology"]), old=admission_gated
+    )
 
 
 def test_existing_clusters_require_the_packing_scheduler_for_gpu_pods() -> None:
@@ -165,13 +171,22 @@ def test_mutation_expressions() -> None:
     namespace = {"metadata": {"labels": {admission.PRIORITY_LABEL: "production"}}}
     job = {"metadata": {"name": "j"}}
     labelled = {"metadata": {"name": "j", "labels": {admission.KUEUE_PRIORITY_LABEL: "preemptible"}}}
-    assert evaluate(admission.PRIORITY_NOT_SET, object=job, namespaceObject=namespace) is True
-    assert evaluate(admission.PRIORITY_NOT_SET, object=labelled, namespaceObject=namespace) is False
+    assert evaluate(admission.PRIORITY_NOT_SET, object=job) is True
+    assert evaluate(admission.PRIORITY_NOT_SET, object=labelled) is False
     assert evaluate(admission.SCHEDULER_NOT_SET, object=pod()) is True
     named = pod()
     named["spec"]["schedulerName"] = "other"
     assert evaluate(admission.SCHEDULER_NOT_SET, object=named) is False
     assert "'production'" not in admission.SET_PRIORITY  # read from the namespace, not baked in
+    # The apply configuration's label map, evaluated (the Object{...} wrapper needs the API server's types).
+    labels = admission.SET_PRIORITY.removeprefix("Object{metadata: Object.metadata{labels: ").removesuffix(
+        "}}"
+    )
+    env = celpy.Environment()
+    value = env.program(env.compile(labels)).evaluate({"namespaceObject": celpy.json_to_cel(namespace)})
+    assert dict(value) == {admission.KUEUE_PRIORITY_LABEL: "production"}
+    bare = env.program(env.compile(labels)).evaluate({"namespaceObject": celpy.json_to_cel({"metadata": {}})})
+    assert dict(bare) == {}
     assert f"'{SECONDARY_SCHEDULER_NAME}'" in admission.SET_SCHEDULER
 
 
