@@ -7,6 +7,7 @@ Validating (admissionregistration.k8s.io/v1, every supported Kubernetes version)
 - a pod that tolerates the GPU taint requests a GPU resource, unless Kueue's topology-aware scheduling places it
   (it carries Kueue's `kueue.x-k8s.io/topology` scheduling gate, which only Kueue lifts after admitting it, and
   which an update cannot add); an update may not add such a toleration otherwise;
+- a container requests at most one time-sliced GPU (`nvidia.com/gpu.shared`);
 - no pod uses the `system-node-critical` / `system-cluster-critical` PriorityClasses (any namespace may by
   default, and kube-scheduler would preempt other teams' pods for them);
 - on `existing` clusters, a GPU pod names the packing scheduler (`schedulerName: gpu-binpack`), so GPUs are
@@ -26,7 +27,13 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.kueue_config import FRAMEWORKS, QUEUE_MANAGED_LABEL
-from scheduler.labels import GPU_TAINT_KEY, GPU_TAINT_VALUE, SECONDARY_SCHEDULER_NAME, metadata
+from scheduler.labels import (
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    SECONDARY_SCHEDULER_NAME,
+    SHARED_GPU_RESOURCE,
+    metadata,
+)
 from scheduler.model import SchedulingPolicy
 
 API = "admissionregistration.k8s.io/v1"
@@ -92,6 +99,17 @@ GPU_TOLERATION_NEEDS_GPU = (
     f"!{_tolerates_gpu_taint('object')} || !({_no_gpu_request('object')}) || "
     f"{TOPOLOGY_GATED} || (request.operation != 'CREATE' && {_tolerates_gpu_taint('oldObject')})"
 )
+# Time-sliced GPUs: the device plugin refuses more than one replica per container (failRequestsGreaterThanOne,
+# scheduler.sharing), but only on the node, after Kueue admitted the job; refuse it up front instead. Extended
+# resources are whole numbers, written by the API server as plain integer strings.
+AT_MOST_ONE_SHARED = _containers(
+    "object",
+    " && ".join(
+        f"(!has(c.resources) || !has(c.resources.{kind}) || !('{SHARED_GPU_RESOURCE}' in c.resources.{kind}) "
+        f"|| string(c.resources.{kind}['{SHARED_GPU_RESOURCE}']) in ['0', '1'])"
+        for kind in ("requests", "limits")
+    ),
+)
 NO_SYSTEM_PRIORITY = (
     "!has(object.spec.priorityClassName) || "
     f"!(object.spec.priorityClassName in {list(SYSTEM_PRIORITY_CLASSES)!r})"
@@ -121,6 +139,10 @@ def pod_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
             GPU_TOLERATION_NEEDS_GPU,
             f"a pod that tolerates the {GPU_TAINT_KEY}={GPU_TAINT_VALUE} taint must request a GPU resource; "
             "Kueue adds the toleration when it admits a GPU job",
+        ),
+        _validation(
+            AT_MOST_ONE_SHARED,
+            f"a container may request at most one {SHARED_GPU_RESOURCE} (one time-sliced replica)",
         ),
         _validation(
             NO_SYSTEM_PRIORITY,

@@ -78,6 +78,26 @@ def pods_policy() -> dict[str, Any]:
         (pod(tolerations=[{"key": "example.com/spot", "operator": "Exists"}]), True),
         (pod(tolerations=[GPU_TOLERATION], gates=["kueue.x-k8s.io/topology"]), True),  # placed by Kueue TAS
         (pod(tolerations=[GPU_TOLERATION], gates=["example.com/other"]), False),
+        (
+            pod(
+                resources={
+                    "requests": {"nvidia.com/gpu.shared": "1"},
+                    "limits": {"nvidia.com/gpu.shared": "1"},
+                }
+            ),
+            True,
+        ),
+        (
+            pod(
+                resources={
+                    "requests": {"nvidia.com/gpu.shared": "2"},
+                    "limits": {"nvidia.com/gpu.shared": "2"},
+                }
+            ),
+            False,
+        ),
+        (pod(resources={"limits": {"nvidia.com/gpu.shared": "4"}}), False),
+        (pod(resources={"limits": {"nvidia.com/gpu": "4"}}), True),
         (pod(priorityClassName="system-node-critical"), False),
         (pod(priorityClassName="system-cluster-critical", **GPU), False),
         (pod(priorityClassName="high"), True),

@@ -150,6 +150,27 @@ def test_secondary_scheduler_only_on_existing_platform() -> None:
     assert config["leaderElection"]["resourceNamespace"] == "gpufleet-scheduler"
 
 
+def test_secondary_scheduler_survives_drains_and_node_loss() -> None:
+    """Two replicas on different nodes (required pod anti-affinity on the host name), a PodDisruptionBudget
+    keeping one (policy/v1: a drain evicts through it), system-cluster-critical priority (evicted last under
+    node pressure) and a memory limit (a leak cannot take the node)."""
+    from tests.scheduler.helpers import selector_matches
+
+    metal = compile(METAL, METAL_POOLS)
+    deployment = find(metal, "Deployment", "gpu-binpack", "gpufleet-scheduler")
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert selector_matches(term["labelSelector"], pod["metadata"]["labels"])
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    pdb = find(metal, "PodDisruptionBudget", "gpu-binpack", "gpufleet-scheduler")
+    assert pdb["spec"]["minAvailable"] == 1 and selector_matches(
+        pdb["spec"]["selector"], pod["metadata"]["labels"]
+    )
+
+
 def test_sharing_labels_select_existing_device_plugin_configs() -> None:
     objects = compile(PROD, PROD_POOLS)
     data = find(objects, "ConfigMap", DEVICE_PLUGIN_CONFIGMAP, "gpu-operator")["data"]
