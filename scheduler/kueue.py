@@ -231,13 +231,6 @@ def cluster_queues(
     return out
 
 
-def cluster_queue(
-    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], covered: list[str]
-) -> dict[str, Any]:
-    """The team's queue for ordinary pools (named after the team)."""
-    return cluster_queues(policy, team, pools, covered)[0]
-
-
 def local_queues(team: TeamPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     out = [(LOCAL_QUEUE, team.name)]
     if any(p.topology_levels for p in pools):
