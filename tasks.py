@@ -338,6 +338,11 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     if monitoring := render_monitoring(spec, folder):
         print(f"wrote {len(monitoring)} monitoring files (rules, dashboards, monitors) to {folder / FOLDER}")
 
+    from scheduler.checks import warnings
+
+    for warning in warnings(pools):
+        print(f"warning: {warning}")
+
 
 @task(
     help={

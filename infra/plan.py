@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infra import catalog
+from infra.scheduling import pool_view
 from infra.spec import ClusterSpec
+from scheduler.checks import warnings as scheduling_warnings
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ def build_plan(spec: ClusterSpec) -> Plan:
             )
         if any(p.capacity_type == "CAPACITY_BLOCK" for p in pools):
             notes.append("CAPACITY_BLOCK pools are prepaid at the reservation rate and use no vCPU quota.")
+    notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
     teams = [
         {
             "name": t.name,

@@ -29,6 +29,11 @@ Name = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=40)]
 Count = Annotated[int, Field(ge=0)]
 # A Prometheus-style duration: 30s, 15m, 2h, 7d.
 Duration = Annotated[str, Field(pattern=r"^[1-9]\d*(s|m|h|d)$")]
+# A Kubernetes label key: optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
+LabelKey = Annotated[
+    str,
+    Field(pattern=r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"),
+]
 
 
 class Model(BaseModel):
@@ -205,6 +210,16 @@ class NodePool(Model):
     taints: list[Taint] = Field(default_factory=list)
     sharing: Sharing = Sharing()
     oversubscribe: bool = False
+    # Node label keys of the pool's network or NVLink domains (e.g. block, then rack), broadest first: the
+    # pool gets a Kueue Topology and a topology queue. Default: the EKS network layers for EFA pools on aws.
+    topology_labels: list[LabelKey] | None = Field(default=None, min_length=1, max_length=15)
+
+    @field_validator("topology_labels")
+    @classmethod
+    def _distinct_levels(cls, labels: list[str] | None) -> list[str] | None:
+        if labels is not None and len(set(labels)) != len(labels):
+            raise ValueError(f"{labels}: each label may name one topology level only")
+        return labels
 
     @field_validator("ami_family", mode="before")
     @classmethod
@@ -233,6 +248,8 @@ class Team(Model):
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0  # fair-sharing weight
     idle_after: Duration | None = None  # GPU idle alert/reclaim threshold (default: monitoring.idleAfter)
     pending_after: Duration | None = None  # queue wait alert threshold (default: monitoring.pendingAfter)
+    # The team may create LoadBalancer/NodePort Services (reachable from outside the cluster); off by default.
+    allow_external_services: bool = False
 
     @model_validator(mode="after")
     def _default_namespace(self) -> Team:
@@ -276,6 +293,8 @@ class Scheduling(Model):
     # Must exceed GPU node provisioning (cold GPU nodes take 10-15 minutes) so gangs are not requeued early.
     wait_for_pods_ready_timeout: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "30m"
     provisioning_requests: bool = False
+    # Namespaces (besides kueue-system) whose pods may reach team pods: monitoring, the ingress controller's.
+    platform_namespaces: list[Name] = Field(default_factory=lambda: ["monitoring", "ingress"])
 
 
 class ClusterSpec(Model):

@@ -94,3 +94,15 @@ CHART_REPOS: dict[str, str] = {
     "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
     "nvsentinel": "oci://ghcr.io/nvidia",
 }
+
+
+# The ProvisioningRequest CRD at the cluster-autoscaler's own release tag (the chart does not install it; Kueue
+# needs it served before it starts). `version` is the autoscaler image tag, e.g. v1.35.2.
+PROVISIONING_REQUEST_CRD = (
+    "https://raw.githubusercontent.com/kubernetes/autoscaler/cluster-autoscaler-{version}/"
+    "cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
+)
+
+
+def provisioning_request_crd(autoscaler_image: str) -> str:
+    return PROVISIONING_REQUEST_CRD.format(version=autoscaler_image.removeprefix("v"))

@@ -7,6 +7,9 @@ The values are cluster-wide but a cluster's pools may mix node images, so they a
   with the precompiled driver of the pinned branch);
 - the device plugin runs everywhere except on Bottlerocket nodes, which run their own: their node groups carry
   `nvidia.com/gpu.deploy.device-plugin=false` (see infra.aws.nodepools), so one values document serves both;
+- CDI is on (the chart's default, set explicitly because GPU isolation depends on it): the device plugin passes
+  its allocations to the runtime as CDI devices, not through `NVIDIA_VISIBLE_DEVICES`, so a container cannot
+  ask for every GPU with an environment variable (see scheduler.sharing);
 - its configuration is the scheduler's ConfigMap (one entry per sharing pool, picked by node label), default
   entry "default"; MIG pools switch the strategy to `mixed` and turn on mig-manager;
 - every operand tolerates the GPU taint (and each pool's extra taints) so it reaches the GPU nodes;
@@ -58,6 +61,7 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     return {
         "driver": driver,
         "toolkit": {"enabled": manage},
+        "cdi": {"enabled": True},
         "devicePlugin": {
             "enabled": True,
             "config": {

@@ -17,6 +17,7 @@ from infra.errors import CheckFailed, ToolMissing
 from infra.preflight.capacity import check_capacity_blocks
 from infra.preflight.checks import REJECTED, check_amis, check_kubeconfig, check_offerings, check_quotas
 from infra.preflight.findings import Finding, errors
+from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
 from infra.spec import ClusterSpec
 
 CREDENTIALS_HINT = (
@@ -39,7 +40,8 @@ def run_preflight(
 ) -> list[Finding]:
     """Every finding for the stack, errors first; never raises for a finding, only for missing access."""
     if spec.platform == "existing":
-        return check_kubeconfig(spec)
+        found = check_kubeconfig(spec)
+        return found if errors(found) else found + check_existing_cluster(spec)
     session = session or aws_session(spec.region)
     now = now or datetime.now(UTC)
     ec2 = session.client("ec2", config=_CONFIG)
@@ -49,6 +51,7 @@ def run_preflight(
             *check_quotas(session.client("service-quotas", config=_CONFIG), spec),
             *check_amis(session.client("ssm", config=_CONFIG), spec),
             *check_capacity_blocks(ec2, spec, now),
+            *check_provisioning_rbac(spec),
         ]
     except NoCredentialsError:
         raise ToolMissing(CREDENTIALS_HINT) from None

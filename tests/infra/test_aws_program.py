@@ -253,9 +253,15 @@ def test_prod_addons_after_node_groups_on_the_clusters_provider(mocks: Mocks) ->
         assert (
             releases["aws-efa-k8s-device-plugin"].inputs["version"] == spec.versions.efa_device_plugin_chart
         )
-        (addon,) = m.of_type("aws:eks/addon:Addon")
-        assert addon.inputs["addonName"] == "eks-node-monitoring-agent"
+        addons = {a.inputs["addonName"]: a for a in m.of_type("aws:eks/addon:Addon")}
+        assert set(addons) == {"eks-node-monitoring-agent", "vpc-cni"}
+        addon = addons["eks-node-monitoring-agent"]
         assert addon.inputs["addonVersion"] == spec.versions.node_monitoring_agent_addon
+        # The EKS user guide's key for the VPC CNI's network policy agent ("Restrict Pod network traffic
+        # with Kubernetes network policies"): without it, the team namespaces' NetworkPolicies do nothing.
+        cni = addons["vpc-cni"]
+        assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+        assert cni.inputs["clusterName"] == addon.inputs["clusterName"]
         assert_scheduling_after(m, releases["gpu-operator"])
 
     return _run(mocks, "example-prod", check)
