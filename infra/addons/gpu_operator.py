@@ -11,7 +11,14 @@ The values are cluster-wide but a cluster's pools may mix node images, so they a
   entry "default"; MIG pools switch the strategy to `mixed` and turn on mig-manager;
 - every operand tolerates the GPU taint (and each pool's extra taints) so it reaches the GPU nodes;
 - dcgm-exporter always runs (node health and metrics); its ServiceMonitor only with `monitoring: true`,
-  because without the Prometheus operator CRDs the object cannot be created.
+  because without the Prometheus operator CRDs the object cannot be created;
+- on EKS the node monitoring agent already runs a DCGM host engine on every GPU node (host port 5555, see
+  infra.aws.eks_addons); two host engines on one node contend for the GPUs' DCGM state, so dcgm-exporter runs
+  on the host network and reads that engine (`DCGM_REMOTE_HOSTENGINE_INFO`, dcgm-exporter's
+  `--remote-hostengine-info`) instead of starting its embedded one;
+- on EKS, mig-manager may reboot a node (`WITH_REBOOT=true`): enabling MIG mode on a cloud instance's GPUs
+  needs a reset the driver cannot do while the node runs (GPU operator docs, "GPU Operator with MIG": "in a
+  CSP environment ... WITH_REBOOT ... to ensure that the node reboots and can apply the MIG configuration").
 """
 
 from __future__ import annotations
@@ -45,6 +52,29 @@ def operator_manages_driver(spec: ClusterSpec) -> bool:
     return spec.platform == "existing" and spec.cluster.driver_managed_by == "operator"
 
 
+EKS_DCGM_HOSTENGINE = "localhost:5555"  # the node monitoring agent's dcgm-server (hostPort 5555)
+
+
+def dcgm_exporter_values(spec: ClusterSpec) -> dict[str, Any]:
+    values: dict[str, Any] = {"enabled": True, "serviceMonitor": {"enabled": spec.cluster.monitoring.enabled}}
+    if spec.platform == "aws":
+        values |= {
+            "hostNetwork": True,
+            "env": [{"name": "DCGM_REMOTE_HOSTENGINE_INFO", "value": EKS_DCGM_HOSTENGINE}],
+        }
+    return values
+
+
+def mig_manager_values(spec: ClusterSpec, any_mig: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "enabled": any_mig,
+        "config": {"create": False, "name": "", "default": MIG_DEFAULT},
+    }
+    if any_mig and spec.platform == "aws":
+        values["env"] = [{"name": "WITH_REBOOT", "value": "true"}]
+    return values
+
+
 def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     any_mig = any(p.sharing.mode == "mig" for p in spec.node_pools)
     manage = operator_manages_driver(spec)
@@ -63,8 +93,8 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
             },
         },
         "mig": {"strategy": "mixed" if any_mig else "single"},
-        "migManager": {"enabled": any_mig, "config": {"create": False, "name": "", "default": MIG_DEFAULT}},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": spec.cluster.monitoring.enabled}},
+        "migManager": mig_manager_values(spec, any_mig),
+        "dcgmExporter": dcgm_exporter_values(spec),
         "daemonsets": {"tolerations": tolerations(spec)},
         # NFD labels the GPU nodes the operator then targets; the chart's list is replaced, so keep its entry.
         "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, *tolerations(spec)]}},
