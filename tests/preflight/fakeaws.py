@@ -55,7 +55,14 @@ class FakeAws:
         self.iam_roles: list[str] = []
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
-        return boto3.client(service, region_name=region, endpoint_url=self.url)
+        # Its own keys: seeding and cleanup must work whatever credentials a test puts in the environment.
+        return boto3.client(
+            service,
+            region_name=region,
+            endpoint_url=self.url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     # ---- seeding -------------------------------------------------------------------------------------
     def seed_quota(self, code: str, value: float) -> None:
