@@ -26,6 +26,7 @@ from moto.core.responses import ActionResult
 from moto.core.utils import utcnow
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
+from moto.iam.models import iam_backends
 from moto.server import ThreadedMotoServer
 from moto.servicequotas.exceptions import NoSuchResource
 from moto.servicequotas.models import ServiceQuotasBackend
@@ -131,9 +132,9 @@ class FakeAws:
         self.reservations.clear()
         self.reservations_error = None
         self.addon_versions.clear()
-        iam = self.client("iam")
+        iam = iam_backends[DEFAULT_ACCOUNT_ID]["global"]  # in-process: a test may have made moto check keys
         for name in self.iam_roles:
-            iam.delete_role(RoleName=name)
+            iam.delete_role(name)
         self.iam_roles.clear()
 
 
