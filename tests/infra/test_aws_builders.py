@@ -100,7 +100,6 @@ def test_launch_template_requires_imdsv2_and_encrypts_the_data_volume() -> None:
         "image_id",
         "iam_instance_profile",
         "vpc_security_group_ids",
-        "user_data",
         "instance_type",
     ):
         assert forbidden not in al2023
@@ -203,12 +202,16 @@ def test_byo_network_needs_private_subnets() -> None:
 
 
 def test_endpoint_is_private_unless_an_allow_list_is_given() -> None:
-    assert endpoint_config(load_example("dev")) == {
+    config = _efa_spec("ON_DEMAND")
+    config["gpufleet:nodePools"] = [{"name": "g", "instanceType": "g5.xlarge", "maxSize": 1}]
+    assert endpoint_config(parse_config(config, "t")) == {
         "endpoint_private_access": True,
         "endpoint_public_access": False,
     }
     prod = endpoint_config(load_example("example-prod"))
     assert prod["endpoint_public_access"] and prod["public_access_cidrs"] == ["203.0.113.0/24"]
+    # dev deploys from a laptop: public, behind the one address its stack file says to replace
+    assert endpoint_config(load_example("dev"))["public_access_cidrs"] == ["198.51.100.10/32"]
 
 
 def test_scheduler_config_packs_gpus() -> None:
