@@ -26,6 +26,7 @@ from moto.core.responses import ActionResult
 from moto.core.utils import utcnow
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
+from moto.eks.models import eks_backends
 from moto.iam.models import iam_backends
 from moto.server import ThreadedMotoServer
 from moto.servicequotas.exceptions import NoSuchResource
@@ -54,6 +55,7 @@ class FakeAws:
         self.ssm_regions: set[str] = set()
         self.addon_versions: dict[tuple[str, str], list[str]] = {}  # (add-on, k8s minor) -> versions
         self.iam_roles: list[str] = []
+        self.eks_regions: set[str] = set()
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
         # Its own keys: seeding and cleanup must work whatever credentials a test puts in the environment.
@@ -98,6 +100,30 @@ class FakeAws:
         self.client("iam").create_role(RoleName=name, AssumeRolePolicyDocument="{}")
         self.iam_roles.append(name)
 
+    def seed_node_group(
+        self, region: str, cluster: str, name: str, *, version: str, release: str, desired: int
+    ) -> None:
+        """An existing EKS managed node group (moto's own EKS), as a previous deploy left it."""
+        eks = self.client("eks", region)
+        if cluster not in eks.list_clusters()["clusters"]:
+            eks.create_cluster(
+                name=cluster,
+                version=version,
+                roleArn="arn:aws:iam::123456789012:role/eks",
+                resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+            )
+        eks.create_nodegroup(
+            clusterName=cluster,
+            nodegroupName=name,
+            nodeRole="arn:aws:iam::123456789012:role/node",
+            subnets=["subnet-1"],
+            scalingConfig={"minSize": 0, "desiredSize": desired, "maxSize": max(desired, 1)},
+            capacityType="CAPACITY_BLOCK",
+            version=version,
+            releaseVersion=release,
+        )
+        self.eks_regions.add(region)
+
     def seed_clean(self, spec: ClusterSpec, headroom: int = 0) -> None:
         """Everything `spec` needs to pass: quotas at exactly the demand, AMIs, fitting reservations."""
         for code, users in vcpu_demand(spec).items():
@@ -136,6 +162,9 @@ class FakeAws:
         for name in self.iam_roles:
             iam.delete_role(name)
         self.iam_roles.clear()
+        for region in self.eks_regions:
+            eks_backends[DEFAULT_ACCOUNT_ID][region].clusters.clear()
+        self.eks_regions.clear()
 
 
 CURRENT: list[FakeAws] = []
