@@ -36,7 +36,7 @@ def checkip(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """An address echo on loopback, answering like checkip.amazonaws.com: `<address>\\n`."""
 
     class Echo(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             body = b"198.51.100.10\n"
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
