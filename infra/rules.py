@@ -162,17 +162,17 @@ def _zones(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> N
     cluster_zones = spec.availability_zones
     accepted = f"the cluster's zones: {', '.join(cluster_zones)}"
     if one_zone_pool(pool):
-        why = "CAPACITY_BLOCK (the reservation's zone)" if pool.capacity_type == "CAPACITY_BLOCK" else (
-            "efa pools (a cluster placement group is in one zone)"
+        why = (
+            "CAPACITY_BLOCK (the reservation's zone)"
+            if pool.capacity_type == "CAPACITY_BLOCK"
+            else ("efa pools (a cluster placement group is in one zone)")
         )
         if pool.availability_zones is not None:
             problems.append(f"{at}.availabilityZones: {why} use one zone; set availabilityZone instead")
         if not pool.availability_zone:
             problems.append(f"{at}.availabilityZone: required for {why}; one of {accepted}")
         elif pool.availability_zone not in cluster_zones:
-            problems.append(
-                f"{at}.availabilityZone: {pool.availability_zone!r} is not one of {accepted}"
-            )
+            problems.append(f"{at}.availabilityZone: {pool.availability_zone!r} is not one of {accepted}")
         return
     if pool.availability_zone is not None:
         problems.append(
@@ -204,8 +204,11 @@ def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
         problems.append(f"{at}.efa: only for platform aws")
     if pool.capacity_type != "ON_DEMAND" or pool.capacity_reservation_id or pool.availability_zone:
         problems.append(f"{at}.capacityType: only for platform aws")
-    for key, value in (("instanceTypes", pool.instance_types), ("availabilityZones", pool.availability_zones)):
-        if value is not None:
+    for key, names in (
+        ("instanceTypes", pool.instance_types),
+        ("availabilityZones", pool.availability_zones),
+    ):
+        if names is not None:
             problems.append(f"{at}.{key}: only for platform aws")
     if not pool.hosts:
         problems.append(f"{at}.hosts: required for platform existing: a non-empty list of host names")

@@ -6,10 +6,9 @@ zone pinning and launch-template data are all chosen here and tested without Pul
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
-
-import math
 
 from infra import catalog
 from infra.aws import launch_template as lt

@@ -39,7 +39,11 @@ def check_aws_cli(which: Any = shutil.which) -> list[Finding]:
     subject = "aws CLI"
     path = which("aws")
     if path is None:
-        return [error(subject, "no `aws` on PATH: the add-ons could not authenticate to the cluster", AWS_CLI_HINT)]
+        return [
+            error(
+                subject, "no `aws` on PATH: the add-ons could not authenticate to the cluster", AWS_CLI_HINT
+            )
+        ]
     return [ok(subject, f"{path} (the kubeconfig runs `aws eks get-token`)")]
 
 
@@ -53,8 +57,11 @@ def check_admin_roles(iam: IAMClient, spec: ClusterSpec) -> list[Finding]:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "NoSuchEntity":
                 findings.append(
-                    error(subject, f"{arn} does not exist: its access entry would fail after the cluster exists",
-                          f"create the role, or fix or remove {at}")
+                    error(
+                        subject,
+                        f"{arn} does not exist: its access entry would fail after the cluster exists",
+                        f"create the role, or fix or remove {at}",
+                    )
                 )
                 continue
             findings.append(api_error(subject, "iam:GetRole", exc))

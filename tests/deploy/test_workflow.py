@@ -141,7 +141,11 @@ def test_actions_pinned_by_commit_and_python_311(jobs: dict[str, dict[str, Any]]
         (checkout,) = steps_using(job, "actions/checkout")
         assert checkout["with"]["persist-credentials"] is False
     # the stack file is read with the loader that exists (infra.stackfile), not an import that fails
-    assert all("from infra.stackfile import load_stack" in s["run"] for j in jobs.values() for s in runs(j, "load_stack"))
+    assert all(
+        "from infra.stackfile import load_stack" in s["run"]
+        for j in jobs.values()
+        for s in runs(j, "load_stack")
+    )
 
 
 def test_the_docs_show_both_trust_policies() -> None:

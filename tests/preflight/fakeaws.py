@@ -226,7 +226,10 @@ def _describe_addon_versions(request: Any, full_url: str, headers: Any) -> tuple
                 "addonName": addon,
                 "type": "observability",
                 "addonVersions": [
-                    {"addonVersion": v, "compatibilities": [{"clusterVersion": minor, "defaultVersion": i == 0}]}
+                    {
+                        "addonVersion": v,
+                        "compatibilities": [{"clusterVersion": minor, "defaultVersion": i == 0}],
+                    }
                     for i, v in enumerate(versions)
                 ],
             }

@@ -60,7 +60,10 @@ def test_instance_type_not_offered_in_a_zone(aws: FakeAws, tmp_path: Path) -> No
     assert set(errors) == {"pool l40s-infer", "pool a10g-batch", "systemPool"}
     message = errors["pool l40s-infer"][0]
     assert message.startswith("g6e.12xlarge is not offered in us-east-1e (offered in: us-east-1a,")
-    assert "set the pool's availabilityZones (or gpufleet:cluster.availabilityZones) to zones that offer" in message
+    assert (
+        "set the pool's availabilityZones (or gpufleet:cluster.availabilityZones) to zones that offer"
+        in message
+    )
 
 
 def test_quota_too_small_names_the_code_and_the_increase_command(aws: FakeAws) -> None:
