@@ -652,3 +652,27 @@ def test_the_spec_models_load_without_their_rules() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_the_stack_kubeconfig_carries_the_aws_providers_profile_and_role() -> pulumi.Output[Any]:
+    """Pulumi AWS provider configuration `aws:profile` and `aws:assumeRoles` (pulumi-aws installation &
+    configuration docs): the identity the program created the cluster with is the one `aws eks get-token`
+    must use."""
+    role = "arn:aws:iam::123456789012:role/deployer"
+    pulumi.runtime.set_config("aws:profile", "ml-admin")
+    pulumi.runtime.set_config("aws:assumeRoles", json.dumps([{"roleArn": role}]))
+    try:
+        outputs = build(load_example("dev"))
+    finally:
+        config = pulumi.runtime.config.CONFIG.get()
+        config.pop("aws:profile", None)
+        config.pop("aws:assumeRoles", None)
+
+    def check(text: str) -> None:
+        exec_ = json.loads(text)["users"][0]["user"]["exec"]
+        assert exec_["env"] == [{"name": "AWS_PROFILE", "value": "ml-admin"}]
+        assert exec_["args"][-2:] == ["--role-arn", role]
+
+    return outputs["kubeconfig"].apply(check)
