@@ -74,13 +74,21 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
 def node_labels(pool: NodePool, shared: dict[str, str]) -> dict[str, str]:
-    """Every label a node of this pool carries: the user's, then gpufleet's (which win; rules.py refuses clashes)."""
+    """Every label a node of this pool carries: the user's, then gpufleet's (which win; rules.py refuses clashes).
+
+    The cluster-autoscaler's AWS GPU label (`k8s.amazonaws.com/accelerator`) goes only on pools whose GPUs are
+    advertised as `nvidia.com/gpu`: the autoscaler counts a node with that label and no allocatable
+    `nvidia.com/gpu` as unready (processors/customresources/gpu_processor.go), and renamed time-slicing
+    (`nvidia.com/gpu.shared`) or mixed MIG leave it at 0 for good, so those nodes would stay "unready" and
+    stop scale-ups cluster-wide once the unready limit is reached (kubernetes/autoscaler#8095, #7050).
+    """
     model = catalog.GPU_MODELS.get(pool.gpu_model or "")
+    whole_gpus = pool.sharing.mode == "exclusive"
     return {
         **pool.labels,
         GPU_MODEL_LABEL: pool.gpu_model or "",
         GPU_PRESENT_LABEL: "true",
-        **({ACCELERATOR_LABEL: model.label} if model else {}),
+        **({ACCELERATOR_LABEL: model.label} if model and whole_gpus else {}),
         **shared,
     }
 

@@ -41,12 +41,23 @@ class Model(BaseModel):
 
 
 class EndpointAccess(Model):
-    """Private API endpoint by default; a public one only behind an explicit CIDR allow-list."""
+    """Private API endpoint by default; a public one only behind an explicit CIDR allow-list.
+
+    The machine that runs the deploy installs the add-ons through this endpoint, so it must reach it: through
+    the public endpoint (its address inside `publicCidrs`), or through the private one from a network connected
+    to the VPC (VPN, peering, Direct Connect), which needs a port-443 rule on the cluster security group from
+    `privateAccessCidrs` or `privateAccessSecurityGroupIds`. Preflight checks which one applies.
+    """
 
     public: bool = False
     public_cidrs: list[str] = Field(default_factory=list)
+    # private endpoint: the connected networks (CIDRs) or security groups allowed to reach it on port 443
+    private_access_cidrs: list[str] = Field(default_factory=list)
+    private_access_security_group_ids: list[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list
+    )
 
-    @field_validator("public_cidrs")
+    @field_validator("public_cidrs", "private_access_cidrs")
     @classmethod
     def _cidrs(cls, cidrs: list[str]) -> list[str]:
         for cidr in cidrs:
