@@ -12,6 +12,7 @@ from collections import Counter
 
 from infra import catalog
 from infra.errors import ConfigError
+from infra.karpenter.rules import karpenter_odcr, karpenter_problems
 from infra.scheduling import (
     ACCELERATOR_LABEL,
     GPU_MODEL_LABEL,
@@ -98,6 +99,8 @@ def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[s
             ("capacityReservationId", pool.capacity_reservation_id),
             ("availabilityZone", pool.availability_zone),
         ):
+            if key == "capacityReservationId" and karpenter_odcr(spec, pool):
+                continue  # an On-Demand Capacity Reservation, used first by Karpenter
             if value is not None:
                 problems.append(
                     f"{at}.{key}: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})"
@@ -232,6 +235,7 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     _lending(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
+        karpenter_problems(spec, problems)
     _scheduling(spec, problems)
     return problems
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from infra import catalog
+from infra.karpenter.facts import karpenter_managed
 from infra.spec import ClusterSpec, NodePool
 from scheduler.labels import GPU_TAINT, pool_node_labels
 from scheduler.model import PoolView, PriorityClassView, SchedulingPolicy, TeamPolicy
@@ -74,7 +75,10 @@ def pool_view(spec: ClusterSpec, pool: NodePool) -> PoolView:
         cpus_per_node=cpus,
         memory_gib_per_node=memory,
         oversubscribe=pool.oversubscribe,
-        node_group=asg_pattern(node_group_name(spec, pool.name)) if spec.platform == "aws" else None,
+        # Karpenter pools have no node group: the priority expander leaves them to NodePool weights.
+        node_group=asg_pattern(node_group_name(spec, pool.name))
+        if spec.platform == "aws" and not karpenter_managed(spec, pool)
+        else None,
     )
     labels = node_labels(pool, pool_node_labels(base))
     taints = (dict(GPU_TAINT), *({"key": t.key, "value": t.value, "effect": t.effect} for t in pool.taints))
