@@ -319,7 +319,9 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
     }
 )
 def render(c: Context, stack: str = "dev", out: str = "") -> None:
-    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) for GitOps."""
+    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) for GitOps.
+
+    Under `cluster.autoscaler: karpenter` the NodePools and EC2NodeClasses go to <out>/karpenter/."""
     from infra.scheduling import scheduler_inputs
     from scheduler import compile as compile_policy
     from scheduler import kueue_values
@@ -332,3 +334,10 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     folder = Path(out) if out else BUILD / spec.stack / "manifests"
     paths = render_objects(objects, folder, kueue_values=kueue_values(policy))
     print(f"wrote {len(objects)} objects ({len(paths)} files) to {folder}")
+    from infra.karpenter.facts import uses_karpenter
+
+    if uses_karpenter(spec):
+        from infra.karpenter.render import SUBDIR, render_karpenter
+
+        written = render_karpenter(spec, folder)
+        print(f"wrote {len(written) - 1} Karpenter objects to {folder / SUBDIR}")

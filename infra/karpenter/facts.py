@@ -5,6 +5,7 @@ Kept free of the AWS builders (and so of `infra.rules`), because the spec rules 
 
 from __future__ import annotations
 
+from infra import catalog
 from infra.spec import ClusterSpec, NodePool
 
 CAPACITY_TYPES = {"ON_DEMAND": ["on-demand"], "SPOT": ["spot"], "CAPACITY_BLOCK": ["reserved"]}
@@ -54,6 +55,27 @@ def capacity_types(pool: NodePool) -> list[str]:
 
 def reserved(pool: NodePool) -> bool:
     return "reserved" in capacity_types(pool)
+
+
+def only_reserved(pool: NodePool) -> bool:
+    """Every node runs in the reservation (a capacity block): paid for whether used or not."""
+    return capacity_types(pool) == ["reserved"]
+
+
+def quota_demand(pool: NodePool) -> dict[str, int]:
+    """vCPU quota code -> vCPUs at maxSize if every node were the largest allowed type, per bucket the pool
+    can draw on: Spot, On-Demand, and On-Demand for an ODCR (its instances count against On-Demand limits);
+    capacity blocks draw on none."""
+    vcpus = (pool.max_size or 0) * max(catalog.CATALOG[t].vcpus for t in allowed_instance_types(pool))
+    itype = catalog.CATALOG[pool.instance_type or ""]
+    demand: dict[str, int] = {}
+    for kind in capacity_types(pool):
+        if kind == "reserved" and pool.capacity_type == "CAPACITY_BLOCK":
+            continue
+        code = itype.quota_code("SPOT" if kind == "spot" else "ON_DEMAND")
+        if code:
+            demand[code] = vcpus
+    return demand
 
 
 def zones(spec: ClusterSpec, pool: NodePool) -> list[str]:

@@ -39,6 +39,7 @@ from infra.karpenter.facts import (
     capacity_types,
     karpenter_pools,
     node_role_name,
+    only_reserved,
     reserved,
     workload,
     zones,
@@ -136,7 +137,7 @@ def plan_pool(spec: ClusterSpec, pool: NodePool) -> KarpenterPoolPlan:
     after = (settings.consolidate_after if settings else None) or (
         TRAINING_CONSOLIDATE_AFTER if kind == "training" else INFERENCE_CONSOLIDATE_AFTER
     )
-    if reserved(pool):
+    if only_reserved(pool):
         policy, after = "WhenEmpty", "Never"  # paid for whether used or not: keep the nodes
     return KarpenterPoolPlan(
         pool=pool.name,

@@ -97,6 +97,12 @@ def _pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> Non
                 f"{at}.availabilityZones[{j}]: {zone!r} has no cluster subnet, so Karpenter could never launch "
                 f"there; accepted: {', '.join(spec.availability_zones)}"
             )
+    for key, value in (("minSize", pool.min_size), ("desiredSize", pool.desired_size)):
+        if value:
+            problems.append(
+                f"{at}.{key}: Karpenter launches nodes only for pending pods and keeps no minimum; remove "
+                f"{key} (or use 0)"
+            )
     if pool.oversubscribe:
         problems.append(
             f"{at}.oversubscribe: Kueue quotas may not exceed the NodePool's limits under Karpenter (it never "

@@ -17,6 +17,7 @@ from infra.errors import CheckFailed, ToolMissing
 from infra.preflight.capacity import check_capacity_blocks
 from infra.preflight.checks import REJECTED, check_amis, check_kubeconfig, check_offerings, check_quotas
 from infra.preflight.findings import Finding, errors
+from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs
 from infra.spec import ClusterSpec
 
 CREDENTIALS_HINT = (
@@ -49,6 +50,8 @@ def run_preflight(
             *check_quotas(session.client("service-quotas", config=_CONFIG), spec),
             *check_amis(session.client("ssm", config=_CONFIG), spec),
             *check_capacity_blocks(ec2, spec, now),
+            *check_karpenter_offerings(ec2, spec),
+            *check_odcrs(ec2, spec, now),
         ]
     except NoCredentialsError:
         raise ToolMissing(CREDENTIALS_HINT) from None
