@@ -32,7 +32,13 @@ def requirement(np: dict[str, Any], key: str) -> list[str]:
 
 
 ON_DEMAND = {"name": "od", "instanceType": "g6e.xlarge", "maxSize": 3}
-SPOT = {"name": "spot", "instanceType": "g5.2xlarge", "instanceTypes": ["g5.4xlarge"], "capacityType": "SPOT", "maxSize": 5}
+SPOT = {
+    "name": "spot",
+    "instanceType": "g5.2xlarge",
+    "instanceTypes": ["g5.4xlarge"],
+    "capacityType": "SPOT",
+    "maxSize": 5,
+}
 BLOCK = {
     "name": "block",
     "instanceType": "p5.48xlarge",
@@ -42,7 +48,12 @@ BLOCK = {
     "maxSize": 2,
     "efa": True,
 }
-ODCR = {"name": "odcr", "instanceType": "g6e.12xlarge", "capacityReservationId": "cr-0fedcba987654321a", "maxSize": 4}
+ODCR = {
+    "name": "odcr",
+    "instanceType": "g6e.12xlarge",
+    "capacityReservationId": "cr-0fedcba987654321a",
+    "maxSize": 4,
+}
 
 
 @pytest.mark.parametrize(
@@ -114,10 +125,16 @@ def test_labels_and_taints_are_exactly_what_the_kueue_flavors_select(stack: str)
     or Kueue admits jobs whose pods never schedule (they come from infra.scheduling.pool_view, one copy)."""
     spec = karpenter_example(stack)
     policy, pools = scheduler_inputs(spec)
-    flavors = {o["metadata"]["name"]: o for o in compile_policy(policy, pools) if o["kind"] == "ResourceFlavor"}
+    flavors = {
+        o["metadata"]["name"]: o for o in compile_policy(policy, pools) if o["kind"] == "ResourceFlavor"
+    }
     for pool in karpenter_pools(spec):
         template = node_pool(spec, pool)["spec"]["template"]
-        (flavor,) = [f for f in flavors.values() if f["spec"].get("nodeLabels", {}).get("gpufleet.io/pool") == pool.name]
+        (flavor,) = [
+            f
+            for f in flavors.values()
+            if f["spec"].get("nodeLabels", {}).get("gpufleet.io/pool") == pool.name
+        ]
         assert flavor["spec"]["nodeLabels"].items() <= template["metadata"]["labels"].items()
         tolerated = {(t["key"], t.get("value"), t["effect"]) for t in flavor["spec"].get("tolerations", [])}
         taints = {(t["key"], t["value"], t["effect"]) for t in template["spec"]["taints"]}
@@ -172,7 +189,11 @@ def test_node_class_hardening_and_bootstrap() -> None:
     }
     assert f"--set {TOOLKIT_KEY}=false" in nc["userData"] and nc["userData"].startswith("MIME-Version: 1.0")
     assert nc["role"] == "gpufleet-dev-karpenter-node"
-    assert nc["subnetSelectorTerms"] == nc["securityGroupSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "gpufleet-dev"}}]
+    assert (
+        nc["subnetSelectorTerms"]
+        == nc["securityGroupSelectorTerms"]
+        == [{"tags": {"karpenter.sh/discovery": "gpufleet-dev"}}]
+    )
     rocket = spec_with({**ON_DEMAND, "amiFamily": "BOTTLEROCKET_NVIDIA"})
     rc = node_class(rocket, rocket.node_pools[0])["spec"]
     assert [d["deviceName"] for d in rc["blockDeviceMappings"]] == ["/dev/xvda", "/dev/xvdb"]
@@ -187,8 +208,13 @@ def test_efa_on_every_network_card_without_vpc_addresses() -> None:
     nics = node_class(spec, spec.node_pools[0])["spec"]["networkInterfaces"]
     assert nics[0] == {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}
     efa = [n for n in nics if n["interfaceType"] == "efa-only"]
-    assert sorted(n["networkCardIndex"] for n in efa) == list(range(catalog.CATALOG["p5.48xlarge"].efa_interfaces))
-    assert "networkInterfaces" not in node_class(spec_with(ON_DEMAND), spec_with(ON_DEMAND).node_pools[0])["spec"]
+    assert sorted(n["networkCardIndex"] for n in efa) == list(
+        range(catalog.CATALOG["p5.48xlarge"].efa_interfaces)
+    )
+    assert (
+        "networkInterfaces"
+        not in node_class(spec_with(ON_DEMAND), spec_with(ON_DEMAND).node_pools[0])["spec"]
+    )
 
 
 def test_user_budgets_replace_the_defaults() -> None:

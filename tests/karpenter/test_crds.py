@@ -25,7 +25,9 @@ def problems(obj: dict[str, Any], schemas: dict[Any, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
-def test_every_nodepool_and_nodeclass_of_every_example_stack_validates(stack: str, karpenter_schemas: dict) -> None:
+def test_every_nodepool_and_nodeclass_of_every_example_stack_validates(
+    stack: str, karpenter_schemas: dict
+) -> None:
     spec = karpenter_example(stack)
     objects = karpenter_objects(spec)
     assert {o["kind"] for o in objects} == {"NodePool", "EC2NodeClass"}
@@ -51,7 +53,9 @@ def test_validation_rejects_what_the_api_server_would(karpenter_schemas: dict) -
     bad_alias["spec"]["amiSelectorTerms"] = [{"alias": "ubuntu@v20260930"}]
     assert any("family is not supported" in p for p in problems(bad_alias, karpenter_schemas))
     two_efa = copy.deepcopy(nc)
-    two_efa["spec"]["networkInterfaces"].append({"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"})
+    two_efa["spec"]["networkInterfaces"].append(
+        {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"}
+    )
     assert any("at most one efa device per network card" in p for p in problems(two_efa, karpenter_schemas))
     no_primary = copy.deepcopy(nc)
     no_primary["spec"]["networkInterfaces"] = no_primary["spec"]["networkInterfaces"][1:]
@@ -59,7 +63,9 @@ def test_validation_rejects_what_the_api_server_would(karpenter_schemas: dict) -
     np = node_pool(spec, pool)
     restricted = copy.deepcopy(np)
     restricted["spec"]["template"]["metadata"]["labels"]["karpenter.sh/team"] = "x"
-    assert any('label domain "karpenter.sh" is restricted' in p for p in problems(restricted, karpenter_schemas))
+    assert any(
+        'label domain "karpenter.sh" is restricted' in p for p in problems(restricted, karpenter_schemas)
+    )
     typo = copy.deepcopy(np)
     typo["spec"]["disruption"]["consolidationPolicy"] = "WhenIdle"
     assert any("consolidationPolicy" in p for p in problems(typo, karpenter_schemas))

@@ -67,7 +67,9 @@ CASES: list[tuple[str, Callable[[Config], None], str, str]] = [
     ),
     (
         "efa-pool-with-non-efa-type",
-        lambda c: pool(c, "a10g-spot").update(efa=True, instanceType="g5.8xlarge", instanceTypes=["g5.4xlarge"]),
+        lambda c: pool(c, "a10g-spot").update(
+            efa=True, instanceType="g5.8xlarge", instanceTypes=["g5.4xlarge"]
+        ),
         f"{NP}[2].instanceTypes[0]",
         "no EFA interfaces",
     ),
@@ -173,7 +175,9 @@ def test_the_example_stack_and_the_default_still_load() -> None:
     assert spec.cluster.autoscaler == "karpenter"
     default = parse_config(example_config("dev"), "dev")
     assert default.cluster.autoscaler == "cluster-autoscaler"
-    assert parse_config(as_karpenter(example_config("example-prod")), "prod").cluster.autoscaler == "karpenter"
+    assert (
+        parse_config(as_karpenter(example_config("example-prod")), "prod").cluster.autoscaler == "karpenter"
+    )
 
 
 def test_cli_exits_2_with_the_key_path_and_creates_nothing(tmp_path: Path) -> None:
