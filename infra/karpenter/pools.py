@@ -21,7 +21,8 @@ What a NodePool carries, and why:
 The EC2NodeClass pins the AMI by alias version from the versions recipe (never `@latest`), requires IMDSv2
 with a hop limit of 1, encrypts gp3 volumes on the device the AMI family keeps its data on, attaches EFA on
 every network card for EFA pools, selects the reservation of reserved pools, and carries the node bootstrap
-settings shared with the managed node groups (`infra.aws.node_bootstrap`).
+script shared with the managed node groups (`infra.aws.userdata`; Karpenter appends its own NodeConfig part
+to the MIME document, Karpenter docs "spec.userData", AL2023).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from typing import Any
 
 from infra import catalog
 from infra.aws import launch_template as lt
-from infra.aws.node_bootstrap import user_data
 from infra.aws.nodepools import gpu_labels
 from infra.aws.tags import common_tags
+from infra.aws.userdata import gpu_node_script, mime_user_data
 from infra.karpenter.facts import (
     allowed_instance_types,
     capacity_types,
@@ -238,8 +239,9 @@ def node_class(spec: ClusterSpec, pool: NodePool) -> dict[str, Any]:
         },
         "blockDeviceMappings": _block_devices(pool),
         "tags": {**common_tags(spec), "gpufleet.io/pool": pool.name},
-        "userData": user_data(str(pool.ami_family)),
     }
+    if pool.ami_family == "AL2023_NVIDIA":  # the same first-boot script as the managed node groups
+        body["userData"] = mime_user_data(gpu_node_script())
     if pool.efa:
         body["networkInterfaces"] = efa_interfaces(pool)
     if reserved(pool) and pool.capacity_reservation_id:

@@ -8,7 +8,7 @@ import pytest
 
 from infra import catalog
 from infra.aws import launch_template as lt
-from infra.aws.node_bootstrap import TOOLKIT_KEY
+from infra.aws.userdata import ENVVAR_SETTING
 from infra.karpenter.facts import karpenter_pools, managed_node_group_spec, needs_cluster_autoscaler
 from infra.karpenter.pools import ami_alias, karpenter_objects, node_class, node_pool
 from infra.scheduling import scheduler_inputs
@@ -176,7 +176,7 @@ def test_ami_pinned_from_the_versions_recipe_never_latest() -> None:
 
 def test_node_class_hardening_and_bootstrap() -> None:
     """IMDSv2 with hop limit 1 and encrypted gp3 as on the managed node groups (infra.aws.launch_template);
-    the toolkit setting in the user data of both AMI families."""
+    the toolkit setting from the node groups' own first-boot script (infra.aws.userdata)."""
     spec = spec_with({**ON_DEMAND, "rootVolumeGiB": 300})
     nc = node_class(spec, spec.node_pools[0])["spec"]
     assert nc["metadataOptions"]["httpTokens"] == "required"
@@ -187,7 +187,8 @@ def test_node_class_hardening_and_bootstrap() -> None:
         "ebs": {"volumeSize": "300Gi", "volumeType": "gp3", "encrypted": True, "deleteOnTermination": True},
         "rootVolume": True,
     }
-    assert f"--set {TOOLKIT_KEY}=false" in nc["userData"] and nc["userData"].startswith("MIME-Version: 1.0")
+    assert f"--set {ENVVAR_SETTING}=false" in nc["userData"]
+    assert nc["userData"].startswith("Content-Type: multipart/mixed")
     assert nc["role"] == "gpufleet-dev-karpenter-node"
     assert (
         nc["subnetSelectorTerms"]
@@ -198,7 +199,7 @@ def test_node_class_hardening_and_bootstrap() -> None:
     rc = node_class(rocket, rocket.node_pools[0])["spec"]
     assert [d["deviceName"] for d in rc["blockDeviceMappings"]] == ["/dev/xvda", "/dev/xvdb"]
     assert all(d["ebs"]["encrypted"] and d["ebs"]["volumeType"] == "gp3" for d in rc["blockDeviceMappings"])
-    assert "visible-devices-envvar-when-unprivileged = false" in rc["userData"]
+    assert "userData" not in rc  # Bottlerocket's toolkit is configured by the OS (infra.aws.userdata)
 
 
 def test_efa_on_every_network_card_without_vpc_addresses() -> None:

@@ -66,7 +66,7 @@ def test_render_writes_nodepools_and_nodeclasses(tmp_path: Path, karpenter_schem
     ]
     for doc in docs[:6]:
         assert crd_problems(doc, karpenter_schemas) + cel_problems(doc, karpenter_schemas) == []
-    assert docs[0]["spec"]["userData"].startswith("MIME-Version: 1.0\n")  # written as a readable block
+    assert "\nMIME-Version: 1.0\n" in docs[0]["spec"]["userData"]  # written as a readable block
 
 
 def test_render_of_a_cluster_autoscaler_stack_writes_no_karpenter_folder(tmp_path: Path) -> None:
