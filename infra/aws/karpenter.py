@@ -7,8 +7,8 @@ Applied from the pure builders in `infra.karpenter`:
 - the interruption queue (SQS, SSE, 5-minute retention, HTTPS only) fed by EventBridge rules for Spot
   interruption warnings, rebalance recommendations, AWS Health scheduled changes, instance state changes
   and capacity-reservation interruptions;
-- the controller role (IRSA, one service account) with the least-privilege policy, and the Helm release on
-  the system node group;
+- the controller role (IRSA, one service account) with the least-privilege policy, the CRDs as their own
+  release (`karpenter-crd`, so a version bump upgrades them) and the controller release on the system node group;
 - the EC2NodeClasses, NodePools and the training do-not-disrupt policy, as custom resources.
 
 Destroy order: NodePools go first (they depend on their EC2NodeClass); an EC2NodeClass keeps its
@@ -35,7 +35,7 @@ from infra.karpenter import iam as kiam
 from infra.karpenter.disruption import do_not_disrupt_policy
 from infra.karpenter.facts import node_role_name
 from infra.karpenter.pools import DISCOVERY_TAG, karpenter_pools, node_class, node_pool
-from infra.karpenter.values import NAMESPACE, RELEASE, SERVICE_ACCOUNT, karpenter_values
+from infra.karpenter.values import CRD_RELEASE, NAMESPACE, RELEASE, SERVICE_ACCOUNT, karpenter_values
 from infra.spec import ClusterSpec
 from infra.versions import CHART_REPOS
 
@@ -143,6 +143,18 @@ class Karpenter(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        # The CRDs as their own release: Helm installs a chart's crds/ only once and never upgrades them, so
+        # Karpenter's upgrade guide (v1.14.1, "CRD upgrades") recommends the karpenter-crd chart.
+        self.crds = k8s.helm.v3.Release(
+            f"{name}-crd",
+            name=CRD_RELEASE,
+            chart=f"{CHART_REPOS['karpenter']}/karpenter-crd",
+            version=spec.versions.karpenter_chart,
+            namespace=NAMESPACE,
+            atomic=True,
+            timeout=HELM_TIMEOUT_S,
+            opts=pulumi.ResourceOptions(parent=self, provider=provider),
+        )
         self.release = k8s.helm.v3.Release(
             f"{name}-chart",
             name=RELEASE,
@@ -150,13 +162,14 @@ class Karpenter(pulumi.ComponentResource):
             version=spec.versions.karpenter_chart,
             namespace=NAMESPACE,
             values=karpenter_values(spec, controller_role.arn, queue.name),
+            skip_crds=True,
             atomic=True,
             cleanup_on_fail=True,
             timeout=HELM_TIMEOUT_S,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                depends_on=[*system_nodes, controller_policy, queue_policy],
+                depends_on=[*system_nodes, controller_policy, queue_policy, self.crds],
             ),
         )
         # Node classes outlive their node pools and keep the node role, its access entry and the discovery

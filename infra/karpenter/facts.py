@@ -10,6 +10,7 @@ from infra.spec import ClusterSpec, NodePool
 
 CAPACITY_TYPES = {"ON_DEMAND": ["on-demand"], "SPOT": ["spot"], "CAPACITY_BLOCK": ["reserved"]}
 MAX_ROLE_NAME = 64  # IAM role names
+MAX_QUEUE_NAME = 80  # SQS queue names (the interruption queue is named after the cluster)
 
 
 def uses_karpenter(spec: ClusterSpec) -> bool:

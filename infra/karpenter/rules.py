@@ -8,6 +8,7 @@ from __future__ import annotations
 from infra import catalog
 from infra.karpenter.disruption import MIN_KUBERNETES, training_pools
 from infra.karpenter.facts import (
+    MAX_QUEUE_NAME,
     MAX_ROLE_NAME,
     capacity_types,
     karpenter_managed,
@@ -129,6 +130,11 @@ def karpenter_problems(spec: ClusterSpec, problems: list[str]) -> None:
         problems.append(
             f"gpufleet:cluster.name: the Karpenter node role {node_role_name(spec)!r} exceeds IAM's "
             f"{MAX_ROLE_NAME} characters; shorten the cluster name"
+        )
+    if len(spec.cluster.name) > MAX_QUEUE_NAME:
+        problems.append(
+            f"gpufleet:cluster.name: the Karpenter interruption queue is named after the cluster and SQS allows "
+            f"{MAX_QUEUE_NAME} characters; shorten the cluster name"
         )
     training = training_pools(spec)
     if training and _minor(spec.cluster.kubernetes_version) < _minor(MIN_KUBERNETES):

@@ -18,6 +18,7 @@ from infra.spec import ClusterSpec
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
 RELEASE = "karpenter"
+CRD_RELEASE = "karpenter-crd"
 ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
 IMAGE_REPOSITORY = "public.ecr.aws/karpenter/controller"
 SYSTEM_SELECTOR = {"gpufleet.io/role": "system"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -223,3 +224,18 @@ def test_user_budgets_replace_the_defaults() -> None:
     spec = spec_with(pool)
     budgets = node_pool(spec, spec.node_pools[0])["spec"]["disruption"]["budgets"]
     assert budgets == [{"nodes": "0", "schedule": "@daily", "duration": "8h"}]
+
+
+def test_priority_expander_is_replaced_by_nodepool_weights() -> None:
+    """The cluster-autoscaler's priority expander only knows node groups: under Karpenter it lists the
+    shared-GPU node groups alone, and NodePool weights order the rest."""
+    spec = karpenter_example("example-karpenter")
+    policy, pools = scheduler_inputs(spec)
+    (configmap,) = [
+        o
+        for o in compile_policy(policy, pools)
+        if o["kind"] == "ConfigMap" and "priorit" in o["metadata"]["name"]
+    ]
+    listed = configmap["data"]["priorities"]
+    assert re.escape("a10g-shared") in listed
+    assert not any(re.escape(p.name) in listed for p in karpenter_pools(spec))

@@ -94,7 +94,11 @@ def test_controller_release_on_the_system_pool_with_irsa(kmocks: KarpenterMocks)
         assert sub == "system:serviceaccount:kube-system:karpenter"
         system = _named(m, "aws:eks/nodeGroup:NodeGroup", "nodes-system")
         policy = _named(m, "aws:iam/rolePolicy:RolePolicy", "karpenter-controller")
-        assert {system.urn, policy.urn} <= set(release.dependencies)
+        # CRDs from the karpenter-crd chart (Helm never upgrades a chart's crds/; upgrade guide v1.14.1).
+        (crds,) = [r for r in m.of_type(RELEASE) if r.inputs["name"] == "karpenter-crd"]
+        assert crds.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter-crd"
+        assert crds.inputs["version"] == inputs["version"] and inputs["skipCrds"] is True
+        assert {system.urn, policy.urn, crds.urn} <= set(release.dependencies)
 
     return _run(kmocks, spec, check)
 

@@ -128,6 +128,12 @@ CASES: list[tuple[str, Callable[[Config], None], str, str]] = [
         "KEP-3962",
     ),
     (
+        "queue-name-too-long",
+        lambda c: c["gpufleet:cluster"].update(name="k" * 81),
+        "gpufleet:cluster.name",
+        "SQS allows 80 characters",
+    ),
+    (
         "budget-window-half-given",
         lambda c: pool(c, "a10g-spot")["karpenter"]["budgets"][1].pop("duration"),
         f"{NP}[2].karpenter.budgets[1]",
