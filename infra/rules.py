@@ -235,7 +235,7 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     _lending(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
-        karpenter_problems(spec, problems)
+    karpenter_problems(spec, problems)
     _scheduling(spec, problems)
     return problems
 

@@ -183,7 +183,9 @@ class KarpenterPool(Model):
     underutilised. Capacity types default to the pool's `capacityType` (`reserved` for a capacity block)."""
 
     workload: Literal["training", "inference"] = "training"
-    capacity_types: list[Literal["on-demand", "spot", "reserved"]] | None = None
+    capacity_types: Annotated[list[Literal["on-demand", "spot", "reserved"]], Field(min_length=1)] | None = (
+        None
+    )
     consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] | None = None
     consolidate_after: Annotated[str, Field(pattern=DURATION)] | None = None
     expire_after: Annotated[str, Field(pattern=DURATION)] = "Never"

@@ -112,7 +112,14 @@ def _pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> Non
 
 
 def karpenter_problems(spec: ClusterSpec, problems: list[str]) -> None:
-    """Append every problem of the Karpenter settings of an AWS spec."""
+    """Append every problem of the Karpenter settings of a spec."""
+    if spec.platform != "aws":
+        if spec.cluster.autoscaler == "karpenter":
+            problems.append("gpufleet:cluster.autoscaler: karpenter is only for platform aws")
+        for i, pool in enumerate(spec.node_pools):
+            if pool.karpenter is not None:
+                problems.append(f"{NP}[{i}].karpenter: only for platform aws")
+        return
     if not uses_karpenter(spec):
         for i, pool in enumerate(spec.node_pools):
             if pool.karpenter is not None:
@@ -122,9 +129,9 @@ def karpenter_problems(spec: ClusterSpec, problems: list[str]) -> None:
         _pool(i, pool, spec, problems)
     if spec.scheduling.provisioning_requests:
         problems.append(
-            "gpufleet:scheduling.provisioningRequests: served by the cluster-autoscaler only; Karpenter does "
-            "not implement ProvisioningRequest, and Kueue's all-or-nothing admission with Karpenter comes "
-            "from waitForPodsReady (set it to false)"
+            "gpufleet:scheduling.provisioningRequests: served by the cluster-autoscaler only and Karpenter does "
+            "not implement ProvisioningRequest; set it to false (gangs still start all-or-nothing through "
+            "waitForPodsReadyTimeout)"
         )
     if len(node_role_name(spec)) > MAX_ROLE_NAME:
         problems.append(

@@ -33,7 +33,8 @@ def karpenter_values(spec: ClusterSpec, role_arn: Any, queue_name: Any) -> dict[
             "name": SERVICE_ACCOUNT,
             "annotations": {ROLE_ANNOTATION: role_arn},
         },
-        "replicas": 2,
+        # Two replicas on different system nodes (the chart's required anti-affinity); one if there is one node.
+        "replicas": min(2, max(spec.system_pool.min_size, 1)),
         "nodeSelector": {"kubernetes.io/os": "linux", **SYSTEM_SELECTOR},
         "controller": {
             "image": {

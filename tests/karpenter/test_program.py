@@ -314,3 +314,16 @@ def test_every_value_key_exists_in_the_charts_values(shared_dir: Any) -> None:
     assert [k for k in leaves if not known(k)] == []
     assert not known("settings.clusterNmae") and not known("controller.imag.tag")  # the check can fail
     assert chart["settings.featureGates.reservedCapacity"] is True  # ODCRs and capacity blocks
+
+
+def test_controller_replicas_fit_the_system_pool() -> None:
+    """The chart's default pod anti-affinity is required on kubernetes.io/hostname (values.yaml at v1.14.1),
+    so a second replica needs a second system node or the release never becomes ready."""
+    spec = load_example("example-karpenter")
+    assert ours_replicas(spec) == 2
+    one = spec.model_copy(update={"system_pool": spec.system_pool.model_copy(update={"min_size": 1})})
+    assert ours_replicas(one) == 1
+
+
+def ours_replicas(spec: Any) -> int:
+    return int(karpenter_values(spec, "arn", "queue")["replicas"])

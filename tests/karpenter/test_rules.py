@@ -119,13 +119,19 @@ CASES: list[tuple[str, Callable[[Config], None], str, str]] = [
         "provisioning-requests",
         lambda c: c.update({"gpufleet:scheduling": {"provisioningRequests": True}}),
         "gpufleet:scheduling.provisioningRequests",
-        "Karpenter does not implement ProvisioningRequest",
+        "Karpenter does not implement ProvisioningRequest; set it to false",
     ),
     (
         "training-before-1.36",
         lambda c: c["gpufleet:cluster"].update(kubernetesVersion="1.35"),
         "gpufleet:cluster.kubernetesVersion",
         "KEP-3962",
+    ),
+    (
+        "empty-capacity-types",
+        lambda c: pool(c, "a10g-spot")["karpenter"].update(capacityTypes=[]),
+        f"{NP}[2].karpenter.capacityTypes",
+        "at least 1",
     ),
     (
         "queue-name-too-long",
@@ -166,6 +172,15 @@ def test_rule_names_key_path(mutate: Callable[[Config], None], path: str, words:
     mutate(config)
     found = problems_for(config)
     assert any(p.startswith(f"{path}:") and words in p for p in found), found
+
+
+def test_karpenter_is_refused_on_an_existing_cluster() -> None:
+    config = copy.deepcopy(example_config("metal"))
+    config["gpufleet:cluster"]["autoscaler"] = "karpenter"
+    config[NP][0]["karpenter"] = {"workload": "inference"}
+    found = problems_for(config)
+    assert "gpufleet:cluster.autoscaler: karpenter is only for platform aws" in found
+    assert f"{NP}[0].karpenter: only for platform aws" in found
 
 
 def test_kueue_quotas_may_not_exceed_nodepool_limits() -> None:
