@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from infra import build
+from infra.deploy import destroy_phases
 from infra.karpenter import iam as kiam
 from infra.karpenter.values import karpenter_values
 from infra.stackfile import parse_config
@@ -249,6 +250,28 @@ def test_nodepools_and_the_destroy_order(kmocks: KarpenterMocks) -> pulumi.Outpu
         assert release.provider == pools["h100-train"].provider
         (policy,) = m.of_type("kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy")
         assert "h100-train" in policy.inputs["spec"]["matchConditions"][0]["expression"]
+
+    return _run(kmocks, spec, check)
+
+
+@pytest.mark.usefixtures("kmocks")
+@pulumi.runtime.test
+def test_invoke_destroy_removes_nodepools_before_the_controller(kmocks: KarpenterMocks) -> pulumi.Output[Any]:
+    """`invoke destroy` runs targeted phases (infra.deploy.destroy_phases, on `pulumi stack export`): the
+    program's NodePools and EC2NodeClasses form the first phase, so the Karpenter release (next phase) still
+    runs while their finalizers terminate the instances."""
+    spec = load_example("example-karpenter")
+
+    def check(m: Mocks) -> None:
+        export = [
+            {"urn": r.urn, "type": r.typ, "custom": not r.typ.startswith(("gpufleet:", "pulumi:pulumi:"))}
+            for r in m.resources
+        ]
+        phases = destroy_phases(export)
+        karpenter = {r.urn for r in m.of_type(NODEPOOL) + m.of_type(NODECLASS)}
+        assert len(karpenter) == 6 and set(phases[0]) == karpenter
+        (release,) = [r for r in m.of_type(RELEASE) if r.inputs["name"] == "karpenter"]
+        assert release.urn in phases[1]
 
     return _run(kmocks, spec, check)
 
