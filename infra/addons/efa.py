@@ -20,7 +20,10 @@ def efa_pools(spec: ClusterSpec) -> list[str]:
 
 
 def efa_values(spec: ClusterSpec) -> dict[str, Any]:
-    types = sorted({p.instance_type for p in spec.node_pools if p.efa and p.instance_type})
+    # Every type an EFA pool may launch (Karpenter pools allow `instanceTypes` beside `instanceType`).
+    types = sorted(
+        {t for p in spec.node_pools if p.efa for t in [p.instance_type, *(p.instance_types or [])] if t}
+    )
     return {
         "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": types},
         "tolerations": tolerations(spec),

@@ -239,3 +239,17 @@ def test_priority_expander_is_replaced_by_nodepool_weights() -> None:
     listed = configmap["data"]["priorities"]
     assert re.escape("a10g-shared") in listed
     assert not any(re.escape(p.name) in listed for p in karpenter_pools(spec))
+
+
+def test_efa_plugin_runs_on_every_type_an_efa_pool_may_launch() -> None:
+    from infra.addons.efa import efa_values
+
+    spec = spec_with(
+        {
+            **ODCR,
+            "capacityReservationId": "cr-0fedcba987654321a",
+            "instanceTypes": ["g6e.24xlarge"],
+            "efa": True,
+        }
+    )
+    assert efa_values(spec)["supportedInstanceLabels"]["values"] == ["g6e.12xlarge", "g6e.24xlarge"]
