@@ -320,7 +320,9 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
 )
 def render(c: Context, stack: str = "dev", out: str = "") -> None:
     """Write the scheduling policy as YAML (one file per object + kustomization.yaml) and the monitoring side
-    (alert rules, monitors, dashboards, chart values) in monitoring/, for GitOps."""
+    (alert rules, monitors, dashboards, chart values) in monitoring/, for GitOps.
+
+    Under `cluster.autoscaler: karpenter` the NodePools and EC2NodeClasses go to <out>/karpenter/."""
     from infra.scheduling import scheduler_inputs
     from scheduler import compile as compile_policy
     from scheduler import kueue_values
@@ -342,6 +344,14 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
 
     for warning in warnings(pools):
         print(f"warning: {warning}")
+
+    from infra.karpenter.facts import uses_karpenter
+
+    if uses_karpenter(spec):
+        from infra.karpenter.render import SUBDIR, render_karpenter
+
+        written = render_karpenter(spec, folder)
+        print(f"wrote {len(written) - 1} Karpenter objects to {folder / SUBDIR}")
 
 
 @task(

@@ -8,6 +8,7 @@ Pulumi Cloud at `https://api.pulumi.com`); self-managed backends encrypt secrets
 fix them: the spec (exit 2), the Pulumi CLI, the passphrase, AWS credentials (exit 3), then preflight (exit 1).
 
 `destroy` runs in phases so nothing in the cluster is left holding AWS resources when the cluster goes: first
+Karpenter's NodePools and EC2NodeClasses (their instances are terminated while the controller still runs), then
 the Helm releases (with everything that depends on them), then the remaining Kubernetes objects, then CRDs and
 namespaces, and only then the node groups, the cluster and the VPC. Load balancers and their ENIs that
 in-cluster controllers created are therefore gone before the subnets they live in are deleted.
@@ -94,6 +95,9 @@ def prepare(spec: ClusterSpec, root: Path, backend: str | None, *, needs_aws: bo
 # ---- destroy order (pure) ------------------------------------------------------------------------------
 
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart")
+# Karpenter's NodePools and EC2NodeClasses go before everything else, while its controller still runs: an
+# EC2NodeClass is deleted only once Karpenter has terminated every instance launched from it.
+FIRST_IN_CLUSTER = ("kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
 LAST_IN_CLUSTER = (
     "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
     "kubernetes:core/v1:Namespace",
@@ -106,18 +110,20 @@ def destroy_phases(resources: list[dict[str, Any]]) -> list[list[str]]:
     `resources` is the `deployment.resources` list of `pulumi stack export`. Providers, the stack itself,
     component resources and resources Pulumi only reads are never targeted: they hold nothing in the cluster.
     """
-    helm, objects, last = [], [], []
+    first, helm, objects, last = [], [], [], []
     for res in resources:
         kind, urn = res.get("type", ""), res.get("urn", "")
         if not kind.startswith("kubernetes:") or res.get("external") or res.get("custom") is False:
             continue
-        if kind in HELM_TYPES:
+        if kind in FIRST_IN_CLUSTER:
+            first.append(urn)
+        elif kind in HELM_TYPES:
             helm.append(urn)
         elif kind in LAST_IN_CLUSTER:
             last.append(urn)
         else:
             objects.append(urn)
-    return [phase for phase in (helm, objects, last) if phase]
+    return [phase for phase in (first, helm, objects, last) if phase]
 
 
 # ---- progress ------------------------------------------------------------------------------------------

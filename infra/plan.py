@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infra import catalog
+from infra.karpenter.facts import allowed_instance_types, karpenter_managed, karpenter_pools, quota_demand
+from infra.karpenter.plan import dearest, karpenter_rows
 from infra.scheduling import pool_view
 from infra.spec import ClusterSpec
 from scheduler.checks import warnings as scheduling_warnings
@@ -50,6 +52,7 @@ class Plan:
     totals: dict[str, Any]
     versions: dict[str, Any]
     notes: list[str]
+    karpenter: list[dict[str, Any]] = field(default_factory=list)  # NodePools (cluster.autoscaler: karpenter)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +66,8 @@ def _pool_plan(spec: ClusterSpec, index: int) -> PoolPlan:
     pool = spec.node_pools[index]
     lo, hi, gpn = pool.min_size or 0, pool.max_size or 0, pool.gpus_per_node or 0
     itype = catalog.lookup(pool.instance_type) if pool.instance_type else None
+    if itype is not None and karpenter_managed(spec, pool):
+        itype = dearest(allowed_instance_types(pool))  # Karpenter may launch any allowed type
     price = itype.price_per_hour if itype else None
     return PoolPlan(
         name=pool.name,
@@ -89,6 +94,7 @@ def build_plan(spec: ClusterSpec) -> Plan:
     notes: list[str] = []
     system: dict[str, Any] | None = None
     buckets: dict[str, int] = {}
+    karpenter_names = {p.name for p in karpenter_pools(spec)}
     cost_min = sum(p.monthly_cost_min or 0 for p in pools)
     cost_max = sum(p.monthly_cost_max or 0 for p in pools)
     if spec.platform == "aws":
@@ -107,9 +113,10 @@ def build_plan(spec: ClusterSpec) -> Plan:
         }
         cost_min += system["monthly_cost_min"]
         cost_max += system["monthly_cost_max"]
-        entries = [(p.quota_code, p.vcpus_at_max) for p in pools] + [
+        entries = [(p.quota_code, p.vcpus_at_max) for p in pools if p.name not in karpenter_names] + [
             (system["quota_code"], system["vcpus_at_max"])
         ]
+        entries += [(code, v) for pool in karpenter_pools(spec) for code, v in quota_demand(pool).items()]
         for code, vcpus in entries:
             if code:
                 buckets[code] = buckets.get(code, 0) + vcpus
@@ -137,6 +144,12 @@ def build_plan(spec: ClusterSpec) -> Plan:
                     f"{pool.name}: launches any of {', '.join(pool.instance_types)}; costs and quotas use "
                     f"{pool.instance_type} (the smallest)."
                 )
+    karpenter = karpenter_rows(spec)
+    if karpenter:
+        notes.append(
+            "Karpenter pools start at zero nodes and may launch any allowed type: their maximum is priced at "
+            "the dearest allowed type; the Karpenter table gives the range."
+        )
     notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
     teams = [
         {
@@ -171,4 +184,5 @@ def build_plan(spec: ClusterSpec) -> Plan:
         totals=totals,
         versions=spec.versions.model_dump(by_alias=True),
         notes=notes,
+        karpenter=karpenter,
     )

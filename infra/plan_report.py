@@ -83,6 +83,36 @@ def _quota_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
     ]
 
 
+def _karpenter_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
+    head = [
+        "NodePool",
+        "instance types",
+        "capacity",
+        "zones",
+        "limits",
+        "disruption",
+        "$/month",
+        "$/month at max",
+    ]
+    rows = []
+    for k in plan.karpenter:
+        limits = k["limits"]
+        low, high = k["monthly_cost_max_low"], k["monthly_cost_max_high"]
+        rows.append(
+            [
+                k["pool"],
+                ", ".join(k["instance_types"]),
+                ", ".join(k["capacity_types"]),
+                ", ".join(k["zones"]),
+                f"{limits['nvidia.com/gpu']} GPUs, {limits['cpu']} vCPUs, {limits['memory']}",
+                f"{k['workload']}: {k['consolidation']}",
+                _usd(k["monthly_cost_min"]),
+                _usd(low) if low == high else f"{_usd(low)}-{_usd(high)}",
+            ]
+        )
+    return head, rows
+
+
 def _title(plan: Plan) -> str:
     where = f"aws {plan.region}" if plan.platform == "aws" else "existing cluster"
     return f"Plan for stack {plan.stack!r}: cluster {plan.cluster} ({where}, Kubernetes {plan.kubernetes_version})"
@@ -98,6 +128,8 @@ def _totals(plan: Plan) -> str:
 
 def _sections(plan: Plan) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
     sections = [("Node pools", _pool_rows(plan))]
+    if plan.karpenter:
+        sections.append(("Karpenter NodePools (limits and cost range)", _karpenter_rows(plan)))
     if plan.quotas:
         sections.append(("vCPU quotas at maximum size", _quota_rows(plan)))
     if plan.teams:

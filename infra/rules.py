@@ -14,6 +14,7 @@ from infra import catalog
 from infra.aws.registries import eks_addon_registry
 from infra.aws.scheduler_config import EKS_SCHEDULER_RESOURCES
 from infra.errors import ConfigError
+from infra.karpenter.rules import karpenter_odcr, karpenter_problems
 from infra.scheduling import (
     ACCELERATOR_LABEL,
     GPU_MODEL_LABEL,
@@ -84,7 +85,7 @@ def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) ->
         problems.append(f"{at}.efa: {itype.name} has no EFA interfaces; EFA-capable: {', '.join(efa_types)}")
     if pool.max_size is None:
         problems.append(f"{at}.maxSize: required key is missing")
-    _capacity_block(at, pool, problems)
+    _capacity_block(at, pool, spec, problems)
     _zones(at, pool, spec, problems)
     return pool.model_copy(update={"gpu_model": itype.gpu_model, "gpus_per_node": itype.gpus})
 
@@ -93,43 +94,46 @@ def _instance_types(at: str, pool: NodePool, problems: list[str]) -> NodePool:
     """`instanceTypes`: several types of one GPU model and count (EKS managed node groups take a list; Spot
     pools draw on several capacity pools). The flavor is sized from the smallest type, so a quota never
     promises CPU or memory that one of the types lacks."""
-    names = list(pool.instance_types or [])
+    listed = list(pool.instance_types or [])
     if pool.capacity_type == "CAPACITY_BLOCK":
         problems.append(f"{at}.instanceTypes: a capacity block reserves one instance type; use instanceType")
         return pool
-    if not names:
+    if not listed:
         problems.append(f"{at}.instanceTypes: give at least one GPU instance type, or use instanceType")
         return pool
-    if pool.instance_type is not None and pool.instance_type not in names:
-        problems.append(f"{at}.instanceType: give instanceType or instanceTypes, not both")
-        return pool
-    for dup in sorted(_duplicates(names)):
+    for dup in sorted(_duplicates(listed)):
         problems.append(f"{at}.instanceTypes: {dup!r} is listed twice")
+    # `instanceType` beside `instanceTypes` is one more allowed type (listed first), not a second meaning.
+    names = list(dict.fromkeys([*([pool.instance_type] if pool.instance_type else []), *listed]))
+
+    def where(name: str) -> str:
+        return f"{at}.instanceTypes[{listed.index(name)}]" if name in listed else f"{at}.instanceType"
+
     types = []
-    for j, name in enumerate(names):
+    for name in names:
         itype = catalog.lookup(name)
         if itype is None or not itype.gpus:
             problems.append(
-                f"{at}.instanceTypes[{j}]: {name!r} is not a GPU instance type in the catalog"
+                f"{where(name)}: {name!r} is not a GPU instance type in the catalog"
                 + _suggest(name, catalog.gpu_instance_names())
             )
             return pool
         types.append(itype)
     first = types[0]
-    for j, itype in enumerate(types[1:], start=1):
+    for itype in types[1:]:
         if (itype.gpu_model, itype.gpus, itype.arch) != (first.gpu_model, first.gpus, first.arch):
             problems.append(
-                f"{at}.instanceTypes[{j}]: {itype.name} has {itype.gpus} x {itype.gpu_model} ({itype.arch}), "
+                f"{where(itype.name)}: {itype.name} has {itype.gpus} x {itype.gpu_model} ({itype.arch}), "
                 f"{first.name} has {first.gpus} x {first.gpu_model} ({first.arch}); one pool is one GPU model "
                 "and count on one architecture"
             )
         elif pool.efa and itype.efa_interfaces != first.efa_interfaces:
             problems.append(
-                f"{at}.instanceTypes[{j}]: {itype.name} has {itype.efa_interfaces} EFA interfaces, "
+                f"{where(itype.name)}: {itype.name} has {itype.efa_interfaces} EFA interfaces, "
                 f"{first.name} has {first.efa_interfaces}; an EFA pool needs the same count on every type"
             )
     smallest = min(types, key=lambda t: (t.vcpus, t.memory_gib))
-    return pool.model_copy(update={"instance_type": smallest.name})
+    return pool.model_copy(update={"instance_type": smallest.name, "instance_types": names})
 
 
 def one_zone_pool(pool: NodePool) -> bool:
@@ -145,13 +149,14 @@ def pool_zones(spec: ClusterSpec, pool: NodePool) -> tuple[str, ...]:
     return tuple(pool.availability_zones or spec.availability_zones)
 
 
-def _capacity_block(at: str, pool: NodePool, problems: list[str]) -> None:
+def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
     if pool.capacity_type == "CAPACITY_BLOCK":
         if not pool.capacity_reservation_id:
             problems.append(
                 f"{at}.capacityReservationId: required for CAPACITY_BLOCK (e.g. cr-0123456789abcdef0)"
             )
-    elif pool.capacity_reservation_id is not None:
+    elif pool.capacity_reservation_id is not None and not karpenter_odcr(spec, pool):
+        # (an On-Demand Capacity Reservation is allowed under Karpenter, which uses it first)
         problems.append(
             f"{at}.capacityReservationId: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})"
         )
@@ -358,6 +363,7 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     _monitoring(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
+    karpenter_problems(spec, problems)
     _scheduling(spec, problems)
     return problems
 

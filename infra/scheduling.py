@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from infra import catalog
+from infra.karpenter.facts import karpenter_managed
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import provisioning_request_crd
 from scheduler.labels import (
@@ -110,7 +111,10 @@ def pool_view(spec: ClusterSpec, pool: NodePool) -> PoolView:
         cpus_per_node=cpus,
         memory_gib_per_node=memory,
         oversubscribe=pool.oversubscribe,
-        node_group=asg_pattern(node_group_name(spec, pool.name)) if spec.platform == "aws" else None,
+        # Karpenter pools have no node group: the priority expander leaves them to NodePool weights.
+        node_group=asg_pattern(node_group_name(spec, pool.name))
+        if spec.platform == "aws" and not karpenter_managed(spec, pool)
+        else None,
         efa_per_node=_efa_interfaces(pool),
         topology_levels=topology_levels(spec, pool),
     )

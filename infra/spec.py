@@ -188,6 +188,41 @@ class Sharing(Model):
         return "mig" if self.mig else "exclusive"
 
 
+DURATION = r"^(([0-9]+(s|m|h))+|Never)$"  # Karpenter's duration pattern (NodePool CRD, v1.14.1)
+
+
+class DisruptionBudget(Model):
+    """One Karpenter disruption budget: at most `nodes` (a count or a percentage) disrupted at once, for the
+    listed reasons (all when empty), optionally only in a cron `schedule` window of `duration`."""
+
+    nodes: Annotated[str, Field(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$")]
+    reasons: list[Literal["Underutilized", "Empty", "Drifted"]] = Field(default_factory=list)
+    schedule: str | None = None
+    duration: Annotated[str, Field(pattern=r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")] | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> DisruptionBudget:
+        if (self.schedule is None) != (self.duration is None):
+            raise ValueError("schedule and duration go together (a cron window and its length)")
+        return self
+
+
+class KarpenterPool(Model):
+    """Karpenter-only settings of a GPU pool (`cluster.autoscaler: karpenter`); every key has a GPU-safe default.
+
+    `workload` decides disruption: training nodes are consolidated only when empty, inference nodes also when
+    underutilised. Capacity types default to the pool's `capacityType` (`reserved` for a capacity block)."""
+
+    workload: Literal["training", "inference"] = "training"
+    capacity_types: Annotated[list[Literal["on-demand", "spot", "reserved"]], Field(min_length=1)] | None = (
+        None
+    )
+    consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] | None = None
+    consolidate_after: Annotated[str, Field(pattern=DURATION)] | None = None
+    expire_after: Annotated[str, Field(pattern=DURATION)] = "Never"
+    budgets: list[DisruptionBudget] | None = None
+
+
 AL2_REFUSED = "AL2 GPU AMIs reached end of support on 2025-11-26; use AL2023_NVIDIA or BOTTLEROCKET_NVIDIA"
 
 
@@ -207,6 +242,8 @@ class NodePool(Model):
     ami_family: Literal["AL2023_NVIDIA", "BOTTLEROCKET_NVIDIA"] = "AL2023_NVIDIA"
     efa: bool = False
     root_volume_gi_b: Annotated[int, Field(ge=20, le=16384)] = 200
+    # aws, cluster.autoscaler karpenter: the pool's NodePool settings
+    karpenter: KarpenterPool | None = None
     # existing
     hosts: list[str] | None = None
     gpu_model: str | None = None

@@ -59,6 +59,10 @@ class Versions(BaseModel):
     cluster_autoscaler_chart: str = "9.59.0"
     cluster_autoscaler_image: str | None = None
     kube_scheduler_image: str | None = None
+    # Karpenter (cluster.autoscaler: karpenter): chart and controller image move together. The digest is the
+    # 1.14.1 controller image recorded by the release's docs commit (aws/karpenter-provider-aws 1d927085).
+    karpenter_chart: str = "1.14.1"
+    karpenter_image_digest: str = "sha256:723130949e4cab989461ff07d1be4cd781d63515432494641b33c235f300ae23"
     # AWS add-ons.
     # eks-charts versions this chart with a leading "v". v0.5.31 ships image v0.5.21-eksbuild.9 (Aug 2026); a
     # later bump to v0.5.21-eksbuild.13 (eks-charts#1366) exists but its chart number was not confirmed.
@@ -93,6 +97,7 @@ CHART_REPOS: dict[str, str] = {
     "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
     "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
     "nvsentinel": "oci://ghcr.io/nvidia",
+    "karpenter": "oci://public.ecr.aws/karpenter",
 }
 
 

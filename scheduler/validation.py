@@ -152,10 +152,31 @@ def _cel_environment() -> Any:
     return celpy.Environment()
 
 
+def _find(text: Any, pattern: Any) -> Any:
+    """`<string>.find(<regex>)`: the first match, or "" (Kubernetes CEL regex library, from cel-go)."""
+    import re
+
+    from celpy import celtypes
+
+    match = re.search(str(pattern), str(text))
+    return celtypes.StringType(match.group(0) if match else "")
+
+
+def _split(text: Any, separator: Any) -> Any:
+    """`<string>.split(<separator>)` (cel-go strings extension, enabled in the Kubernetes API server)."""
+    from celpy import celtypes
+
+    return celtypes.ListType([celtypes.StringType(part) for part in str(text).split(str(separator))])
+
+
+# Functions the API server's CEL has and cel-python lacks (Karpenter's CRDs use them).
+KUBERNETES_CEL_FUNCTIONS = {"find": _find, "split": _split}
+
+
 @lru_cache(maxsize=256)
 def _cel_program(rule: str) -> Any:
     env = _cel_environment()
-    return env.program(env.compile(rule))
+    return env.program(env.compile(rule), functions=KUBERNETES_CEL_FUNCTIONS)
 
 
 def cel_problems(obj: dict[str, Any], schemas: dict[tuple[str, str], dict[str, Any]]) -> list[str]:

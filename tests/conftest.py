@@ -11,7 +11,7 @@ from infra.spec import ClusterSpec
 from infra.stackfile import load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_STACKS = ("dev", "example-prod", "metal")
+EXAMPLE_STACKS = ("dev", "example-prod", "metal", "example-karpenter")
 
 
 def shared_path() -> Path:

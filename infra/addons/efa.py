@@ -24,8 +24,9 @@ def efa_pools(spec: ClusterSpec) -> list[str]:
 
 
 def efa_values(spec: ClusterSpec) -> dict[str, Any]:
+    # Every type an EFA pool may launch (`instanceTypes` beside `instanceType`).
     types = sorted(
-        {t for p in spec.node_pools if p.efa for t in (p.instance_types or [p.instance_type or ""]) if t}
+        {t for p in spec.node_pools if p.efa for t in [p.instance_type, *(p.instance_types or [])] if t}
     )
     registry = eks_addon_registry(spec.region or "")
     if registry is None:  # infra.rules refuses EFA pools in such regions before anything runs

@@ -1,8 +1,9 @@
 """The in-cluster add-ons on EKS, installed through a Kubernetes provider built from the new cluster.
 
 Everything here waits for the node groups (a helm release whose pods cannot be scheduled fails): the GPU
-stack (operator + scheduling, shared with the `existing` platform), the cluster-autoscaler with its IRSA role,
-and the EFA device plugin when a pool uses EFA.
+stack (operator + scheduling, shared with the `existing` platform), the cluster-autoscaler with its IRSA role
+(for the managed node groups that have GPU pools: all of them, or under Karpenter the shared-GPU pools),
+Karpenter with its NodePools (`cluster.autoscaler: karpenter`), and the EFA device plugin when a pool uses EFA.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from infra.addons import cluster_autoscaler as ca
 from infra.addons import efa, vpc_cni
 from infra.aws import iam
 from infra.aws.cluster import Cluster
+from infra.aws.karpenter import Karpenter
+from infra.aws.network import Network
 from infra.aws.tags import common_tags
 from infra.existing.gpu_stack import GpuStack, chart_release
+from infra.karpenter.facts import needs_cluster_autoscaler, uses_karpenter
 from infra.spec import ClusterSpec
 
 
@@ -30,6 +34,8 @@ class Addons(pulumi.ComponentResource):
         cluster: Cluster,
         node_groups: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
+        network: Network | None = None,
+        system_nodes: Sequence[pulumi.Resource] = (),
     ) -> None:
         super().__init__("gpufleet:aws:Addons", name, None, opts)
         self.provider = k8s.Provider(
@@ -38,9 +44,49 @@ class Addons(pulumi.ComponentResource):
         after_nodes = pulumi.ResourceOptions(
             parent=self, provider=self.provider, depends_on=list(node_groups)
         )
+        self.karpenter: Karpenter | None = None
+        if uses_karpenter(spec) and network is not None:
+            self.karpenter = Karpenter(
+                f"{name}-karpenter",
+                spec,
+                network,
+                cluster,
+                self.provider,
+                system_nodes,
+                pulumi.ResourceOptions(parent=self),
+            )
         self.gpu = GpuStack(
             f"{name}-gpu", spec, self.provider, node_groups, pulumi.ResourceOptions(parent=self)
         )
+        self.autoscaler: k8s.helm.v3.Release | None = None
+        if needs_cluster_autoscaler(spec):
+            self._cluster_autoscaler(name, spec, cluster, after_nodes)
+        # Turns on the VPC CNI's network policy agent, so the team namespaces' NetworkPolicies are enforced.
+        self.vpc_cni = aws.eks.Addon(
+            f"{name}-{vpc_cni.ADDON}",
+            cluster_name=cluster.eks.name,
+            addon_name=vpc_cni.ADDON,
+            configuration_values=vpc_cni.configuration_values(),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=common_tags(spec),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.efa: k8s.helm.v3.Release | None = None
+        if efa.efa_pools(spec):
+            self.efa = chart_release(
+                f"{name}-efa",
+                spec,
+                "aws-efa-k8s-device-plugin",
+                efa.NAMESPACE,
+                efa.efa_values(spec),
+                after_nodes,
+            )
+        self.register_outputs({"autoscaler": self.autoscaler.status if self.autoscaler else None})
+
+    def _cluster_autoscaler(
+        self, name: str, spec: ClusterSpec, cluster: Cluster, after_nodes: pulumi.ResourceOptions
+    ) -> None:
         role = aws.iam.Role(
             f"{name}-cluster-autoscaler",
             assume_role_policy=pulumi.Output.all(cluster.oidc_provider.arn, cluster.issuer_url).apply(
@@ -63,25 +109,3 @@ class Addons(pulumi.ComponentResource):
             ca.cluster_autoscaler_values(spec, role.arn),
             pulumi.ResourceOptions.merge(after_nodes, pulumi.ResourceOptions(depends_on=[policy])),
         )
-        # Turns on the VPC CNI's network policy agent, so the team namespaces' NetworkPolicies are enforced.
-        self.vpc_cni = aws.eks.Addon(
-            f"{name}-{vpc_cni.ADDON}",
-            cluster_name=cluster.eks.name,
-            addon_name=vpc_cni.ADDON,
-            configuration_values=vpc_cni.configuration_values(),
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            tags=common_tags(spec),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.efa = None
-        if efa.efa_pools(spec):
-            self.efa = chart_release(
-                f"{name}-efa",
-                spec,
-                "aws-efa-k8s-device-plugin",
-                efa.NAMESPACE,
-                efa.efa_values(spec),
-                after_nodes,
-            )
-        self.register_outputs({"autoscaler": self.autoscaler.status})

@@ -10,6 +10,8 @@ from infra.aws.addons import Addons
 from infra.aws.cluster import Cluster
 from infra.aws.network import Network
 from infra.aws.nodegroups import NodeGroups
+from infra.karpenter.facts import managed_node_group_spec
+from infra.rules import SYSTEM_GROUP
 from infra.spec import ClusterSpec
 
 
@@ -18,8 +20,16 @@ def build_aws(spec: ClusterSpec) -> dict[str, Any]:
     name = spec.cluster.name
     network = Network(f"{name}-net", spec)
     cluster = Cluster(name, spec, network)
-    groups = NodeGroups(f"{name}-nodes", spec, network, cluster)
-    Addons(f"{name}-addons", spec, cluster, list(groups.groups.values()))
+    # Under Karpenter, only the system group and shared-GPU pools are managed node groups.
+    groups = NodeGroups(f"{name}-nodes", managed_node_group_spec(spec), network, cluster)
+    Addons(
+        f"{name}-addons",
+        spec,
+        cluster,
+        list(groups.groups.values()),
+        network=network,
+        system_nodes=[groups.groups[SYSTEM_GROUP]],
+    )
     return {
         "cluster_name": cluster.eks.name,
         "endpoint": cluster.eks.endpoint,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from infra import catalog
+from infra.karpenter.facts import karpenter_managed, quota_demand
 from infra.preflight.ami import AmiRelease, pool_release, system_release
 from infra.preflight.findings import Finding, error, ok
 from infra.rules import pool_zones
@@ -54,6 +55,8 @@ def _wanted_zones(spec: ClusterSpec) -> list[tuple[str, str, list[str]]]:
     """(subject, instance type, zones) for every type every pool launches, system pool included."""
     rows = [(SYSTEM, spec.system_pool.instance_type, spec.availability_zones)]
     for pool in spec.node_pools:
+        if karpenter_managed(spec, pool):
+            continue  # every allowed type, in the pool's zones: infra.preflight.karpenter
         zones = list(pool_zones(spec, pool))
         for itype in pool.instance_types or [pool.instance_type or ""]:
             rows.append((pool_subject(pool.name), itype, zones))
@@ -102,6 +105,10 @@ def vcpu_demand(spec: ClusterSpec) -> dict[str, list[tuple[str, int]]]:
         if code:
             demand[code].append((SYSTEM, spec.system_pool.max_size * system.vcpus))
     for pool in spec.node_pools:
+        if karpenter_managed(spec, pool):  # the largest allowed type, in every bucket the pool draws on
+            for code, vcpus in quota_demand(pool).items():
+                demand[code].append((pool_subject(pool.name), vcpus))
+            continue
         itype = catalog.lookup(pool.instance_type or "")
         code = itype.quota_code(pool.capacity_type) if itype else None
         if itype is not None and code:

@@ -23,6 +23,7 @@ from infra.preflight.eks import (
     check_monitoring_addon,
 )
 from infra.preflight.findings import Finding, errors
+from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs
 from infra.preflight.reachability import Deployer, check_reachability, deployer_address
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
 from infra.spec import ClusterSpec
@@ -68,6 +69,8 @@ def run_preflight(
             *check_capacity_block_updates(eks, spec),
             *check_monitoring_addon(eks, spec),
             *check_admin_roles(session.client("iam", config=_CONFIG), spec),
+            *check_karpenter_offerings(ec2, spec),
+            *check_odcrs(ec2, spec, now),
         ]
     except NoCredentialsError:
         raise ToolMissing(CREDENTIALS_HINT) from None

@@ -492,7 +492,7 @@ def test_spot_pools_take_several_instance_types_of_one_gpu_model_and_count() -> 
     mixed = {"name": "m", "instanceTypes": ["g5.2xlarge", "g6e.xlarge"], "capacityType": "SPOT", "maxSize": 1}
     assert "gpufleet:nodePools[0].instanceTypes[1]: g6e.xlarge has 1 x L40S" in _problems(_config(mixed))
     both = {"name": "b", "instanceType": "g6e.xlarge", "instanceTypes": ["g5.2xlarge"], "maxSize": 1}
-    assert "give instanceType or instanceTypes, not both" in _problems(_config(both))
+    assert "gpufleet:nodePools[0].instanceTypes[0]: g5.2xlarge has 1 x A10G" in _problems(_config(both))
     block = {
         "name": "k",
         "instanceTypes": ["p5.48xlarge"],

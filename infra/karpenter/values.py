@@ -1,0 +1,52 @@
+"""Helm values of the Karpenter chart (oci://public.ecr.aws/karpenter/karpenter), keys as in its values.yaml.
+
+- the controller runs on the system node group (a managed node group Karpenter does not own), never on a
+  node it provisions; the chart's own affinity already keeps it off `karpenter.sh/nodepool` nodes;
+- credentials through IRSA: the service account is annotated with the controller role;
+- `settings.clusterName` / `interruptionQueue` tie it to this cluster and its SQS queue;
+- the image is pinned by tag and digest from the versions recipe (the chart at the v1.14.1 tag still names
+  the 1.13.0 image; its release script rewrites it when packaging);
+- `reservedCapacity` (ODCRs and capacity blocks as the `reserved` capacity type) is on, as its default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.spec import ClusterSpec
+
+NAMESPACE = "kube-system"
+SERVICE_ACCOUNT = "karpenter"
+RELEASE = "karpenter"
+CRD_RELEASE = "karpenter-crd"
+ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
+IMAGE_REPOSITORY = "public.ecr.aws/karpenter/controller"
+SYSTEM_SELECTOR = {"gpufleet.io/role": "system"}
+
+
+def karpenter_values(spec: ClusterSpec, role_arn: Any, queue_name: Any) -> dict[str, Any]:
+    """`role_arn` and `queue_name` are plain strings, or Pulumi outputs in the program."""
+    versions = spec.versions
+    return {
+        "serviceAccount": {
+            "create": True,
+            "name": SERVICE_ACCOUNT,
+            "annotations": {ROLE_ANNOTATION: role_arn},
+        },
+        # Two replicas on different system nodes (the chart's required anti-affinity); one if there is one node.
+        "replicas": min(2, max(spec.system_pool.min_size, 1)),
+        "nodeSelector": {"kubernetes.io/os": "linux", **SYSTEM_SELECTOR},
+        "controller": {
+            "image": {
+                "repository": IMAGE_REPOSITORY,
+                "tag": versions.karpenter_chart,
+                "digest": versions.karpenter_image_digest,
+            },
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+        },
+        "settings": {
+            "clusterName": spec.cluster.name,
+            "interruptionQueue": queue_name,
+            "featureGates": {"reservedCapacity": True},
+        },
+    }

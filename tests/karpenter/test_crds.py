@@ -1,0 +1,93 @@
+"""Every NodePool and EC2NodeClass the toolkit builds passes the shared Karpenter v1.14.1 CRDs, CEL included.
+
+Schemas: aws/karpenter-provider-aws `pkg/apis/crds/karpenter.sh_nodepools.yaml` and
+`karpenter.k8s.aws_ec2nodeclasses.yaml` at v1.14.1, made strict (unknown fields rejected) and with their
+`x-kubernetes-validations` evaluated by cel-python (scheduler.validation). The policy that marks training
+pods is a core object: `kubernetes-validate --strict` for 1.36, where MutatingAdmissionPolicy is GA.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import celpy
+import pytest
+
+from infra.karpenter.disruption import do_not_disrupt_policy, match_expression
+from infra.karpenter.pools import karpenter_objects, node_class, node_pool
+from scheduler.validation import cel_problems, core_problems, crd_problems
+from tests.karpenter.conftest import AWS_STACKS, karpenter_example
+
+
+def problems(obj: dict[str, Any], schemas: dict[Any, Any]) -> list[str]:
+    return crd_problems(obj, schemas) + cel_problems(obj, schemas)
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_every_nodepool_and_nodeclass_of_every_example_stack_validates(
+    stack: str, karpenter_schemas: dict
+) -> None:
+    spec = karpenter_example(stack)
+    objects = karpenter_objects(spec)
+    assert {o["kind"] for o in objects} == {"NodePool", "EC2NodeClass"}
+    found = [p for o in objects for p in problems(o, karpenter_schemas)]
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_do_not_disrupt_policy_is_a_valid_1_36_object(stack: str) -> None:
+    objects = do_not_disrupt_policy(karpenter_example(stack))
+    assert [o["kind"] for o in objects] == ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]
+    found = [p for o in objects for p in core_problems(o, "1.36")]
+    assert found == [], "\n".join(found)
+
+
+def test_validation_rejects_what_the_api_server_would(karpenter_schemas: dict) -> None:
+    """The check is real: the CRDs' CEL rules catch an unsupported alias family, a label in Karpenter's
+    restricted domain, two efa-only devices on one card, and a missing primary interface."""
+    spec = karpenter_example("example-karpenter")
+    pool = spec.pool("h100-train")
+    nc = node_class(spec, pool)
+    bad_alias = copy.deepcopy(nc)
+    bad_alias["spec"]["amiSelectorTerms"] = [{"alias": "ubuntu@v20260930"}]
+    assert any("family is not supported" in p for p in problems(bad_alias, karpenter_schemas))
+    two_efa = copy.deepcopy(nc)
+    two_efa["spec"]["networkInterfaces"].append(
+        {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"}
+    )
+    assert any("at most one efa device per network card" in p for p in problems(two_efa, karpenter_schemas))
+    no_primary = copy.deepcopy(nc)
+    no_primary["spec"]["networkInterfaces"] = no_primary["spec"]["networkInterfaces"][1:]
+    assert any("primary interface" in p for p in problems(no_primary, karpenter_schemas))
+    np = node_pool(spec, pool)
+    restricted = copy.deepcopy(np)
+    restricted["spec"]["template"]["metadata"]["labels"]["karpenter.sh/team"] = "x"
+    assert any(
+        'label domain "karpenter.sh" is restricted' in p for p in problems(restricted, karpenter_schemas)
+    )
+    typo = copy.deepcopy(np)
+    typo["spec"]["disruption"]["consolidationPolicy"] = "WhenIdle"
+    assert any("consolidationPolicy" in p for p in problems(typo, karpenter_schemas))
+
+
+def _matches(expression: str, pod_spec: dict[str, Any]) -> bool:
+    env = celpy.Environment()
+    program = env.program(env.compile(expression))
+    return bool(program.evaluate({"object": celpy.json_to_cel({"spec": pod_spec})}))
+
+
+def test_do_not_disrupt_matches_only_pods_bound_for_training_pools() -> None:
+    """Kueue injects a flavor's nodeLabels into the admitted pod's nodeSelector (Kueue docs, "Resource
+    Flavor": nodeLabels); the policy's match condition reads exactly that label, gpufleet.io/pool."""
+    spec = karpenter_example("example-karpenter")
+    (policy, _) = do_not_disrupt_policy(spec)
+    expression = policy["spec"]["matchConditions"][0]["expression"]
+    assert expression == match_expression(["h100-train", "a10g-spot"])
+    assert _matches(expression, {"nodeSelector": {"gpufleet.io/pool": "h100-train"}})
+    assert _matches(expression, {"nodeSelector": {"gpufleet.io/pool": "a10g-spot", "x": "y"}})
+    assert not _matches(expression, {"nodeSelector": {"gpufleet.io/pool": "l40s-infer"}})  # inference
+    assert not _matches(expression, {"nodeSelector": {"kubernetes.io/os": "linux"}})
+    assert not _matches(expression, {"containers": []})
+    mutation = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+    assert '"karpenter.sh/do-not-disrupt": "true"' in mutation
