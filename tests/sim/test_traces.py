@@ -102,7 +102,7 @@ def test_pod_no_node_can_host_is_counted_failed_and_strict_raises(tmp_path: Path
     """Traces as they are: a pod no node can ever host fails and the run goes on; --strict makes it an error."""
     path = write(tmp_path, "pods.csv", PODS_HEADER + "p0,1000,1024,1,1000,\np1,1000,1024,4,1000,\n")
     w = read_pods(path)
-    c = cluster(("a", 8000, 4096, 2, "T4"), ("b", 16000, 4096, 1, "A10"))
+    c = cluster(*((f"n{i}", 8000, 4096, 2, "T4") for i in range(4)))  # 8 GPUs: the list is inflated, kept
     result = run_one(c, w, "FGD", 42)
     assert result.unhostable == 1
     assert result.failed >= 1  # every copy of p1 fails, the others are placed
