@@ -83,7 +83,7 @@ def test_simulate_stack_writes_report_and_json(tmp_path: Path) -> None:
 )
 def test_malformed_trace_exits_2_naming_file_and_row(tmp_path: Path, rows: list[str], words: str) -> None:
     pods = _pods(tmp_path, rows)
-    result = invoke("--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1")
+    result = invoke("--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1", "--strict")
     assert result.returncode == 2, result.stdout + result.stderr
     assert str(pods) in result.stderr and words in result.stderr
     assert "Traceback" not in result.stderr
@@ -102,3 +102,32 @@ def test_missing_column_and_unknown_policy_exit_2(tmp_path: Path) -> None:
 def test_needs_exactly_one_cluster_source(tmp_path: Path) -> None:
     result = invoke("--pods", str(_pods(tmp_path, ["1000,1024,1,1000,"])))
     assert result.returncode == 2 and "--stack" in result.stderr
+
+
+def test_pod_no_node_can_host_is_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+    """Traces as they are: the unhostable pod is counted failed and named with its row; --strict refuses it."""
+    pods = _pods(tmp_path, ["4000,16384,1,1000,", "4000,16384,16,1000,", "2000,8192,1,500,"])
+    result = invoke("--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1",
+                    "--policy", "FGD,MostAllocated")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "1 pods no node can ever host" in result.stdout
+    assert f"{pods}, row 2 (line 3)" in result.stdout.replace("\n", "")
+
+
+def test_stack_is_simulated_as_deployed(tmp_path: Path) -> None:
+    """CPU-only pods leave the GPU nodes (tainted), shares become one replica of a time-sliced pool, and the
+    deployed profile runs with the stack's weights; FGD-Extender answers through the extender protocol."""
+    pods = _pods(
+        tmp_path, ["4000,16384,1,1000,", "2000,8192,1,300,", "1000,1024,0,0,", "8000,32768,4,1000,L40S"]
+    )
+    out = tmp_path / "runs.json"
+    result = invoke(
+        "--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1", "--json", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "1 CPU-only pods run on the system pool" in result.stdout
+    assert "one unit of 500 milli-GPU (2 per GPU)" in result.stdout
+    runs = json.loads(out.read_text())
+    assert {r["policy"] for r in runs} == {"FGD", "FGD-Extender", "MostAllocated"}
+    by = {r["policy"]: r for r in runs}
+    assert by["FGD"]["allocated"] == by["FGD-Extender"]["allocated"]
