@@ -24,6 +24,8 @@ from scheduler.sim.model import MILLI
 from scheduler.sim.shapes import TargetWorkload, model_mask
 from scheduler.sim.state import ClusterState
 
+MEMO_MAX = 200_000  # memoised node states (a replay of the paper's trace sees a few thousand)
+
 ShareRule = Literal["policy", "distributed"]
 """Who picks the GPU of a GPU-sharing pod: the placement policy (the paper's world, where the scheduler picks
 the GPU), or the NVIDIA device plugin's time-slicing rule (``distributed``: the GPU with the most free replicas,
@@ -71,6 +73,8 @@ class NodeFragmentation:
         key = (self._model[node], bisect_right(self._cpu_levels, cpu), r.tobytes())
         hit = self._memo.get(key)
         if hit is None:
+            if len(self._memo) >= MEMO_MAX:  # a long-lived view (the extender) must stay bounded
+                self._memo.clear()
             ge = r >= self._milli_col  # [M, G]
             u = ge @ r
             c = ge.sum(axis=1)
