@@ -79,7 +79,10 @@ def test(c: Context, pytest_args: str = "") -> None:
     c.run(f"{py} -m ruff format --check .")
     c.run(f"{py} -m mypy infra scheduler")
     c.run(f"{Path(py).parent / 'lint-imports'}")
-    c.run(f"{py} -m pytest {pytest_args}", pty=False)
+    # the pinned upstream reference data (traces, published curves, CRDs, chart values): ../shared or
+    # GPUFLEET_SHARED offline, otherwise fetched, verified against benchmarks/reference-data.json and cached
+    shared = c.run(f"{py} benchmarks/reference_data.py", hide="out").stdout.strip()
+    c.run(f"{py} -m pytest {pytest_args}", pty=False, env={"GPUFLEET_SHARED": shared})
 
 
 def _int_list(text: str, what: str) -> list[int]:

