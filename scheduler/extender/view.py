@@ -41,7 +41,9 @@ class _Placed:
     node: str
     request: PodRequest
     gpus: list[int]
-    milli: int
+    milli: int  # per GPU; -1: not yet allocated
+    cpu: int = 0  # what was allocated (a pod the API runs beyond the view's room is clipped to it)
+    mem: int = 0
 
 
 @dataclass
@@ -112,25 +114,42 @@ class ExtenderView:
                     del self.placed[uid]
 
     def pod_bound(self, uid: str, node: str, request: PodRequest) -> None:
-        """A pod running on ``node`` (watch event or our own bind); a pod already counted is left as is."""
+        """A pod running on ``node`` (watch event or our own bind); a pod already counted is left as is.
+
+        A pod on a node the view does not know yet (the pod watch ran ahead of the node watch) is kept and
+        counted when the node arrives."""
         with self._lock:
-            if uid in self.placed or node not in self.nodes:
+            if uid in self.placed:
+                return
+            if node not in self.nodes:
+                self.placed[uid] = _Placed(node, request, [], -1)  # GPUs assigned when the node is known
                 return
             built = self._build()
             n = built.index[node]
-            milli = self._milli(built, n, request)
-            gpus = self._gpus(built, n, request, milli)
-            if gpus is None or not self._fits(built, n, request, milli):
-                gpus = []  # the API says it runs there: count CPU and memory, its GPUs are beyond our view
-                milli = 0
-            built.state.allocate(n, min(request.cpu_milli, int(built.state.free_cpu[n])),
-                                 min(request.memory_mib, int(built.state.free_mem[n])), gpus, milli)  # fmt: skip
-            self.placed[uid] = _Placed(node, request, gpus, milli)
+            placed = _Placed(node, request, [], -1)
+            self._assign(built, n, placed)
+            self.placed[uid] = placed
             built.frag.update(n)
             self.recent.append(_shape(request, int(built.replica_milli[n])))
             self._since_target += 1
             if self.expected is None and self._since_target >= max(self.window // 10, 1):
                 self._built = None  # new expected workload: rebuild lazily
+
+    def _assign(self, built: _Built, n: int, placed: _Placed) -> None:
+        """Allocate ``placed`` on node ``n``: its recorded GPUs if they still fit, else by the device plugin's
+        rule; a pod the API runs where the view sees no room counts its CPU and memory only."""
+        st, req = built.state, placed.request
+        gpus, milli = placed.gpus, placed.milli
+        ok = milli >= 0 and all(
+            g < int(built.cluster.num_gpu[n]) and st.free_gpu[n, g] >= milli for g in gpus
+        )
+        if not ok:
+            milli = self._milli(built, n, req)
+            chosen = self._gpus(built, n, req, milli)
+            gpus, milli = (chosen, milli) if chosen is not None else ([], 0)
+        cpu, mem = min(req.cpu_milli, int(st.free_cpu[n])), min(req.memory_mib, int(st.free_mem[n]))
+        st.allocate(n, cpu, mem, gpus, milli if gpus else 0)
+        placed.gpus, placed.milli, placed.cpu, placed.mem = gpus, (milli if gpus else 0), cpu, mem
 
     def pod_gone(self, uid: str) -> None:
         with self._lock:
@@ -139,10 +158,9 @@ class ExtenderView:
                 return
             b = self._built
             n = b.index[placed.node]
-            st = b.state
-            st.release(n, min(placed.request.cpu_milli, int(st.alloc_cpu[n])),
-                       min(placed.request.memory_mib, int(st.alloc_mem[n])), placed.gpus, placed.milli)  # fmt: skip
-            b.frag.update(n)
+            if placed.milli >= 0:
+                b.state.release(n, placed.cpu, placed.mem, placed.gpus, placed.milli)
+                b.frag.update(n)
 
     # ---- the model --------------------------------------------------------------------------------------
 
@@ -178,16 +196,8 @@ class ExtenderView:
         replica_milli = np.array([self.nodes[n].replica_milli() for n in cluster.names], dtype=np.int64)
         built = _Built(cluster, index, state, None, replica_milli, model_of)  # type: ignore[arg-type]
         for placed in self.placed.values():  # replay the bound pods on the new layout
-            n = index[placed.node]
-            placed.gpus = [g for g in placed.gpus if g < int(cluster.num_gpu[n])]
-            if len(placed.gpus) * placed.milli and all(
-                state.free_gpu[n, g] >= placed.milli for g in placed.gpus
-            ):
-                gpus, milli = placed.gpus, placed.milli
-            else:
-                gpus, milli = [], 0
-            state.allocate(n, min(placed.request.cpu_milli, int(state.free_cpu[n])),
-                           min(placed.request.memory_mib, int(state.free_mem[n])), gpus, milli)  # fmt: skip
+            if placed.node in index:
+                self._assign(built, index[placed.node], placed)
         built.frag = NodeFragmentation(state, self.target(extra), node_model, models)
         self._since_target = 0
         self._built = built

@@ -38,7 +38,9 @@ def apply_node_event(view: ExtenderView, kind: str, node: dict[str, Any]) -> Non
         view.set_node(node)
 
 
-def _watch(view: ExtenderView, list_fn: Any, apply: Any, stop: threading.Event) -> None:  # pragma: no cover
+def _watch(
+    view: ExtenderView, list_fn: Any, apply: Any, stop: threading.Event, listed_once: threading.Event
+) -> None:  # pragma: no cover - needs an API server
     from kubernetes import watch
     from kubernetes.client import ApiClient
     from kubernetes.client.exceptions import ApiException
@@ -50,6 +52,7 @@ def _watch(view: ExtenderView, list_fn: Any, apply: Any, stop: threading.Event) 
             for item in listed.items:
                 apply(view, "ADDED", sanitize(item))
             version = listed.metadata.resource_version
+            listed_once.set()
             for event in watch.Watch().stream(list_fn, resource_version=version, timeout_seconds=300):
                 apply(view, event["type"], sanitize(event["object"]))
                 if stop.is_set():
