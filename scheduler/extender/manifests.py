@@ -105,3 +105,31 @@ def extender_objects(image: str, trace_configmap: str | None = None) -> list[dic
     }
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME)}
     return [account, role, binding, deployment, service, pdb]
+
+
+def fragmentation_aware(
+    scheduler_objects: list[dict[str, Any]], managed_resources: list[str], image: str
+) -> list[dict[str, Any]]:
+    """``placement.strategy: FragmentationAware``: the secondary scheduler's objects
+    (:func:`scheduler.placement.secondary_scheduler`) with its configuration calling the extender
+    (:func:`scheduler.placement.with_extender`), followed by the extender's own objects.
+
+    The EKS control plane accepts only a NodeResourcesFit scoring strategy, not extenders, so on every
+    platform the extender is called by the secondary scheduler that team pods name.
+    """
+    import copy
+
+    import yaml
+
+    from scheduler.placement import CONFIG_FILE, with_extender
+
+    out = copy.deepcopy(scheduler_objects)
+    configs = [o for o in out if o.get("kind") == "ConfigMap" and CONFIG_FILE in o.get("data", {})]
+    if len(configs) != 1:
+        raise ValueError("expected the secondary scheduler's one configuration ConfigMap")
+    data = configs[0]["data"]
+    config = yaml.safe_load(data[CONFIG_FILE])
+    data[CONFIG_FILE] = yaml.safe_dump(
+        with_extender(config, service_url(), managed_resources), sort_keys=False
+    )
+    return [*out, *extender_objects(image)]

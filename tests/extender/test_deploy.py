@@ -8,6 +8,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from scheduler.extender.manifests import extender_objects, service_url
 from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
@@ -82,3 +83,28 @@ def test_extender_objects_validate_strictly() -> None:
 def test_unpinned_image_is_refused(image: str) -> None:
     with pytest.raises(ValueError, match="extender image"):
         extender_objects(image)
+
+
+def test_fragmentation_aware_adds_the_extender_to_the_secondary_scheduler() -> None:
+    """The secondary scheduler's rendered configuration names the extender; every object validates."""
+    from scheduler.extender.manifests import fragmentation_aware
+    from scheduler.placement import CONFIG_FILE, secondary_scheduler
+    from scheduler.resources import covered_gpu_resources
+    from tests.scheduler.examples import PROD, PROD_POOLS
+
+    base = secondary_scheduler(PROD, PROD_POOLS)
+    objects = fragmentation_aware(
+        base, covered_gpu_resources(PROD_POOLS), "ghcr.io/gpufleet/gpufleet-extender:0.1.0"
+    )
+    assert [o["kind"] for o in objects[: len(base)]] == [o["kind"] for o in base]
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    config = yaml.safe_load(cm["data"][CONFIG_FILE])
+    (entry,) = config["extenders"]
+    assert entry["urlPrefix"] == service_url() and entry["ignorable"] is True
+    assert {m["name"] for m in entry["managedResources"]} == set(covered_gpu_resources(PROD_POOLS))
+    assert config["profiles"][0]["schedulerName"] == "gpu-binpack"
+    assert "extenders" not in yaml.safe_load(
+        next(o for o in base if o["kind"] == "ConfigMap")["data"][CONFIG_FILE]
+    )  # the input is left alone
+    for obj in objects:
+        kubernetes_validate.validate(obj, PROD.kubernetes_version, strict=True)
