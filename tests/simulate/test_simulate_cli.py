@@ -131,3 +131,33 @@ def test_stack_is_simulated_as_deployed(tmp_path: Path) -> None:
     assert {r["policy"] for r in runs} == {"FGD", "FGD-Extender", "MostAllocated"}
     by = {r["policy"]: r for r in runs}
     assert by["FGD"]["allocated"] == by["FGD-Extender"]["allocated"]
+
+
+def test_stack_model_routes_pods_as_deployed() -> None:
+    """Pools, taints, GPU resources, Kueue flavors and the profile as sent, for an EKS and an existing stack."""
+    from infra.simulation import route, stack_model
+    from scheduler.sim import Workload
+
+    prod = load_example("example-prod")
+    model = stack_model(prod)
+    assert set(model.cluster.gpu_model) == {p.name for p in prod.node_pools}  # a node's "model" is its pool
+    assert model.units["a10g-batch"] > 1 and model.units["h100-train"] == 1
+    # EKS weights only cpu, memory and nvidia.com/gpu: a replica is not scored
+    assert model.strategy == "MostAllocated" and model.weights["shared"] == 0
+    itype = __import__("infra.catalog", fromlist=["CATALOG"]).CATALOG[prod.system_pool.instance_type]
+    assert model.cpu_pool == (
+        prod.system_pool.max_size * itype.vcpus * 1000,
+        prod.system_pool.max_size * itype.memory_gib * 1024,
+    )
+    pods = Workload.build([1000, 2000, 500], [1024, 2048, 512], [0, 1, 2], [0, 300, 1000])
+    routed, routing = route(model, pods, prod)
+    assert routed.size == 2 and routing.cpu_only_pods == 1  # the CPU-only pod left the GPU nodes
+    share_units = max(model.units.values())
+    assert routed.gpu_milli.tolist() == [1000 // share_units, 1000]
+    sharing_pools = {p for p, u in model.units.items() if u == share_units}
+    assert set(routed.gpu_spec[0].split("|")) == sharing_pools
+    assert set(routed.gpu_spec[1].split("|")) == {
+        p for p, u in model.units.items() if u == 1 and p in model.routable
+    }
+    metal = stack_model(load_example("metal"))
+    assert metal.cpu_pool is None and metal.weights["shared"] == metal.weights["gpu"]  # the secondary profile
