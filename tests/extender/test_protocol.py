@@ -183,3 +183,14 @@ def test_real_http_on_loopback(types) -> None:
         assert {h["Host"] for h in prio} == {"gpu-a", "gpu-c"}
     finally:
         server.shutdown()
+
+
+def test_scores_map_onto_the_eleven_extender_levels_keeping_the_best_apart() -> None:
+    import numpy as np
+
+    from scheduler.extender.view import scale_scores
+
+    assert scale_scores(np.array([50, 51, -1, 49])).tolist() == [4, 10, 0, 0]
+    assert scale_scores(np.array([50, 50])).tolist() == [10, 10]  # ties stay ties
+    assert scale_scores(np.array([-1, -1])).tolist() == [0, 0]
+    assert scale_scores(np.array([0, 99, 100])).tolist() == [0, 8, 10]
