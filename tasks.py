@@ -369,7 +369,8 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
     }
 )
 def render(c: Context, stack: str = "dev", out: str = "") -> None:
-    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) for GitOps."""
+    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) and the monitoring side
+    (alert rules, monitors, dashboards, chart values) in monitoring/, for GitOps."""
     from infra.scheduling import scheduler_inputs
     from scheduler import compile as compile_policy
     from scheduler import kueue_values
@@ -382,3 +383,118 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     folder = Path(out) if out else BUILD / spec.stack / "manifests"
     paths = render_objects(objects, folder, kueue_values=kueue_values(policy))
     print(f"wrote {len(objects)} objects ({len(paths)} files) to {folder}")
+    from infra.monitoring.render import FOLDER, render_monitoring
+
+    if monitoring := render_monitoring(spec, folder):
+        print(f"wrote {len(monitoring)} monitoring files (rules, dashboards, monitors) to {folder / FOLDER}")
+
+    from scheduler.checks import warnings
+
+    for warning in warnings(pools):
+        print(f"warning: {warning}")
+
+
+@task(
+    help={
+        "stack": STACK_HELP,
+        "since": "the window: 90m, 24h, 7d, 2w (default 7d)",
+        "until": "end of the window: ISO 8601 time or Unix timestamp (default: now)",
+        "prometheus": "Prometheus URL (default http://localhost:9090, e.g. a kubectl port-forward)",
+        "json": "print JSON instead of the table",
+        "csv": "print CSV instead of the table",
+        "price_file": "YAML/JSON map of pool name -> USD per GPU-hour (overrides catalog prices)",
+        "out": "folder for the PNG plots (default: build/<stack>/usage/)",
+    }
+)
+def usage(
+    c: Context,
+    stack: str = "dev",
+    since: str = "7d",
+    until: str = "",
+    prometheus: str = "http://localhost:9090",
+    json: bool = False,
+    csv: bool = False,
+    price_file: str = "",
+    out: str = "",
+) -> None:
+    """GPU-hours per team and pool (allocated, used, idle), cost, quota use and queue waits, from Prometheus."""
+    from infra.errors import ConfigError
+    from infra.monitoring.prices import gpu_hour_prices, read_price_file
+    from infra.monitoring.prometheus import Prometheus
+    from infra.monitoring.usage import build_report
+    from infra.monitoring.usage_report import print_report, to_csv, to_json, write_plots
+
+    with user_errors():
+        if json and csv:
+            raise ConfigError("give at most one of --json and --csv")
+        spec = load(stack)
+        prices = gpu_hour_prices(spec, read_price_file(Path(price_file)) if price_file else None)
+        report = build_report(spec, Prometheus(prometheus), since, until, prices)
+    if json:
+        print(to_json(report), end="")
+    elif csv:
+        print(to_csv(report), end="")
+    else:
+        print_report(report, console())
+    plots = write_plots(report, Path(out) if out else BUILD / spec.stack / "usage")
+    print(f"wrote {len(plots)} plots to {plots[0].parent}", file=sys.stderr)
+
+
+@task(
+    help={
+        "stack": STACK_HELP,
+        "prometheus": "Prometheus URL (default http://localhost:9090)",
+        "apply": "deactivate the listed workloads (needs gpufleet:cluster.monitoring.reclaimIdle: true)",
+        "until": "evaluate the idle alerts at this time (ISO 8601 or Unix timestamp; default: now)",
+    }
+)
+def reclaim(
+    c: Context,
+    stack: str = "dev",
+    prometheus: str = "http://localhost:9090",
+    apply: bool = False,
+    until: str = "",
+) -> None:
+    """List workloads whose GPUs are all idle beyond their team's idleAfter; --apply deactivates them in Kueue."""
+    import json as jsonlib
+    import shlex
+
+    from infra.errors import ConfigError, ToolMissing
+    from infra.monitoring.prometheus import Prometheus
+    from infra.monitoring.reclaim import idle_and_gpu_pods, plan_reclaim, team_namespaces
+    from infra.monitoring.usage import parse_until
+
+    with user_errors():
+        spec = load(stack)
+        if apply and not spec.cluster.monitoring.reclaim_idle:
+            raise ConfigError(
+                "gpufleet:cluster.monitoring.reclaimIdle is false: set it to true to let --apply deactivate workloads"
+            )
+        idle, holding = idle_and_gpu_pods(Prometheus(prometheus), parse_until(until))
+        found = c.run("kubectl version --client", hide=True, warn=True)
+        if found is None or found.exited != 0:
+            raise ToolMissing(
+                "kubectl not found or not working: install it and point KUBECONFIG at the cluster"
+            )
+
+        def items(kind: str, ns: str) -> list:  # type: ignore[type-arg]
+            got = c.run(f"kubectl get {kind} -n {shlex.quote(ns)} -o json", hide=True, warn=True)
+            if got is None or got.exited != 0:
+                raise ToolMissing(f"kubectl get {kind} -n {ns} failed: {getattr(got, 'stderr', '')}".strip())
+            return list(jsonlib.loads(got.stdout or "{}").get("items", []))
+
+        namespaces = list(team_namespaces(spec))
+        pods = {ns: items("pods", ns) for ns in namespaces}
+        workloads = {ns: items("workloads.kueue.x-k8s.io", ns) for ns in namespaces}
+        candidates = plan_reclaim(spec, idle, holding, pods, workloads)
+        for cand in candidates:
+            print(f"{cand.namespace}/{cand.workload} (team {cand.team}): {cand.reason}")
+            if apply:
+                patch = shlex.quote(jsonlib.dumps(cand.patch()))
+                c.run(
+                    f"kubectl patch workloads.kueue.x-k8s.io {shlex.quote(cand.workload)} "
+                    f"-n {shlex.quote(cand.namespace)} --type merge -p {patch}",
+                    hide=True,
+                )
+        verb = "deactivated" if apply else "would deactivate (dry run; --apply to act)"
+        print(f"{verb} {len(candidates)} workload(s)")

@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infra import catalog
+from infra.scheduling import pool_view
 from infra.spec import ClusterSpec
+from scheduler.checks import warnings as scheduling_warnings
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,19 @@ def build_plan(spec: ClusterSpec) -> Plan:
             )
         if any(p.capacity_type == "CAPACITY_BLOCK" for p in pools):
             notes.append("CAPACITY_BLOCK pools are prepaid at the reservation rate and use no vCPU quota.")
+        for pool in spec.node_pools:
+            if pool.capacity_type == "CAPACITY_BLOCK" and (pool.desired_size or 0) > 0:
+                notes.append(
+                    f"{pool.name}: CAPACITY_BLOCK with desiredSize {pool.desired_size}: EKS updates such a group "
+                    "only at desired size 0, so preflight refuses an AMI release or Kubernetes version change "
+                    "while it runs nodes; scale it to 0 (after draining) before upgrading."
+                )
+            if pool.instance_types:
+                notes.append(
+                    f"{pool.name}: launches any of {', '.join(pool.instance_types)}; costs and quotas use "
+                    f"{pool.instance_type} (the smallest)."
+                )
+    notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
     teams = [
         {
             "name": t.name,

@@ -11,6 +11,8 @@ import difflib
 from collections import Counter
 
 from infra import catalog
+from infra.aws.registries import eks_addon_registry
+from infra.aws.scheduler_config import EKS_SCHEDULER_RESOURCES
 from infra.errors import ConfigError
 from infra.scheduling import (
     ACCELERATOR_LABEL,
@@ -33,6 +35,7 @@ RESERVED_LABELS = (
     ACCELERATOR_LABEL,
     GPU_MODEL_LABEL,
 )
+DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."  # the GPU operator's per-node operand switches
 NP = "gpufleet:nodePools"
 TEAMS = "gpufleet:teams"
 
@@ -55,8 +58,13 @@ def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) ->
     ):
         if value is not None:
             problems.append(f"{at}.{key}: only for platform existing; on aws it comes from instanceType")
+    if pool.instance_types is not None:
+        pool = _instance_types(at, pool, problems)
     if pool.instance_type is None:
-        problems.append(f"{at}.instanceType: required key is missing (a GPU instance type, e.g. g6e.xlarge)")
+        if pool.instance_types is None:
+            problems.append(
+                f"{at}.instanceType: required key is missing (a GPU instance type, e.g. g6e.xlarge)"
+            )
         return pool
     itype = catalog.lookup(pool.instance_type)
     if itype is None:
@@ -76,32 +84,114 @@ def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) ->
         problems.append(f"{at}.efa: {itype.name} has no EFA interfaces; EFA-capable: {', '.join(efa_types)}")
     if pool.max_size is None:
         problems.append(f"{at}.maxSize: required key is missing")
-    _capacity_block(at, pool, spec, problems)
+    _capacity_block(at, pool, problems)
+    _zones(at, pool, spec, problems)
     return pool.model_copy(update={"gpu_model": itype.gpu_model, "gpus_per_node": itype.gpus})
 
 
-def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
+def _instance_types(at: str, pool: NodePool, problems: list[str]) -> NodePool:
+    """`instanceTypes`: several types of one GPU model and count (EKS managed node groups take a list; Spot
+    pools draw on several capacity pools). The flavor is sized from the smallest type, so a quota never
+    promises CPU or memory that one of the types lacks."""
+    names = list(pool.instance_types or [])
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        problems.append(f"{at}.instanceTypes: a capacity block reserves one instance type; use instanceType")
+        return pool
+    if not names:
+        problems.append(f"{at}.instanceTypes: give at least one GPU instance type, or use instanceType")
+        return pool
+    if pool.instance_type is not None and pool.instance_type not in names:
+        problems.append(f"{at}.instanceType: give instanceType or instanceTypes, not both")
+        return pool
+    for dup in sorted(_duplicates(names)):
+        problems.append(f"{at}.instanceTypes: {dup!r} is listed twice")
+    types = []
+    for j, name in enumerate(names):
+        itype = catalog.lookup(name)
+        if itype is None or not itype.gpus:
+            problems.append(
+                f"{at}.instanceTypes[{j}]: {name!r} is not a GPU instance type in the catalog"
+                + _suggest(name, catalog.gpu_instance_names())
+            )
+            return pool
+        types.append(itype)
+    first = types[0]
+    for j, itype in enumerate(types[1:], start=1):
+        if (itype.gpu_model, itype.gpus, itype.arch) != (first.gpu_model, first.gpus, first.arch):
+            problems.append(
+                f"{at}.instanceTypes[{j}]: {itype.name} has {itype.gpus} x {itype.gpu_model} ({itype.arch}), "
+                f"{first.name} has {first.gpus} x {first.gpu_model} ({first.arch}); one pool is one GPU model "
+                "and count on one architecture"
+            )
+        elif pool.efa and itype.efa_interfaces != first.efa_interfaces:
+            problems.append(
+                f"{at}.instanceTypes[{j}]: {itype.name} has {itype.efa_interfaces} EFA interfaces, "
+                f"{first.name} has {first.efa_interfaces}; an EFA pool needs the same count on every type"
+            )
+    smallest = min(types, key=lambda t: (t.vcpus, t.memory_gib))
+    return pool.model_copy(update={"instance_type": smallest.name})
+
+
+def one_zone_pool(pool: NodePool) -> bool:
+    """Capacity blocks live in one zone; so do EFA pools' cluster placement groups (EC2 User Guide,
+    "Placement groups": a cluster placement group is in a single Availability Zone)."""
+    return pool.capacity_type == "CAPACITY_BLOCK" or pool.efa
+
+
+def pool_zones(spec: ClusterSpec, pool: NodePool) -> tuple[str, ...]:
+    """The zones a pool's nodes may use (its subnets): one zone, the pool's list, or the cluster's."""
+    if one_zone_pool(pool) and pool.availability_zone:
+        return (pool.availability_zone,)
+    return tuple(pool.availability_zones or spec.availability_zones)
+
+
+def _capacity_block(at: str, pool: NodePool, problems: list[str]) -> None:
     if pool.capacity_type == "CAPACITY_BLOCK":
         if not pool.capacity_reservation_id:
             problems.append(
                 f"{at}.capacityReservationId: required for CAPACITY_BLOCK (e.g. cr-0123456789abcdef0)"
             )
+    elif pool.capacity_reservation_id is not None:
+        problems.append(
+            f"{at}.capacityReservationId: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})"
+        )
+
+
+def _zones(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
+    """`availabilityZone` for one-zone pools (required there), `availabilityZones` for the others."""
+    cluster_zones = spec.availability_zones
+    accepted = f"the cluster's zones: {', '.join(cluster_zones)}"
+    if one_zone_pool(pool):
+        why = (
+            "CAPACITY_BLOCK (the reservation's zone)"
+            if pool.capacity_type == "CAPACITY_BLOCK"
+            else ("efa pools (a cluster placement group is in one zone)")
+        )
+        if pool.availability_zones is not None:
+            problems.append(f"{at}.availabilityZones: {why} use one zone; set availabilityZone instead")
         if not pool.availability_zone:
-            problems.append(f"{at}.availabilityZone: required for CAPACITY_BLOCK (the reservation's zone)")
-        elif pool.availability_zone not in spec.availability_zones:
+            problems.append(f"{at}.availabilityZone: required for {why}; one of {accepted}")
+        elif pool.availability_zone not in cluster_zones:
+            problems.append(f"{at}.availabilityZone: {pool.availability_zone!r} is not one of {accepted}")
+        return
+    if pool.availability_zone is not None:
+        problems.append(
+            f"{at}.availabilityZone: only for capacityType CAPACITY_BLOCK or efa pools; "
+            "use availabilityZones for a list"
+        )
+    if pool.availability_zones is None:
+        return
+    if not pool.availability_zones:
+        problems.append(f"{at}.availabilityZones: give at least one zone, or remove the key")
+    for j, zone in enumerate(pool.availability_zones):
+        if zone not in cluster_zones:
+            where = f"not in region {spec.region}" if not zone.startswith(spec.region or "") else "not"
             problems.append(
-                f"{at}.availabilityZone: {pool.availability_zone!r} is not one of the cluster's zones "
-                f"({', '.join(spec.availability_zones)})"
+                f"{at}.availabilityZones[{j}]: {zone!r} is {where} one of {accepted} "
+                "(a pool's nodes use the cluster's subnets)"
             )
-    else:
-        for key, value in (
-            ("capacityReservationId", pool.capacity_reservation_id),
-            ("availabilityZone", pool.availability_zone),
-        ):
-            if value is not None:
-                problems.append(
-                    f"{at}.{key}: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})"
-                )
+    for dup in sorted(_duplicates(list(pool.availability_zones))):
+        problems.append(f"{at}.availabilityZones: {dup!r} is listed twice")
 
 
 def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
@@ -114,6 +204,12 @@ def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
         problems.append(f"{at}.efa: only for platform aws")
     if pool.capacity_type != "ON_DEMAND" or pool.capacity_reservation_id or pool.availability_zone:
         problems.append(f"{at}.capacityType: only for platform aws")
+    for key, names in (
+        ("instanceTypes", pool.instance_types),
+        ("availabilityZones", pool.availability_zones),
+    ):
+        if names is not None:
+            problems.append(f"{at}.{key}: only for platform aws")
     if not pool.hosts:
         problems.append(f"{at}.hosts: required for platform existing: a non-empty list of host names")
     elif dup := _duplicates(pool.hosts):
@@ -156,7 +252,7 @@ def _pool_common(i: int, pool: NodePool, problems: list[str]) -> None:
     if pool.max_size is not None:
         _sizes(at, pool.min_size, pool.desired_size, pool.max_size, problems)
     for key in pool.labels:
-        if key in RESERVED_LABELS:
+        if key in RESERVED_LABELS or key.startswith(DEPLOY_LABEL_PREFIX):
             problems.append(f"{at}.labels.{key}: set by gpufleet; remove it")
     for j, taint in enumerate(pool.taints):
         if taint.key == GPU_TAINT_KEY:
@@ -200,8 +296,26 @@ SYSTEM_GROUP = "system"  # the system pool's node group name
 MAX_NODE_GROUP_NAME = 63  # EKS limit
 
 
+def _eks_scheduler(spec: ClusterSpec, problems: list[str]) -> None:
+    """EKS's managed scheduler weighs only some resources (EKS User Guide, "Advanced Kubernetes control plane
+    configuration"; API ResourceConstraints); any other name makes CreateCluster fail after the VPC exists."""
+    for key in spec.scheduling.placement.weights:
+        if key not in EKS_SCHEDULER_RESOURCES:
+            problems.append(
+                f"gpufleet:scheduling.placement.weights.{key}: EKS's managed scheduler accepts only "
+                f"{', '.join(EKS_SCHEDULER_RESOURCES)}; remove it (shared and MIG GPUs are packed by their "
+                "nodes' cpu, memory and nvidia.com/gpu)"
+            )
+
+
 def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
     """What EKS and the AMI families add to the spec's own rules."""
+    _eks_scheduler(spec, problems)
+    if any(p.efa for p in spec.node_pools) and eks_addon_registry(spec.region or "") is None:
+        problems.append(
+            f"aws:region: the EFA device plugin's image registry for {spec.region!r} is not in "
+            "infra/aws/registries.py (EKS User Guide, add-ons-images); add the region's registry there"
+        )
     net, at = spec.cluster.network, "gpufleet:cluster.network"
     if net.vpc_id and not net.private_subnet_ids:
         problems.append(f"{at}.privateSubnetIds: required with vpcId (the subnets nodes run in)")
@@ -226,10 +340,22 @@ def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
             )
 
 
+def _monitoring(spec: ClusterSpec, problems: list[str]) -> None:
+    """Dashboards and idle reclaim read gpufleet's metrics and alerts: they need a Prometheus."""
+    mon, at = spec.cluster.monitoring, "gpufleet:cluster.monitoring"
+    if mon.prometheus == "none":
+        for key, on in (("grafana", mon.grafana), ("reclaimIdle", mon.reclaim_idle)):
+            if on:
+                problems.append(
+                    f"{at}.{key}: needs prometheus: install or existing (it reads gpufleet's metrics)"
+                )
+
+
 def resolved_problems(spec: ClusterSpec) -> list[str]:
     """Rules that read a spec whose catalog facts are resolved; also run by `infra.program.build`."""
     problems: list[str] = []
     _lending(spec, problems)
+    _monitoring(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
     _scheduling(spec, problems)

@@ -10,7 +10,14 @@ import re
 
 from infra import catalog
 from infra.spec import ClusterSpec, NodePool
-from scheduler.labels import GPU_TAINT, pool_node_labels
+from infra.versions import provisioning_request_crd
+from scheduler.labels import (
+    AWS_NETWORK_LAYERS,
+    GPU_TAINT,
+    HOSTNAME_LABEL,
+    KUEUE_NAMESPACE,
+    pool_node_labels,
+)
 from scheduler.model import PoolView, PriorityClassView, SchedulingPolicy, TeamPolicy
 
 
@@ -40,19 +47,48 @@ def _node_size(spec: ClusterSpec, pool: NodePool) -> tuple[int | None, int | Non
     return pool.cpus_per_node, pool.memory_gi_b_per_node
 
 
+def _efa_interfaces(pool: NodePool) -> int:
+    """EFA interfaces per node of an EFA pool (what the EFA device plugin advertises), 0 otherwise."""
+    if not pool.efa or not pool.instance_type:
+        return 0
+    return catalog.CATALOG[pool.instance_type].efa_interfaces
+
+
+def topology_levels(spec: ClusterSpec, pool: NodePool) -> tuple[str, ...]:
+    """The pool's Kueue Topology levels: the spec's labels, or on aws the EKS network layers for EFA pools;
+    the host name is always the lowest level. Empty: the pool is not topology-aware."""
+    if pool.topology_labels is not None:
+        labels = tuple(pool.topology_labels)
+    elif spec.platform == "aws" and pool.efa:
+        labels = AWS_NETWORK_LAYERS
+    else:
+        labels = ()
+    if not labels:
+        return ()
+    return labels if labels[-1] == HOSTNAME_LABEL else (*labels, HOSTNAME_LABEL)
+
+
 GPU_MODEL_LABEL = "gpufleet.io/gpu-model"
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
 def node_labels(pool: NodePool, shared: dict[str, str]) -> dict[str, str]:
-    """Every label a node of this pool carries: the user's, then gpufleet's (which win; rules.py refuses clashes)."""
+    """Every label a node of this pool carries: the user's, then gpufleet's (which win; rules.py refuses clashes).
+
+    The cluster-autoscaler's AWS GPU label (`k8s.amazonaws.com/accelerator`) goes only on pools whose GPUs are
+    advertised as `nvidia.com/gpu`: the autoscaler counts a node with that label and no allocatable
+    `nvidia.com/gpu` as unready (processors/customresources/gpu_processor.go), and renamed time-slicing
+    (`nvidia.com/gpu.shared`) or mixed MIG leave it at 0 for good, so those nodes would stay "unready" and
+    stop scale-ups cluster-wide once the unready limit is reached (kubernetes/autoscaler#8095, #7050).
+    """
     model = catalog.GPU_MODELS.get(pool.gpu_model or "")
+    whole_gpus = pool.sharing.mode == "exclusive"
     return {
         **pool.labels,
         GPU_MODEL_LABEL: pool.gpu_model or "",
         GPU_PRESENT_LABEL: "true",
-        **({ACCELERATOR_LABEL: model.label} if model else {}),
+        **({ACCELERATOR_LABEL: model.label} if model and whole_gpus else {}),
         **shared,
     }
 
@@ -75,6 +111,8 @@ def pool_view(spec: ClusterSpec, pool: NodePool) -> PoolView:
         memory_gib_per_node=memory,
         oversubscribe=pool.oversubscribe,
         node_group=asg_pattern(node_group_name(spec, pool.name)) if spec.platform == "aws" else None,
+        efa_per_node=_efa_interfaces(pool),
+        topology_levels=topology_levels(spec, pool),
     )
     labels = node_labels(pool, pool_node_labels(base))
     taints = (dict(GPU_TAINT), *({"key": t.key, "value": t.value, "effect": t.effect} for t in pool.taints))
@@ -94,6 +132,7 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
             priority=t.priority,
             groups=tuple(t.groups),
             weight=t.weight,
+            external_services=t.allow_external_services,
         )
         for t in spec.teams
     )
@@ -111,5 +150,12 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         kubernetes_version=spec.cluster.kubernetes_version,
         kube_scheduler_image_tag=spec.versions.kube_scheduler_image or "",
         kueue_version=spec.versions.kueue_chart,
+        metrics=spec.cluster.monitoring.enabled,
+        provisioning_request_crd=(
+            provisioning_request_crd(spec.versions.cluster_autoscaler_image or "")
+            if s.provisioning_requests and spec.platform == "aws"
+            else ""
+        ),
+        platform_namespaces=(KUEUE_NAMESPACE, *s.platform_namespaces),
     )
     return policy, [pool_view(spec, p) for p in spec.node_pools]

@@ -27,6 +27,13 @@ NAMESPACE = "gpufleet"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=40)]
 Count = Annotated[int, Field(ge=0)]
+# A Prometheus-style duration: 30s, 15m, 2h, 7d.
+Duration = Annotated[str, Field(pattern=r"^[1-9]\d*(s|m|h|d)$")]
+# A Kubernetes label key: optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
+LabelKey = Annotated[
+    str,
+    Field(pattern=r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"),
+]
 
 
 class Model(BaseModel):
@@ -34,12 +41,23 @@ class Model(BaseModel):
 
 
 class EndpointAccess(Model):
-    """Private API endpoint by default; a public one only behind an explicit CIDR allow-list."""
+    """Private API endpoint by default; a public one only behind an explicit CIDR allow-list.
+
+    The machine that runs the deploy installs the add-ons through this endpoint, so it must reach it: through
+    the public endpoint (its address inside `publicCidrs`), or through the private one from a network connected
+    to the VPC (VPN, peering, Direct Connect), which needs a port-443 rule on the cluster security group from
+    `privateAccessCidrs` or `privateAccessSecurityGroupIds`. Preflight checks which one applies.
+    """
 
     public: bool = False
     public_cidrs: list[str] = Field(default_factory=list)
+    # private endpoint: the connected networks (CIDRs) or security groups allowed to reach it on port 443
+    private_access_cidrs: list[str] = Field(default_factory=list)
+    private_access_security_group_ids: list[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list
+    )
 
-    @field_validator("public_cidrs")
+    @field_validator("public_cidrs", "private_access_cidrs")
     @classmethod
     def _cidrs(cls, cidrs: list[str]) -> list[str]:
         for cidr in cidrs:
@@ -80,6 +98,19 @@ class Monitoring(Model):
     prometheus: Literal["install", "existing", "none"] = "none"
     grafana: bool = False
     retention: Annotated[str, Field(pattern=r"^\d+(h|d|w|y)$")] = "15d"
+    # The chart's Prometheus selects monitors and rules labelled `release: <release>` (kube-prometheus-stack's
+    # default); on `existing`, the Helm release name of the stack already running.
+    release: Name = "kube-prometheus-stack"
+    # Where the stack (install) and gpufleet's rules and dashboards live.
+    namespace: Name = "monitoring"
+    scrape_interval: Duration = "30s"
+    # Alert and report thresholds; a team's own `idleAfter` / `pendingAfter` win.
+    idle_after: Duration = "2h"  # an allocated GPU below 5% utilisation this long is idle
+    pending_after: Duration = "1h"  # a team's GPU workloads wait this long without an admission
+    reclaim_idle: bool = False  # deactivate (Kueue `spec.active: false`) workloads idle past the threshold
+    # Existing clusters: GPU faults from DCGM health cordon and taint the node (NVSentinel); `drain` also
+    # evicts its pods; `off` installs nothing. EKS uses the node monitoring agent and node auto repair.
+    self_healing: Literal["off", "cordon", "drain"] = "cordon"
 
     @model_validator(mode="before")
     @classmethod
@@ -190,6 +221,16 @@ class NodePool(Model):
     taints: list[Taint] = Field(default_factory=list)
     sharing: Sharing = Sharing()
     oversubscribe: bool = False
+    # Node label keys of the pool's network or NVLink domains (e.g. block, then rack), broadest first: the
+    # pool gets a Kueue Topology and a topology queue. Default: the EKS network layers for EFA pools on aws.
+    topology_labels: list[LabelKey] | None = Field(default=None, min_length=1, max_length=15)
+
+    @field_validator("topology_labels")
+    @classmethod
+    def _distinct_levels(cls, labels: list[str] | None) -> list[str] | None:
+        if labels is not None and len(set(labels)) != len(labels):
+            raise ValueError(f"{labels}: each label may name one topology level only")
+        return labels
 
     @field_validator("ami_family", mode="before")
     @classmethod
@@ -216,6 +257,10 @@ class Team(Model):
     priority: str = "default"  # default WorkloadPriorityClass for the team's jobs
     groups: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0  # fair-sharing weight
+    idle_after: Duration | None = None  # GPU idle alert/reclaim threshold (default: monitoring.idleAfter)
+    pending_after: Duration | None = None  # queue wait alert threshold (default: monitoring.pendingAfter)
+    # The team may create LoadBalancer/NodePort Services (reachable from outside the cluster); off by default.
+    allow_external_services: bool = False
 
     @model_validator(mode="after")
     def _default_namespace(self) -> Team:
@@ -259,6 +304,8 @@ class Scheduling(Model):
     # Must exceed GPU node provisioning (cold GPU nodes take 10-15 minutes) so gangs are not requeued early.
     wait_for_pods_ready_timeout: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "30m"
     provisioning_requests: bool = False
+    # Namespaces (besides kueue-system) whose pods may reach team pods: monitoring, the ingress controller's.
+    platform_namespaces: list[Name] = Field(default_factory=lambda: ["monitoring", "ingress"])
 
 
 class ClusterSpec(Model):

@@ -64,6 +64,11 @@ class Versions(BaseModel):
     # later bump to v0.5.21-eksbuild.13 (eks-charts#1366) exists but its chart number was not confirmed.
     efa_device_plugin_chart: str = "v0.5.31"
     node_monitoring_agent_addon: str = "v1.6.6-eksbuild.1"
+    # Operations (docs/operations.md). kube-prometheus-stack 88.5.3 ships prometheus-operator v0.93.1,
+    # Prometheus v3.14.0, Grafana chart 12.11.1, kube-state-metrics chart 8.4.0 (its Chart.yaml at the tag).
+    kube_prometheus_stack_chart: str = "88.5.3"
+    # NVIDIA NVSentinel: GPU fault detection, quarantine (cordon + taint), drain, un-quarantine on recovery.
+    nvsentinel_chart: str = "v1.29.0"
 
     def resolved(self, kubernetes_version: str) -> Versions:
         """A copy with every per-minor pin filled in for this Kubernetes minor."""
@@ -86,4 +91,18 @@ CHART_REPOS: dict[str, str] = {
     "kueue": "oci://registry.k8s.io/kueue/charts",
     "cluster-autoscaler": "https://kubernetes.github.io/autoscaler",
     "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
+    "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
+    "nvsentinel": "oci://ghcr.io/nvidia",
 }
+
+
+# The ProvisioningRequest CRD at the cluster-autoscaler's own release tag (the chart does not install it; Kueue
+# needs it served before it starts). `version` is the autoscaler image tag, e.g. v1.35.2.
+PROVISIONING_REQUEST_CRD = (
+    "https://raw.githubusercontent.com/kubernetes/autoscaler/cluster-autoscaler-{version}/"
+    "cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
+)
+
+
+def provisioning_request_crd(autoscaler_image: str) -> str:
+    return PROVISIONING_REQUEST_CRD.format(version=autoscaler_image.removeprefix("v"))

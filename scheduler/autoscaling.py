@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from scheduler.labels import metadata
 from scheduler.model import PoolView, SchedulingPolicy
+from scheduler.yamltext import dump_text
 
 CONFIGMAP = "cluster-autoscaler-priority-expander"  # the name the autoscaler reads, in its own namespace
 PRIORITY = {"CAPACITY_BLOCK": 30, "ON_DEMAND": 20, "SPOT": 10}
@@ -37,6 +36,6 @@ def priority_expander(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> li
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": metadata(CONFIGMAP, policy.autoscaler_namespace),
-            "data": {"priorities": yaml.safe_dump(priorities, sort_keys=False)},
+            "data": {"priorities": dump_text(priorities)},
         }
     ]

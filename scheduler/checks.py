@@ -19,6 +19,7 @@ from scheduler.labels import (
     SCHEDULER_NAMESPACE,
 )
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
+from scheduler.resources import units_per_gpu
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(\d+)(s|m|h)$")
@@ -55,6 +56,33 @@ def lendable(team: TeamPolicy, pool: PoolView) -> int:
 def leftover_gpus(policy: SchedulingPolicy, pool: PoolView) -> int:
     """Pool capacity no team holds as quota: it goes to the cohort, so any team can borrow it."""
     return max(0, pool.max_gpus - sum(t.quotas.get(pool.name, 0) for t in policy.teams))
+
+
+# What the docs' examples ask per slice (docs/scheduling.md, "Shared GPUs" and "MIG slices"): cores, GiB.
+EXAMPLE_SLICE_REQUESTS = {"timeSlicing": (1, 4), "mig": (4, 32)}
+
+
+def warnings(pools: Sequence[PoolView]) -> list[str]:
+    """Not errors: sharing pools whose nodes have fewer cores or GiB per GPU slice than the docs' example job
+    asks. A node full of such jobs runs out of CPU or memory before it runs out of slices, so some slices idle
+    (and their pods stay pending) however the quotas are set."""
+    out: list[str] = []
+    for i, pool in enumerate(pools):
+        if pool.sharing not in EXAMPLE_SLICE_REQUESTS or not (
+            pool.cpus_per_node and pool.memory_gib_per_node
+        ):
+            continue
+        slices = pool.gpus_per_node * units_per_gpu(pool)
+        cpu, memory = pool.cpus_per_node / slices, pool.memory_gib_per_node / slices
+        want_cpu, want_memory = EXAMPLE_SLICE_REQUESTS[pool.sharing]
+        if cpu < want_cpu or memory < want_memory:
+            out.append(
+                f"{ROOT}:nodePools[{i}] ({pool.name}): each of a node's {slices} GPU slices comes with "
+                f"{cpu:.1f} cores and {memory:.0f} GiB, less than the documented example job asks "
+                f"({want_cpu} cores, {want_memory} GiB); a node full of such jobs runs out of CPU or memory "
+                "before it runs out of slices"
+            )
+    return out
 
 
 def check(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.admission import team_admission
 from scheduler.autoscaling import priority_expander
 from scheduler.checks import check
 from scheduler.guard import gpu_guard
@@ -31,14 +32,20 @@ KIND_ORDER = (
     "LimitRange",
     "Deployment",
     "WorkloadPriorityClass",
+    "Topology",
     "ResourceFlavor",
     "ProvisioningRequestConfig",
     "AdmissionCheck",
     "Cohort",
     "ClusterQueue",
     "LocalQueue",
-    "ValidatingAdmissionPolicy",  # last: block bypassing pods once the queues that admit them exist
+    "ValidatingAdmissionPolicy",  # block bypassing pods once the queues that admit them exist
     "ValidatingAdmissionPolicyBinding",
+    # Kinds added later go last, so the rank prefixes of rendered files (and GitOps paths) never change.
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+    "MutatingAdmissionPolicy",  # defaults for team jobs, once the priority classes they name exist
+    "MutatingAdmissionPolicyBinding",
 )
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Namespaced objects may live in these without creating them: they belong to the cluster or to infra's releases.
@@ -55,6 +62,13 @@ def apply_key(obj: dict[str, Any]) -> tuple[int, str, str]:
     return KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"]
 
 
+def listing_key(obj: dict[str, Any]) -> tuple[int, str]:
+    """Apply order, ties broken as a listing of the rendered files sorts (`<rank>-<kind>-[<ns>-]<name>.yaml`),
+    so `batch-topology` comes before `batch` in both."""
+    rank, namespace, name = apply_key(obj)
+    return rank, f"{namespace}-{name}." if namespace else f"{name}."
+
+
 def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     """Check the inputs (SchedulerConfigError naming the key) and build every object, sorted for applying."""
     pools = tuple(pools)
@@ -67,4 +81,5 @@ def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[st
         objects += secondary_scheduler(policy, pools)
     objects += kueue_objects(policy, pools)
     objects += gpu_guard()
-    return sorted(objects, key=apply_key)
+    objects += team_admission(policy)
+    return sorted(objects, key=listing_key)

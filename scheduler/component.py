@@ -15,7 +15,7 @@ from typing import Any
 
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
-from pulumi_kubernetes.yaml.v2 import ConfigGroup
+from pulumi_kubernetes.yaml.v2 import ConfigFile, ConfigGroup
 
 from scheduler.compiler import apply_key, compile, is_custom_resource
 from scheduler.kueue_config import RELEASE_NAME, kueue_values
@@ -73,6 +73,16 @@ class GpuScheduling(pulumi.ComponentResource):
     ) -> None:
         objects = compile(policy, pools)  # raises SchedulerConfigError before anything is registered
         super().__init__("gpufleet:scheduler:GpuScheduling", name, None, opts)
+        # Kueue enables its ProvisioningRequest admission check controller only when the CRD is served when it
+        # starts (Kueue docs, "Provisioning Admission Check"), and the autoscaler chart does not ship the CRD.
+        self.provisioning_crd: ConfigFile | None = None
+        if policy.provisioning_requests and policy.provisioning_request_crd:
+            self.provisioning_crd = ConfigFile(
+                f"{name}-provisioningrequest-crd",
+                file=policy.provisioning_request_crd,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(external_dependencies)),
+            )
+        before_kueue = [*external_dependencies, *([self.provisioning_crd] if self.provisioning_crd else [])]
         self.kueue = Release(
             f"{name}-kueue",
             name=RELEASE_NAME,
@@ -81,7 +91,7 @@ class GpuScheduling(pulumi.ComponentResource):
             namespace=KUEUE_NAMESPACE,
             create_namespace=True,
             values=kueue_values(policy),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(external_dependencies)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=before_kueue),
         )
         self.resources: dict[str, pulumi.Resource] = {}
         for obj, deps in dependency_plan(objects):

@@ -4,6 +4,10 @@ Team namespaces are covered by Kueue (`manageJobsWithoutQueueName`, see kueue_co
 ValidatingAdmissionPolicy closes the other door, a pod requesting `nvidia.com/*` resources in any other
 namespace (`default`, a tool's namespace) that tolerates the GPU taint and so bypasses every quota. The GPU
 operator's own validator pods request a GPU, so its namespace (and kube-system) stay allowed.
+
+The policy matches every namespace whose `gpufleet.io/queue-managed` label is anything but exactly `true`
+(absent, `false`, `yes`...), the exact complement of Kueue's `managedJobsNamespaceSelector`, so no label value
+puts a namespace outside both.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ EXPRESSION = (
 def gpu_guard() -> list[dict[str, Any]]:
     outside = {
         "matchExpressions": [
-            {"key": QUEUE_MANAGED_LABEL, "operator": "DoesNotExist"},
+            {"key": QUEUE_MANAGED_LABEL, "operator": "NotIn", "values": ["true"]},
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(ALLOWED_NAMESPACES)},
         ]
     }

@@ -1,10 +1,24 @@
 """Kueue objects (API kueue.x-k8s.io/v1beta2, Kueue 0.19): flavors, cohort, one ClusterQueue and LocalQueue per team.
 
-Every queue has a single resource group covering cpu, memory and every GPU resource name, with the CPU-only
-flavor first and then one flavor per pool. One group (not one per GPU kind) matters: Kueue picks a flavor per
-resource group, so a pod whose GPUs and CPUs came from different groups would get two pools' node selectors
-and never schedule. A pool's flavor has quota only in its own GPU resource, so a pod asking for
-`nvidia.com/gpu.shared` can only land on time-sliced pools, and a whole-GPU pod never on them.
+Every queue has two resource groups, and Kueue picks one flavor per group (pkg/scheduler/flavorassigner):
+- `cpu` and `memory` with the single `cpu-only` flavor, which adds no node selector and no toleration. Its
+  quota is the team's CPU-only quota plus the CPU/memory share of the team's GPUs, so a GPU pod's cores are
+  counted here too;
+- every GPU resource name (and `vpc.amazonaws.com/efa` when a pool has EFA) with one flavor per pool, which
+  selects and tolerates that pool's nodes. A pool's flavor has quota only in its own GPU resource (and EFA).
+A pod that requests no GPU resource only touches the first group, so it can only ever get `cpu-only`: it never
+spills onto a GPU pool when its CPU quota runs out (it waits or borrows CPU instead). A GPU pod gets `cpu-only`
+for its cores and its pool's flavor for its GPUs; `cpu-only` adds no node labels, so the pod's node selector is
+exactly its pool's.
+
+Topology-aware pools (EFA pools on EKS, pools whose spec names topology labels) get a Kueue `Topology` and a
+flavor with `topologyName`, and they are served by a second queue per team, `<team>-topology` (LocalQueue
+`topology`), whose flavors are all topology-aware. Two queues because Kueue's topology-aware scheduling
+(pkg/scheduler/flavorassigner/tas_flavorassigner.go, v0.19.2) only places a pod set whose every flavor is
+topology-aware, and gives a topology flavor only to pod sets that request a topology or are in a queue where
+every flavor has one: the split CPU group above (`cpu-only`, no topology) would make every gang fail there. In
+the topology queue one resource group covers cpu, memory, GPUs and EFA, so every pod of a gang, a CPU-only
+launcher included, is placed inside the pool's topology.
 """
 
 from __future__ import annotations
@@ -13,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler.checks import CPU_FLAVOR, leftover_gpus, lendable
-from scheduler.labels import POOL_LABEL
+from scheduler.labels import EFA_RESOURCE, POOL_LABEL
 from scheduler.labels import metadata as _meta
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
 from scheduler.resources import (
@@ -38,6 +52,20 @@ def quantity(value: float) -> int | str:
     return int(value) if float(value).is_integer() else str(value)
 
 
+TOPOLOGY_QUEUE = "topology"  # the LocalQueue of each team for topology-aware gangs
+TOPOLOGY_SUFFIX = "-topology"  # its ClusterQueue: <team>-topology
+
+
+def topologies(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    """One Topology per topology-aware pool (named after it), levels broadest first."""
+    return [
+        {"apiVersion": API, "kind": "Topology", "metadata": _meta(pool.name),
+         "spec": {"levels": [{"nodeLabel": label} for label in pool.topology_levels]}}
+        for pool in pools
+        if pool.topology_levels
+    ]  # fmt: skip
+
+
 def resource_flavors(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     """A CPU-only flavor (any untainted node) and one flavor per pool that selects and tolerates its nodes."""
     out = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(CPU_FLAVOR), "spec": {}}]
@@ -46,42 +74,97 @@ def resource_flavors(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
             {"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
             for t in pool.taints
         ]
-        spec = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": tolerations}
+        spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": tolerations}
+        if pool.topology_levels:
+            spec["topologyName"] = pool.name
         out.append({"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(pool.name), "spec": spec})
     return out
 
 
-def _flavor_resources(
-    pool: PoolView | None, covered: list[str], gpus: int, cpu: int, memory_gib: int
-) -> list[dict[str, Any]]:
-    own = gpu_resource(pool) if pool else None
-    values: dict[str, int | str] = {"cpu": cpu, "memory": f"{memory_gib}Gi"}
-    for name in covered[2:]:
-        values[name] = gpu_units(pool, gpus) if pool is not None and name == own else 0
+CPU_RESOURCES = ["cpu", "memory"]
+
+
+def gpu_covered(pools: Sequence[PoolView]) -> list[str]:
+    """The GPU group's resources: every GPU resource name, and EFA interfaces when a pool offers them."""
+    return covered_gpu_resources(pools) + ([EFA_RESOURCE] if any(p.efa_per_node for p in pools) else [])
+
+
+def _efa_units(pool: PoolView, gpus: int) -> int:
+    """EFA interfaces that go with `gpus` GPUs of the pool (its share of the nodes' interfaces), rounded up."""
+    return -(-gpus * pool.efa_per_node // pool.gpus_per_node) if pool.efa_per_node else 0
+
+
+def _gpu_resources(pool: PoolView, covered: list[str], gpus: int) -> list[dict[str, Any]]:
+    own = gpu_resource(pool)
+    values = {name: gpu_units(pool, gpus) if name == own else 0 for name in covered}
+    if EFA_RESOURCE in values:
+        values[EFA_RESOURCE] = _efa_units(pool, gpus)
     return [{"name": name, "nominalQuota": values[name]} for name in covered]
 
 
-def _pool_quota(pool: PoolView, gpus: int) -> tuple[int, int]:
-    return cpu_for_gpus(pool, gpus), memory_gib_for_gpus(pool, gpus)
+def _cpu_resources(cpu: int, memory_gib: int) -> list[dict[str, Any]]:
+    return [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": f"{memory_gib}Gi"}]
+
+
+def _gpu_share(pools: Sequence[PoolView], gpus: dict[str, int]) -> tuple[int, int]:
+    """Cores and GiB that go with these GPUs of each pool (the GPUs' share of their nodes)."""
+    by_name = {p.name: p for p in pools}
+    cpu = sum(cpu_for_gpus(by_name[n], g) for n, g in gpus.items() if n in by_name)
+    memory = sum(memory_gib_for_gpus(by_name[n], g) for n, g in gpus.items() if n in by_name)
+    return cpu, memory
+
+
+def resource_groups(
+    cpu_flavor: list[dict[str, Any]], gpu_flavors: list[dict[str, Any]], covered: list[str]
+) -> list[dict[str, Any]]:
+    """The CPU group, then the GPU group (left out when there is no GPU flavor to list)."""
+    groups: list[dict[str, Any]] = [{"coveredResources": list(CPU_RESOURCES), "flavors": cpu_flavor}]
+    if gpu_flavors:
+        groups.append({"coveredResources": covered, "flavors": gpu_flavors})
+    return groups
+
+
+def _whole_pool_flavor(pool: PoolView, covered: list[str], gpus: int) -> dict[str, Any]:
+    """A topology pool's flavor: its GPUs (and EFA) and the cores and memory that go with them."""
+    cpu = _cpu_resources(cpu_for_gpus(pool, gpus), memory_gib_for_gpus(pool, gpus))
+    return {"name": pool.name, "resources": cpu + _gpu_resources(pool, covered, gpus)}
 
 
 def cohort(policy: SchedulingPolicy, pools: Sequence[PoolView], covered: list[str]) -> dict[str, Any]:
-    """The cohort holds the capacity no team has as quota, so it is borrowable rather than idle."""
+    """The cohort holds the capacity no team has as quota (GPUs and their cores), so it is borrowable.
+
+    One resource group covering everything: `cpu-only` holds the cores of spare GPUs of ordinary pools, a
+    topology pool's flavor its own. Quota is pooled per flavor and resource, whatever the queues' groups."""
+    spare = {pool.name: leftover_gpus(policy, pool) for pool in pools}
+    ordinary = {p.name: spare[p.name] for p in pools if not p.topology_levels}
     flavors = []
     for pool in pools:
-        spare = leftover_gpus(policy, pool)
-        if spare:
-            resources = _flavor_resources(pool, covered, spare, *_pool_quota(pool, spare))
-            flavors.append({"name": pool.name, "resources": resources})
+        if not spare[pool.name]:
+            continue
+        if pool.topology_levels:
+            flavors.append(_whole_pool_flavor(pool, covered, spare[pool.name]))
+        else:
+            cpu = _cpu_resources(0, 0)
+            flavors.append(
+                {"name": pool.name, "resources": cpu + _gpu_resources(pool, covered, spare[pool.name])}
+            )
     spec: dict[str, Any] = {}
     if flavors:
-        spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
+        zero = [{"name": name, "nominalQuota": 0} for name in covered]
+        cpu_only = {"name": CPU_FLAVOR, "resources": _cpu_resources(*_gpu_share(pools, ordinary)) + zero}
+        spec["resourceGroups"] = [
+            {"coveredResources": CPU_RESOURCES + covered, "flavors": [cpu_only, *flavors]}
+        ]
     return {"apiVersion": API, "kind": "Cohort", "metadata": _meta(policy.cohort), "spec": spec}
 
 
 def _team_flavor(team: TeamPolicy, pool: PoolView, covered: list[str]) -> dict[str, Any]:
     gpus = team.quotas.get(pool.name, 0)
-    resources = _flavor_resources(pool, covered, gpus, *_pool_quota(pool, gpus))
+    resources = (
+        _whole_pool_flavor(pool, covered, gpus)["resources"]
+        if pool.topology_levels
+        else _gpu_resources(pool, covered, gpus)
+    )
     own = next(r for r in resources if r["name"] == gpu_resource(pool))
     if team.borrowing_limit is not None:
         own["borrowingLimit"] = gpu_units(pool, team.borrowing_limit)
@@ -90,18 +173,16 @@ def _team_flavor(team: TeamPolicy, pool: PoolView, covered: list[str]) -> dict[s
     return {"name": pool.name, "resources": resources}
 
 
-def cluster_queue(
-    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], covered: list[str]
+def team_cpu_quota(team: TeamPolicy, pools: Sequence[PoolView]) -> tuple[int, int]:
+    """The `cpu-only` quota: CPU-only work plus the cores and memory that go with the team's GPU quota on
+    ordinary pools (a topology pool's flavor carries its own)."""
+    cpu, memory = _gpu_share([p for p in pools if not p.topology_levels], team.quotas)
+    return team.cpu_quota + cpu, team.memory_quota_gib + memory
+
+
+def _queue_spec(
+    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], groups: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    # The team's own pools first: with TryNextFlavor Kueue still prefers a flavor that needs no borrowing.
-    ordered = sorted(pools, key=lambda p: team.quotas.get(p.name, 0) == 0)
-    flavors = [
-        {
-            "name": CPU_FLAVOR,
-            "resources": _flavor_resources(None, covered, 0, team.cpu_quota, team.memory_quota_gib),
-        }
-    ]
-    flavors += [_team_flavor(team, pool, covered) for pool in ordered]
     preemption: dict[str, Any] = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if not policy.fair_sharing:  # Kueue ignores borrowWithinCohort under fair sharing (shares decide instead)
         preemption["borrowWithinCohort"] = {
@@ -114,22 +195,51 @@ def cluster_queue(
         "queueingStrategy": "BestEffortFIFO",
         "flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"},
         "preemption": preemption,
-        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        "resourceGroups": groups,
     }
     if policy.fair_sharing:
         spec["fairSharing"] = {"weight": quantity(team.weight)}
-    if policy.provisioning_requests:
+    autoscaled = [p.name for p in pools if p.node_group]
+    if policy.provisioning_requests and autoscaled:
         spec["admissionChecksStrategy"] = {
-            "admissionChecks": [
-                {"name": PROVISIONING_CHECK, "onFlavors": [p.name for p in pools if p.node_group]}
-            ]
+            "admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": autoscaled}]
         }
-    return {"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name), "spec": spec}
+    return spec
 
 
-def local_queue(team: TeamPolicy) -> dict[str, Any]:
-    meta = _meta(LOCAL_QUEUE, team.namespace)
-    return {"apiVersion": API, "kind": "LocalQueue", "metadata": meta, "spec": {"clusterQueue": team.name}}
+def _ordered(team: TeamPolicy, pools: Sequence[PoolView]) -> list[PoolView]:
+    # The team's own pools first: with TryNextFlavor Kueue still prefers a flavor that needs no borrowing.
+    return sorted(pools, key=lambda p: team.quotas.get(p.name, 0) == 0)
+
+
+def cluster_queues(
+    policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], covered: list[str]
+) -> list[dict[str, Any]]:
+    """The team's queue for ordinary pools, and its topology queue when a pool is topology-aware."""
+    ordinary = [p for p in _ordered(team, pools) if not p.topology_levels]
+    cpu = [{"name": CPU_FLAVOR, "resources": _cpu_resources(*team_cpu_quota(team, pools))}]
+    gpu = [_team_flavor(team, pool, covered) for pool in ordinary]
+    groups = resource_groups(cpu, gpu, covered)
+    out = [{"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name),
+            "spec": _queue_spec(policy, team, ordinary, groups)}]  # fmt: skip
+    aware = [p for p in _ordered(team, pools) if p.topology_levels]
+    if aware:
+        flavors = [_team_flavor(team, pool, covered) for pool in aware]
+        groups = [{"coveredResources": CPU_RESOURCES + covered, "flavors": flavors}]
+        out.append({"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name + TOPOLOGY_SUFFIX),
+                    "spec": _queue_spec(policy, team, aware, groups)})  # fmt: skip
+    return out
+
+
+def local_queues(team: TeamPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    out = [(LOCAL_QUEUE, team.name)]
+    if any(p.topology_levels for p in pools):
+        out.append((TOPOLOGY_QUEUE, team.name + TOPOLOGY_SUFFIX))
+    return [
+        {"apiVersion": API, "kind": "LocalQueue", "metadata": _meta(name, team.namespace),
+         "spec": {"clusterQueue": cq}}
+        for name, cq in out
+    ]  # fmt: skip
 
 
 def priority_classes(policy: SchedulingPolicy) -> list[dict[str, Any]]:
@@ -146,7 +256,7 @@ def provisioning(covered: list[str]) -> list[dict[str, Any]]:
         "apiVersion": API,
         "kind": "ProvisioningRequestConfig",
         "metadata": _meta(PROVISIONING_CHECK),
-        "spec": {"provisioningClassName": PROVISIONING_CLASS, "managedResources": covered[2:]},
+        "spec": {"provisioningClassName": PROVISIONING_CLASS, "managedResources": covered},
     }
     check = {
         "apiVersion": API,
@@ -165,11 +275,12 @@ def provisioning(covered: list[str]) -> list[dict[str, Any]]:
 
 
 def kueue_objects(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
-    covered = ["cpu", "memory", *covered_gpu_resources(pools)]
-    out = priority_classes(policy) + resource_flavors(pools)
+    covered = gpu_covered(pools)
+    out = priority_classes(policy) + topologies(pools) + resource_flavors(pools)
     if policy.provisioning_requests:
         out += provisioning(covered)
     out.append(cohort(policy, pools, covered))
-    out += [cluster_queue(policy, team, pools, covered) for team in policy.teams]
-    out += [local_queue(team) for team in policy.teams]
+    for team in policy.teams:
+        out += cluster_queues(policy, team, pools, covered)
+        out += local_queues(team, pools)
     return out

@@ -30,6 +30,11 @@ SECONDARY_SCHEDULER_NAME = "gpu-binpack"
 GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-sliced replicas (renameByDefault)
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # + profile, e.g. nvidia.com/mig-1g.10gb (mixed strategy)
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# EKS puts a node's place in the AWS network on these labels (EKS user guide, "Place distributed AI/ML workloads
+# with network topology labels"), layer 1 the broadest; layer 4 exists only on some instance types.
+AWS_NETWORK_LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3))
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # EFA interfaces, advertised by the AWS EFA device plugin
 
 
 class SharedPool(Protocol):

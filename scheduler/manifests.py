@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from scheduler.compiler import KIND_ORDER, apply_key
+from scheduler.yamltext import NoAliasDumper
 
 KUSTOMIZATION = "kustomization.yaml"
 KUEUE_VALUES = "kueue-values.yaml"
@@ -27,8 +28,9 @@ def file_name(obj: dict[str, Any]) -> str:
     return "-".join(parts) + ".yaml"
 
 
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (embedded config files) as readable `|` blocks instead of escaped one-liners."""
+class _Dumper(NoAliasDumper):
+    """Multi-line strings (embedded config files) as readable `|` blocks instead of escaped one-liners; no
+    anchors or aliases (a repeated object is written out again)."""
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

@@ -34,6 +34,10 @@ class PoolView:
     node_group: str | None = (
         None  # autoscaling group / node group name regex (priority expander); None: existing
     )
+    efa_per_node: int = 0  # EFA interfaces (vpc.amazonaws.com/efa) a node of an EFA pool advertises
+    # Node labels of the pool's network (or NVLink) topology, broadest first, ending with the host name;
+    # empty: the pool is not topology-aware.
+    topology_levels: tuple[str, ...] = ()
 
     @property
     def max_gpus(self) -> int:
@@ -54,6 +58,7 @@ class TeamPolicy:
     weight: float = 1.0  # fair-sharing weight
     cpu_quota: int = 32  # cores for CPU-only work
     memory_quota_gib: int = 128  # GiB for CPU-only work
+    external_services: bool = False  # may create LoadBalancer/NodePort Services in its namespace
 
 
 @dataclass(frozen=True)
@@ -89,3 +94,9 @@ class SchedulingPolicy:
     autoscaler_namespace: str = (
         "kube-system"  # where the cluster-autoscaler reads its priority-expander ConfigMap
     )
+    # The ProvisioningRequest CRD (kubernetes/autoscaler, the autoscaler's release tag) installed before Kueue
+    # when provisioning_requests is on: Kueue only starts its provisioning controller if the CRD exists.
+    provisioning_request_crd: str = ""
+    metrics: bool = False  # Kueue exposes Prometheus metrics (a Prometheus operator runs: its ServiceMonitor)
+    # Namespaces whose pods may reach team pods (NetworkPolicy); Kueue's is always among them.
+    platform_namespaces: tuple[str, ...] = ("kueue-system", "monitoring", "ingress")

@@ -4,7 +4,15 @@ Why the ResourceQuota is a ceiling and not a zero: Kueue-admitted pods are ordin
 GPUs would block the admitted jobs too. What keeps unqueued pods off GPUs is Kueue itself
 (manageJobsWithoutQueueName for namespaces labelled queue-managed, see kueue_config). The quota caps the
 namespace at the most Kueue could ever admit for the team (quota + borrowing limit, within the pools), so it
-never blocks admitted work but bounds the damage if Kueue is bypassed (e.g. its webhook is down).
+never blocks admitted work but bounds the damage if Kueue is bypassed (e.g. a job created while Kueue's
+webhook was down and its failure policy let it through).
+
+Network: every team namespace denies ingress by default and allows it from its own pods and from the
+platform's namespaces (Kueue, monitoring, ingress); NetworkPolicies only bite where the CNI enforces them (on
+EKS infra turns on the VPC CNI's policy agent; on existing clusters preflight says whether the CNI does).
+
+Read access: team groups may list the cluster-scoped Kueue objects that describe their queues (ClusterQueues,
+ResourceFlavors, WorkloadPriorityClasses, Cohorts), which the chart's batch-user role does not grant.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.admission import EXTERNAL_SERVICES_LABEL, PRIORITY_LABEL
 from scheduler.checks import max_admitted_gpus
 from scheduler.kueue_config import QUEUE_MANAGED_LABEL, RELEASE_NAME
 from scheduler.labels import metadata as _meta
@@ -19,9 +28,12 @@ from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
 from scheduler.resources import covered_gpu_resources, gpu_resource, gpu_units
 
 TEAM_LABEL = "gpufleet.io/team"
-PRIORITY_LABEL = "gpufleet.io/default-priority"
 GPU_QUOTA = "gpu-ceiling"
 TEAM_ROLES = ("edit", f"{RELEASE_NAME}-batch-user-role")  # workloads + read access to queues and workloads
+QUEUE_READER = "gpufleet-queue-reader"
+QUEUE_READ_RESOURCES = ("clusterqueues", "resourceflavors", "workloadpriorityclasses", "cohorts")
+DEFAULT_DENY = "default-deny-ingress"
+ALLOW_PLATFORM = "allow-same-namespace-and-platform"
 
 
 def namespace(policy: SchedulingPolicy, team: TeamPolicy) -> dict[str, Any]:
@@ -34,6 +46,7 @@ def namespace(policy: SchedulingPolicy, team: TeamPolicy) -> dict[str, Any]:
         TEAM_LABEL: team.name,
         QUEUE_MANAGED_LABEL: "true",
         PRIORITY_LABEL: team.priority,
+        **({EXTERNAL_SERVICES_LABEL: "allowed"} if team.external_services else {}),
     }
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(team.namespace, labels=labels)}
 
@@ -83,8 +96,51 @@ def role_bindings(team: TeamPolicy) -> list[dict[str, Any]]:
     ]
 
 
+def network_policies(policy: SchedulingPolicy, team: TeamPolicy) -> list[dict[str, Any]]:
+    """Deny all ingress, then allow it from the namespace itself and from the platform's namespaces."""
+    api = "networking.k8s.io/v1"
+    deny = {"podSelector": {}, "policyTypes": ["Ingress"]}
+    peers: list[dict[str, Any]] = [{"podSelector": {}}] + [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+        for ns in policy.platform_namespaces
+    ]
+    allow = {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": peers}]}
+    return [
+        {"apiVersion": api, "kind": "NetworkPolicy", "metadata": _meta(name, team.namespace), "spec": spec}
+        for name, spec in ((DEFAULT_DENY, deny), (ALLOW_PLATFORM, allow))
+    ]
+
+
+def queue_reader(policy: SchedulingPolicy) -> list[dict[str, Any]]:
+    """A ClusterRole to read the queue objects, bound cluster-wide to every team group (none without groups)."""
+    groups = sorted({g for team in policy.teams for g in team.groups})
+    if not groups:
+        return []
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _meta(QUEUE_READER),
+        "rules": [
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": list(QUEUE_READ_RESOURCES),
+                "verbs": ["get", "list", "watch"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": _meta(QUEUE_READER),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": QUEUE_READER},
+        "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": g} for g in groups],
+    }
+    return [role, binding]
+
+
 def team_objects(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for team in policy.teams:
         out += [namespace(policy, team), resource_quota(team, pools), limit_range(team), *role_bindings(team)]
-    return out
+        out += network_policies(policy, team)
+    return out + queue_reader(policy)

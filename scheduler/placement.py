@@ -2,7 +2,13 @@
 
 On EKS `infra` hands `kube_scheduler_config()` to the managed control plane. On an existing cluster the control
 plane is not ours, so the same profile runs as an upstream kube-scheduler (`schedulerName: gpu-binpack`,
-image matching the cluster's minor) with its own RBAC and leader-election lease.
+image matching the cluster's minor) with its own RBAC and leader-election lease: two replicas on different
+nodes (one holds the lease), a PodDisruptionBudget so a drain never takes both, system-cluster-critical
+priority and a memory limit. Team pods get its name from an admission policy (scheduler.admission), so GPU
+pods are bound by this one scheduler only.
+
+`scheduler_config_file` is the one function that builds the secondary scheduler's configuration (its name
+and its profile); everything else refers to SECONDARY_SCHEDULER_NAME.
 """
 
 from __future__ import annotations
@@ -10,16 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from scheduler.labels import GPU_RESOURCE, SCHEDULER_NAMESPACE, SECONDARY_SCHEDULER_NAME, metadata
 from scheduler.model import PoolView, SchedulingPolicy
 from scheduler.resources import covered_gpu_resources
+from scheduler.yamltext import dump_text
 
 SCHEDULER_API = "kubescheduler.config.k8s.io/v1"
 IMAGE = "registry.k8s.io/kube-scheduler"
 CONFIG_DIR = "/etc/kubernetes/gpu-binpack"
 CONFIG_FILE = "config.yaml"
+PRIORITY_CLASS = "system-cluster-critical"  # with the default scheduler down, it must be the last to go
+RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 APP = {"app.kubernetes.io/name": SECONDARY_SCHEDULER_NAME}
 
 
@@ -100,14 +107,17 @@ def scheduler_config_file(policy: SchedulingPolicy, pools: Sequence[PoolView]) -
 
 
 def _deployment(policy: SchedulingPolicy) -> dict[str, Any]:
-    probe = {"httpGet": {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}, "initialDelaySeconds": 15}
+    def http_get() -> dict[str, Any]:
+        return {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}
+
+    probe = {"httpGet": http_get(), "initialDelaySeconds": 15}
     container = {
         "name": "kube-scheduler",
         "image": f"{IMAGE}:{policy.kube_scheduler_image_tag}",
         "command": ["/usr/local/bin/kube-scheduler", f"--config={CONFIG_DIR}/{CONFIG_FILE}", "--v=2"],
         "livenessProbe": probe,
-        "readinessProbe": {"httpGet": probe["httpGet"]},
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "readinessProbe": {"httpGet": http_get()},
+        "resources": {k: dict(v) for k, v in RESOURCES.items()},
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "runAsNonRoot": True,
@@ -118,8 +128,14 @@ def _deployment(policy: SchedulingPolicy) -> dict[str, Any]:
         },
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
+    spread = {
+        "labelSelector": {"matchLabels": dict(APP)},
+        "topologyKey": "kubernetes.io/hostname",
+    }
     pod = {
         "serviceAccountName": SECONDARY_SCHEDULER_NAME,
+        "priorityClassName": PRIORITY_CLASS,
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [spread]}},
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": f"{SECONDARY_SCHEDULER_NAME}-config"}}],
     }
@@ -146,9 +162,15 @@ def secondary_scheduler(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> 
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(f"{SECONDARY_SCHEDULER_NAME}-config"),
-        "data": {CONFIG_FILE: yaml.safe_dump(scheduler_config_file(policy, pools), sort_keys=False)},
+        "data": {CONFIG_FILE: dump_text(scheduler_config_file(policy, pools))},
     }
-    return [ns, *_rbac(), config, _deployment(policy)]
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(SECONDARY_SCHEDULER_NAME),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(APP)}},
+    }
+    return [ns, *_rbac(), config, _deployment(policy), pdb]
 
 
 # ---- FragmentationAware: the scheduler extender (scheduler/extender) ------------------------------------

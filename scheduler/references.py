@@ -61,7 +61,13 @@ def _kueue(idx: Index, pools: Sequence[PoolView]) -> list[str]:
                 out.append(
                     f"{describe(obj)}: {spec['parameters']['kind']} {spec['parameters']['name']} missing"
                 )
-        elif kind == "ResourceFlavor" and spec.get("nodeLabels"):
+        elif (
+            kind == "ResourceFlavor"
+            and spec.get("topologyName")
+            and not _has(idx, "Topology", spec["topologyName"])
+        ):
+            out.append(f"{describe(obj)}: Topology {spec['topologyName']} does not exist")
+        if kind == "ResourceFlavor" and spec.get("nodeLabels"):
             pool = by_pool.get(name)
             if pool is None:
                 out.append(f"{describe(obj)}: selects nodes but no pool is named {name}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.monitoring.stack import autoscaler_service_monitor_values
 from infra.spec import ClusterSpec
 
 NAMESPACE = "kube-system"
@@ -55,4 +56,10 @@ def cluster_autoscaler_values(spec: ClusterSpec, role_arn: Any) -> dict[str, Any
         },
         # On the system pool: the autoscaler must never run on a node it might remove.
         "nodeSelector": {"gpufleet.io/role": "system"},
+        # Scraped by the cluster's Prometheus (docs/operations.md) when monitoring is on.
+        **(
+            {"serviceMonitor": autoscaler_service_monitor_values(spec)}
+            if spec.cluster.monitoring.enabled
+            else {}
+        ),
     }

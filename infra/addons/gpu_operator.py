@@ -7,17 +7,31 @@ The values are cluster-wide but a cluster's pools may mix node images, so they a
   with the precompiled driver of the pinned branch);
 - the device plugin runs everywhere except on Bottlerocket nodes, which run their own: their node groups carry
   `nvidia.com/gpu.deploy.device-plugin=false` (see infra.aws.nodepools), so one values document serves both;
+- CDI is on (the chart's default, set explicitly because GPU isolation depends on it): the device plugin passes
+  its allocations to the runtime as CDI devices, not through `NVIDIA_VISIBLE_DEVICES`, so a container cannot
+  ask for every GPU with an environment variable (see scheduler.sharing);
 - its configuration is the scheduler's ConfigMap (one entry per sharing pool, picked by node label), default
   entry "default"; MIG pools switch the strategy to `mixed` and turn on mig-manager;
 - every operand tolerates the GPU taint (and each pool's extra taints) so it reaches the GPU nodes;
-- dcgm-exporter always runs (node health and metrics); its ServiceMonitor only with `monitoring: true`,
-  because without the Prometheus operator CRDs the object cannot be created.
+- dcgm-exporter always runs (node health and metrics) with the pod mapping and gpufleet's counter list; its
+  ServiceMonitor only when monitoring is enabled, because without the Prometheus operator CRDs the object
+  cannot be created (infra.monitoring.stack.dcgm_exporter_values);
+- with self-healing on an existing cluster, DCGM runs standalone so NVSentinel can read its health checks;
+- on EKS the node monitoring agent already runs a DCGM host engine on every GPU node (host port 5555, see
+  infra.aws.eks_addons); two host engines on one node contend for the GPUs' DCGM state, so dcgm-exporter runs
+  on the host network and reads that engine (`DCGM_REMOTE_HOSTENGINE_INFO`, dcgm-exporter's
+  `--remote-hostengine-info`) instead of starting its embedded one;
+- on EKS, mig-manager may reboot a node (`WITH_REBOOT=true`): enabling MIG mode on a cloud instance's GPUs
+  needs a reset the driver cannot do while the node runs (GPU operator docs, "GPU Operator with MIG": "in a
+  CSP environment ... WITH_REBOOT ... to ensure that the node reboots and can apply the MIG configuration").
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from infra.monitoring.health import gpu_operator_dcgm_values
+from infra.monitoring.stack import dcgm_exporter_values as monitored_dcgm_exporter_values
 from infra.spec import ClusterSpec
 from scheduler.labels import DEVICE_PLUGIN_CONFIGMAP, DEVICE_PLUGIN_DEFAULT_CONFIG
 
@@ -45,6 +59,33 @@ def operator_manages_driver(spec: ClusterSpec) -> bool:
     return spec.platform == "existing" and spec.cluster.driver_managed_by == "operator"
 
 
+EKS_DCGM_HOSTENGINE = "localhost:5555"  # the node monitoring agent's dcgm-server (hostPort 5555)
+
+
+def dcgm_exporter_values(spec: ClusterSpec) -> dict[str, Any]:
+    """Monitoring's dcgm-exporter section; on EKS, read the node monitoring agent's host engine."""
+    values = monitored_dcgm_exporter_values(spec)
+    if spec.platform == "aws":
+        values = values | {
+            "hostNetwork": True,
+            "env": [
+                *values.get("env", []),
+                {"name": "DCGM_REMOTE_HOSTENGINE_INFO", "value": EKS_DCGM_HOSTENGINE},
+            ],
+        }
+    return values
+
+
+def mig_manager_values(spec: ClusterSpec, any_mig: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "enabled": any_mig,
+        "config": {"create": False, "name": "", "default": MIG_DEFAULT},
+    }
+    if any_mig and spec.platform == "aws":
+        values["env"] = [{"name": "WITH_REBOOT", "value": "true"}]
+    return values
+
+
 def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     any_mig = any(p.sharing.mode == "mig" for p in spec.node_pools)
     manage = operator_manages_driver(spec)
@@ -54,6 +95,7 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     return {
         "driver": driver,
         "toolkit": {"enabled": manage},
+        "cdi": {"enabled": True},
         "devicePlugin": {
             "enabled": True,
             "config": {
@@ -63,8 +105,9 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
             },
         },
         "mig": {"strategy": "mixed" if any_mig else "single"},
-        "migManager": {"enabled": any_mig, "config": {"create": False, "name": "", "default": MIG_DEFAULT}},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": spec.cluster.monitoring.enabled}},
+        "migManager": mig_manager_values(spec, any_mig),
+        "dcgmExporter": dcgm_exporter_values(spec),
+        **({"dcgm": dcgm} if (dcgm := gpu_operator_dcgm_values(spec)) else {}),
         "daemonsets": {"tolerations": tolerations(spec)},
         # NFD labels the GPU nodes the operator then targets; the chart's list is replaced, so keep its entry.
         "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, *tolerations(spec)]}},

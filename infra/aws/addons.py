@@ -14,7 +14,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.addons import cluster_autoscaler as ca
-from infra.addons import efa
+from infra.addons import efa, vpc_cni
 from infra.aws import iam
 from infra.aws.cluster import Cluster
 from infra.aws.tags import common_tags
@@ -62,6 +62,17 @@ class Addons(pulumi.ComponentResource):
             ca.NAMESPACE,
             ca.cluster_autoscaler_values(spec, role.arn),
             pulumi.ResourceOptions.merge(after_nodes, pulumi.ResourceOptions(depends_on=[policy])),
+        )
+        # Turns on the VPC CNI's network policy agent, so the team namespaces' NetworkPolicies are enforced.
+        self.vpc_cni = aws.eks.Addon(
+            f"{name}-{vpc_cni.ADDON}",
+            cluster_name=cluster.eks.name,
+            addon_name=vpc_cni.ADDON,
+            configuration_values=vpc_cni.configuration_values(),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=common_tags(spec),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.efa = None
         if efa.efa_pools(spec):

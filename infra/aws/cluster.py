@@ -21,27 +21,45 @@ import pulumi_aws as aws
 from infra.aws import iam
 from infra.aws.kubeconfig import kubeconfig
 from infra.aws.network import Network
+from infra.aws.scheduler_config import eks_scheduler_config
 from infra.aws.tags import common_tags, partition
-from infra.scheduling import scheduler_inputs
 from infra.spec import ClusterSpec
-from scheduler.placement import kube_scheduler_config
 
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 LOG_RETENTION_DAYS = 90
 
 
-def eks_scheduler_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The NodeResourcesFit scoring strategy of a KubeSchedulerConfiguration, in `aws.eks.Cluster`'s shape."""
-    plugins = config["profiles"][0]["pluginConfig"]
-    args = next(p["args"] for p in plugins if p["name"] == "NodeResourcesFit")
-    strategy = args["scoringStrategy"]
-    resources = [{"name": r["name"], "weight": r["weight"]} for r in strategy["resources"]]
-    return {"node_resources_fit": {"scoring_strategy": {"type": strategy["type"], "resources": resources}}}
-
-
 def placement_config(spec: ClusterSpec) -> dict[str, Any]:
-    policy, pools = scheduler_inputs(spec)
-    return eks_scheduler_config(kube_scheduler_config(policy, pools))
+    """The managed scheduler's scoring: only the resource names EKS accepts (see infra.aws.scheduler_config)."""
+    placement = spec.scheduling.placement
+    return eks_scheduler_config(placement.strategy, dict(placement.weights))
+
+
+API_PORT = 443
+
+
+def private_access_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Port-443 ingress on the cluster security group from the connected networks the spec names.
+
+    EKS creates the cluster security group allowing only itself; a deployer on a VPN or peered network reaches
+    the private endpoint only through a rule like these (EKS User Guide, "Cluster API server endpoint").
+    """
+    access = spec.cluster.endpoint_access
+    rules: list[dict[str, Any]] = [
+        {"cidr_ipv4": cidr, "description": f"EKS API from {cidr}"}
+        for cidr in access.private_access_cidrs
+        if ":" not in cidr
+    ]
+    rules += [
+        {"cidr_ipv6": cidr, "description": f"EKS API from {cidr}"}
+        for cidr in access.private_access_cidrs
+        if ":" in cidr
+    ]
+    rules += [
+        {"referenced_security_group_id": sg, "description": f"EKS API from {sg}"}
+        for sg in access.private_access_security_group_ids
+    ]
+    return [{**r, "ip_protocol": "tcp", "from_port": API_PORT, "to_port": API_PORT} for r in rules]
 
 
 def endpoint_config(spec: ClusterSpec) -> dict[str, Any]:
@@ -50,6 +68,23 @@ def endpoint_config(spec: ClusterSpec) -> dict[str, Any]:
     if access.public:
         config["public_access_cidrs"] = list(access.public_cidrs)
     return config
+
+
+def provider_identity() -> tuple[str | None, str | None]:
+    """The AWS profile and assumed role the program's AWS provider uses (`aws:profile`, `aws:assumeRoles`).
+
+    The kubeconfig's `aws eks get-token` must authenticate as the same identity that created the cluster
+    (the only admin at creation), not as whatever the shell's default credentials are.
+    """
+    config = pulumi.Config("aws")
+    profile = config.get("profile")
+    roles = config.get_object("assumeRoles") or config.get_object("assumeRole")
+    role = None
+    if isinstance(roles, list) and roles:
+        role = roles[0].get("roleArn")
+    elif isinstance(roles, dict):
+        role = roles.get("roleArn")
+    return profile, role
 
 
 def _issuer(identities: Any) -> str:
@@ -131,10 +166,15 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-oidc", url=self.issuer_url, client_id_lists=["sts.amazonaws.com"], tags=tags, opts=child
         )
         self.security_group_id = self.eks.vpc_config.apply(lambda v: str(v.cluster_security_group_id))
+        for i, rule in enumerate(private_access_rules(spec)):
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-ingress-{i}", security_group_id=self.security_group_id, **rule, opts=child
+            )
         ca = self.eks.certificate_authority.apply(lambda c: str(c.data))
+        profile, role_arn = provider_identity()
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.eks.name, self.eks.endpoint, ca).apply(
-                lambda a: kubeconfig(a[0], a[1], a[2], spec.region or "")
+                lambda a: kubeconfig(a[0], a[1], a[2], spec.region or "", profile=profile, role_arn=role_arn)
             )
         )
         self.register_outputs(

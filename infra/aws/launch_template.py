@@ -10,7 +10,12 @@ instance type. What belongs here:
 - an encrypted gp3 volume of the pool's size on the device the AMI family keeps its data on: the root
   device `/dev/xvda` on AL2023, the data volume `/dev/xvdb` on Bottlerocket (whose `/dev/xvda` is the small
   read-only OS image);
-- EFA interfaces (one per network card, the first at device index 0) with the cluster security group;
+- EFA interfaces with the cluster security group: an EFA (with ENA) interface as the primary (network card 0,
+  device index 0) and `efa-only` interfaces on every other network card at device index 0 (EC2 User Guide,
+  "Maximize network bandwidth on instances with multiple network cards": an EFA-only interface cannot be
+  the primary and takes no IP address). A p5.48xlarge therefore takes one VPC address for its interfaces,
+  not 32; the VPC CNI leaves EFA-only interfaces alone;
+- the node user data (AL2023 NVIDIA: see infra.aws.userdata);
 - a cluster placement group for EFA pools on on-demand or spot capacity (never with a reservation, whose
   instances are already placed);
 - for capacity blocks: the `capacity-block` market type, the reservation id and the instance type.
@@ -48,12 +53,12 @@ def block_devices(ami_family: str, size_gib: int) -> list[dict[str, Any]]:
 
 
 def efa_interfaces(count: int, security_group_id: Any) -> list[dict[str, Any]]:
-    """One EFA interface per network card; subnets come from the node group, never from the template."""
+    """One EFA per network card: EFA with ENA on card 0, EFA-only on the others; subnets come from the group."""
     return [
         {
-            "device_index": 0 if card == 0 else 1,
+            "device_index": 0,
             "network_card_index": card,
-            "interface_type": "efa",
+            "interface_type": "efa" if card == 0 else "efa-only",
             "security_groups": [security_group_id],
             "delete_on_termination": "true",
         }
@@ -71,6 +76,7 @@ def launch_template_data(
     placement_group: Any = None,
     capacity_reservation_id: str | None = None,
     instance_type: str | None = None,
+    user_data: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `aws.ec2.LaunchTemplate` (besides name and options)."""
     data: dict[str, Any] = {
@@ -79,6 +85,8 @@ def launch_template_data(
         "tag_specifications": [{"resource_type": kind, "tags": tags} for kind in ("instance", "volume")],
         "update_default_version": True,
     }
+    if user_data:
+        data["user_data"] = user_data
     if efa_count:
         data["network_interfaces"] = efa_interfaces(efa_count, security_group_id)
     if placement_group is not None:

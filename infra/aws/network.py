@@ -104,7 +104,10 @@ class Network(pulumi.ComponentResource):
                     opts=child,
                 )
             )
-        nats = self._nat_gateways(public, tags, child)
+        # EIPs and NAT gateways need the VPC's internet gateway attached first (the Terraform AWS provider's
+        # aws_eip and aws_nat_gateway docs: "use depends_on to set an explicit dependency on the IGW"); the
+        # engine cannot see that dependency from their inputs and would otherwise create them in parallel.
+        nats = self._nat_gateways(public, tags, pulumi.ResourceOptions(parent=self, depends_on=[igw]))
         for i, (zone, subnet) in enumerate(zip(zones, private, strict=True)):
             nat = nats[i] if len(nats) > 1 else nats[0]
             rt = aws.ec2.RouteTable(
@@ -123,27 +126,27 @@ class Network(pulumi.ComponentResource):
         self._zones = [pulumi.Output.from_input(z) for z in zones]
 
     def _nat_gateways(
-        self, public: list[aws.ec2.Subnet], tags: dict[str, str], child: pulumi.ResourceOptions
+        self, public: list[aws.ec2.Subnet], tags: dict[str, str], after_igw: pulumi.ResourceOptions
     ) -> list[aws.ec2.NatGateway]:
         per_az = self._spec.cluster.network.nat_gateways == "perAz"
         zones = self._spec.availability_zones if per_az else self._spec.availability_zones[:1]
         nats = []
         for zone, subnet in zip(zones, public, strict=False):
-            eip = aws.ec2.Eip(f"{self._name}-nat-{zone}", domain="vpc", tags=tags, opts=child)
+            eip = aws.ec2.Eip(f"{self._name}-nat-{zone}", domain="vpc", tags=tags, opts=after_igw)
             nats.append(
                 aws.ec2.NatGateway(
                     f"{self._name}-nat-{zone}",
                     allocation_id=eip.id,
                     subnet_id=subnet.id,
                     tags={**tags, "Name": f"{self._spec.cluster.name}-{zone}"},
-                    opts=child,
+                    opts=after_igw,
                 )
             )
         return nats
 
-    def private_subnets_in(self, zone: str) -> pulumi.Output[list[str]]:
-        """The private subnet ids in one zone (capacity blocks live in exactly one)."""
+    def private_subnets_in(self, *zones: str) -> pulumi.Output[list[str]]:
+        """The private subnet ids in the given zones (a placement group or capacity block lives in one)."""
         pairs = pulumi.Output.all(
             pulumi.Output.all(*self._zones), pulumi.Output.all(*self.private_subnet_ids)
         )
-        return pairs.apply(lambda zs: [s for z, s in zip(zs[0], zs[1], strict=True) if z == zone])
+        return pairs.apply(lambda zs: [s for z, s in zip(zs[0], zs[1], strict=True) if z in zones])

@@ -17,12 +17,11 @@ import pulumi_aws as aws
 
 from infra.aws import iam
 from infra.aws.cluster import Cluster
+from infra.aws.eks_addons import MONITORING_ADDON, monitoring_agent_configuration
 from infra.aws.network import Network
 from infra.aws.nodepools import SYSTEM_GROUP, NodeGroupPlan, plan_node_groups
 from infra.aws.tags import CA_PREFIX, common_tags, partition
 from infra.spec import ClusterSpec
-
-MONITORING_ADDON = "eks-node-monitoring-agent"
 
 
 class NodeGroups(pulumi.ComponentResource):
@@ -63,6 +62,7 @@ class NodeGroups(pulumi.ComponentResource):
             cluster_name=cluster.eks.name,
             addon_name=MONITORING_ADDON,
             addon_version=spec.versions.node_monitoring_agent_addon,
+            configuration_values=monitoring_agent_configuration(spec),
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=self._tags,
@@ -85,8 +85,8 @@ class NodeGroups(pulumi.ComponentResource):
             opts=child,
         )
         subnets: Any = (
-            self._network.private_subnets_in(plan.availability_zone)
-            if plan.availability_zone
+            self._network.private_subnets_in(*plan.availability_zones)
+            if plan.availability_zones
             else self._network.private_subnet_ids
         )
         taints: Any = plan.eks_taints
@@ -101,7 +101,7 @@ class NodeGroups(pulumi.ComponentResource):
             ami_type=plan.ami_type,
             release_version=plan.release_version,
             capacity_type=plan.capacity_type,
-            instance_types=None if plan.instance_type_in_template else [plan.instance_type],
+            instance_types=None if plan.instance_type_in_template else list(plan.instance_types),
             scaling_config={
                 "min_size": plan.min_size,
                 "desired_size": plan.desired_size,

@@ -6,17 +6,20 @@ zone pinning and launch-template data are all chosen here and tested without Pul
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra import catalog
 from infra.aws import launch_template as lt
-from infra.aws.tags import autoscaler_tags
+from infra.aws.tags import KEEP_NODES_OPTIONS, autoscaler_tags
+from infra.aws.userdata import node_user_data
 from infra.errors import ConfigError
-from infra.rules import SYSTEM_GROUP
+from infra.rules import SYSTEM_GROUP, pool_zones
 from infra.scheduling import node_group_name, pool_view
 from infra.spec import ClusterSpec, NodePool
 from scheduler.model import PoolView
+from scheduler.resources import gpu_resource, gpu_units
 
 SYSTEM_VOLUME_GIB = 100
 AMI_TYPES: dict[tuple[str, str], str] = {
@@ -32,21 +35,33 @@ EKS_EFFECT = {
     "NoExecute": "NO_EXECUTE",
     "PreferNoSchedule": "PREFER_NO_SCHEDULE",
 }
-# Bottlerocket NVIDIA nodes run their own device plugin; the GPU operator's must stay off them.
-BOTTLEROCKET_OPERAND_LABELS = {"nvidia.com/gpu.deploy.device-plugin": "false"}
-# Node auto-repair limits: a fleet-wide fault (a bad driver, a broken AMI) must not replace every node.
-REPAIR = {
-    "enabled": True,
-    "max_parallel_nodes_repaired_percentage": 20,
-    "max_unhealthy_node_threshold_percentage": 30,
-}
+# Bottlerocket NVIDIA nodes ship the driver, the container toolkit and their own device plugin, and support
+# neither the operator's MIG manager nor its toolkit or validator; `nvidia.com/gpu.deploy.operands=false`
+# keeps every GPU operator operand off them (GPU Operator docs, "Disabling operands on a node"). Their GPU
+# health comes from the EKS node monitoring agent, which runs on them as on AL2023.
+BOTTLEROCKET_OPERAND_LABELS = {"nvidia.com/gpu.deploy.operands": "false"}
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# Node auto-repair, as counts (EKS API NodeRepairConfig): a percentage threshold stops repairs as soon as one
+# node of a small group is sick (1 of 3 is 33% > 30%). Repairs go one node at a time and stop when more than
+# ~30% of the group's maximum (at least one node) is unhealthy at once: that looks like a fleet-wide fault (a
+# bad driver, a broken AMI), which replacing nodes would not fix.
+REPAIR_THRESHOLD_FRACTION = 0.3
+
+
+def repair_config(max_size: int) -> dict[str, Any]:
+    """`node_repair_config` for a group of at most `max_size` nodes: counts, one node repaired at a time."""
+    return {
+        "enabled": True,
+        "max_parallel_nodes_repaired_count": 1,
+        "max_unhealthy_node_threshold_count": max(1, math.ceil(REPAIR_THRESHOLD_FRACTION * max_size)),
+    }
 
 
 @dataclass(frozen=True)
 class NodeGroupPlan:
     pool: str
     name: str  # EKS node group name (also in the Auto Scaling group name: eks-<name>-<uuid>)
-    instance_type: str
+    instance_type: str  # the type the flavor's CPU and memory are sized from
     ami_type: str
     ami_family: str
     release_version: str
@@ -57,13 +72,15 @@ class NodeGroupPlan:
     labels: dict[str, str]
     taints: tuple[dict[str, str], ...]  # Kubernetes form: key, value, effect (NoSchedule...)
     autoscaler_tags: dict[str, str]
-    availability_zone: str | None  # None: every private subnet
+    availability_zones: tuple[str, ...] | None  # None: every private subnet
     volume_gib: int
     efa_interfaces: int = 0
     placement_group: bool = False
     capacity_reservation_id: str | None = None
     gpu: bool = True
     repair: dict[str, Any] = field(default_factory=dict)
+    instance_types: tuple[str, ...] = ()  # every type the group may launch (Spot diversification)
+    user_data: str | None = None
 
     @property
     def eks_taints(self) -> list[dict[str, str]]:
@@ -86,6 +103,7 @@ class NodeGroupPlan:
             placement_group=placement_group if self.placement_group else None,
             capacity_reservation_id=self.capacity_reservation_id,
             instance_type=self.instance_type,
+            user_data=self.user_data,
         )
 
 
@@ -99,12 +117,44 @@ def release_version(spec: ClusterSpec, ami_family: str) -> str:
     return pinned
 
 
+# A MIG node boots with `nvidia.com/mig.config` already set (the group's label), so the device plugin could
+# start before mig-manager has partitioned the GPUs: pods then get whole GPUs and the plugin fails on MIG
+# devices it cannot find (NVIDIA/gpu-operator#2670). Booting with the device plugin paused closes the race:
+# mig-manager (v0.15.0, pinned by GPU operator v26.7.0) applies the label's layout at start and then sets
+# every paused operand back to "true" (mig-parted pkg/mig/reconfigure/reconfigure.go, maybeSetTrue).
+MIG_BOOT_LABELS = {"nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"}
+
+
 def gpu_labels(pool: PoolView, ami_family: str) -> dict[str, str]:
-    """The pool's node labels (shared with the scheduler's flavors), plus the operand switches of its AMI."""
+    """The pool's node labels (shared with the scheduler's flavors), plus the operand switches of its AMI.
+
+    Public: the Karpenter node classes label their nodes with exactly these.
+    """
     labels = dict(pool.labels)
     if ami_family == "BOTTLEROCKET_NVIDIA":
         labels.update(BOTTLEROCKET_OPERAND_LABELS)
+    if pool.sharing == "mig":
+        labels.update(MIG_BOOT_LABELS)
     return labels
+
+
+def node_template_resources(view: PoolView, efa_interfaces: int = 0) -> dict[str, int]:
+    """The extended resources one node of the pool offers, as its pods request them.
+
+    The GPU resource and its count come from `scheduler.resources` (the functions that size the pool's Kueue
+    quota), so a group's template and its flavor can never disagree: `nvidia.com/gpu` = GPUs on whole-GPU
+    pools, `nvidia.com/gpu.shared` = GPUs x replicas on time-sliced pools, `nvidia.com/mig-<profile>` =
+    GPUs x instances on MIG pools; plus `vpc.amazonaws.com/efa` = the EFA interfaces of EFA pools.
+    """
+    resources = {gpu_resource(view): gpu_units(view, view.gpus_per_node)}
+    if efa_interfaces:
+        resources[EFA_RESOURCE] = efa_interfaces
+    return resources
+
+
+def pool_instance_types(pool: NodePool) -> tuple[str, ...]:
+    """Every instance type the pool's group may launch (`instanceTypes`, else `instanceType`)."""
+    return tuple(pool.instance_types or [pool.instance_type or ""])
 
 
 def plan_gpu_pool(spec: ClusterSpec, pool: NodePool) -> NodeGroupPlan:
@@ -113,10 +163,14 @@ def plan_gpu_pool(spec: ClusterSpec, pool: NodePool) -> NodeGroupPlan:
     family = str(pool.ami_family)
     labels = gpu_labels(view, family)
     taints = tuple(dict(t) for t in view.taints)
+    efa = itype.efa_interfaces if pool.efa else 0
+    block = pool.capacity_type == "CAPACITY_BLOCK"
+    zones = pool_zones(spec, pool)
     return NodeGroupPlan(
         pool=pool.name,
         name=node_group_name(spec, pool.name),
         instance_type=itype.name,
+        instance_types=pool_instance_types(pool),
         ami_type=AMI_TYPES[(family, itype.arch)],
         ami_family=family,
         release_version=release_version(spec, family),
@@ -126,15 +180,21 @@ def plan_gpu_pool(spec: ClusterSpec, pool: NodePool) -> NodeGroupPlan:
         max_size=pool.max_size or 0,
         labels=labels,
         taints=taints,
-        autoscaler_tags=autoscaler_tags(spec.cluster.name, labels, taints, itype.gpus),
-        availability_zone=pool.availability_zone if pool.capacity_type == "CAPACITY_BLOCK" else None,
+        autoscaler_tags=autoscaler_tags(
+            spec.cluster.name,
+            labels,
+            taints,
+            node_template_resources(view, efa),
+            # Capacity-block nodes are paid for whether they run pods or not: never scale them down.
+            KEEP_NODES_OPTIONS if block else None,
+        ),
+        availability_zones=None if zones == tuple(spec.availability_zones) else zones,
         volume_gib=pool.root_volume_gi_b,
-        efa_interfaces=itype.efa_interfaces if pool.efa else 0,
-        placement_group=pool.efa and pool.capacity_type in ("ON_DEMAND", "SPOT"),
-        capacity_reservation_id=pool.capacity_reservation_id
-        if pool.capacity_type == "CAPACITY_BLOCK"
-        else None,
-        repair=dict(REPAIR),
+        efa_interfaces=efa,
+        placement_group=pool.efa and not block,
+        capacity_reservation_id=pool.capacity_reservation_id if block else None,
+        repair=repair_config(pool.max_size or 0),
+        user_data=node_user_data(family),
     )
 
 
@@ -156,8 +216,9 @@ def plan_system_pool(spec: ClusterSpec) -> NodeGroupPlan:
         max_size=sp.max_size,
         labels=labels,
         taints=(),
-        autoscaler_tags=autoscaler_tags(spec.cluster.name, labels, (), 0),
-        availability_zone=None,
+        autoscaler_tags=autoscaler_tags(spec.cluster.name, labels, (), {}),
+        availability_zones=None,
+        instance_types=(sp.instance_type,),
         volume_gib=SYSTEM_VOLUME_GIB,
         gpu=False,
     )

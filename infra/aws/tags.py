@@ -40,21 +40,36 @@ def subnet_tags(cluster: str, public: bool) -> dict[str, str]:
     return {role: "1", cluster_tag(cluster): "shared"}
 
 
+TEMPLATE = f"{CA_PREFIX}/node-template"
+# cluster-autoscaler cloudprovider/aws/README.md: per-ASG overrides of scale-down settings.
+KEEP_NODES_OPTIONS = {
+    # A node is only "unneeded" while its utilization is below the threshold, so 0 never removes it.
+    f"{TEMPLATE}/autoscaling-options/scaledownutilizationthreshold": "0",
+    f"{TEMPLATE}/autoscaling-options/scaledowngpuutilizationthreshold": "0",
+}
+
+
 def autoscaler_tags(
     cluster: str,
     labels: Mapping[str, str],
     taints: Iterable[Mapping[str, str]],
-    gpus: int,
+    resources: Mapping[str, int],
+    options: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Discovery tags plus the node template the autoscaler uses to scale a group up from zero nodes.
 
     A group at zero has no node to copy, so without these the autoscaler cannot know that a new node would
-    offer `nvidia.com/gpu` (the device plugin advertises it only after boot) or carry the pool's labels and
-    tolerate-only taints, and a pending GPU pod would never trigger a scale-up.
+    offer the pool's extended resources (`nvidia.com/gpu`, `nvidia.com/gpu.shared`, `nvidia.com/mig-*`,
+    `vpc.amazonaws.com/efa`: device plugins advertise them only after boot) or carry the pool's labels and
+    taints, and a pending pod that requests them would never trigger a scale-up. `resources` maps each
+    extended resource to its count per node (zero counts are left out); `options` are per-group
+    `autoscaling-options/*` overrides (cluster-autoscaler cloudprovider/aws/README.md).
     """
     tags = {CA_ENABLED: "true", ca_owner_tag(cluster): "owned"}
-    if gpus:
-        tags[f"{CA_PREFIX}/node-template/resources/{GPU_RESOURCE}"] = str(gpus)
+    for name, count in resources.items():
+        if count:
+            tags[f"{TEMPLATE}/resources/{name}"] = str(count)
+    tags.update(options or {})
     for key, value in labels.items():
         tags[f"{CA_PREFIX}/node-template/label/{key}"] = value
     for taint in taints:

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.addons.gpu_operator import gpu_operator_values
+from infra.monitoring.component import Operations, metrics_stack
 from infra.scheduling import scheduler_inputs
 from infra.spec import ClusterSpec
 from infra.versions import CHART_REPOS
@@ -68,6 +69,12 @@ class GpuStack(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpufleet:k8s:GpuStack", name, None, opts)
+        # The metrics stack first (monitoring.prometheus: install): its CRDs carry dcgm-exporter's monitor.
+        self.metrics = metrics_stack(
+            f"{name}-metrics",
+            spec,
+            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on)),
+        )
         self.gpu_operator = chart_release(
             f"{name}-gpu-operator",
             spec,
@@ -75,7 +82,11 @@ class GpuStack(pulumi.ComponentResource):
             GPU_OPERATOR_NAMESPACE,
             gpu_operator_values(spec),
             # Explicit on the release (a component's own dependencies do not reach its children).
-            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on)),
+            pulumi.ResourceOptions(
+                parent=self,
+                provider=provider,
+                depends_on=[*depends_on, *([self.metrics] if self.metrics else [])],
+            ),
         )
         policy, pools = scheduler_inputs(spec)
         # The scheduling objects target the operator's device-plugin config and the GPU nodes it labels.
@@ -84,6 +95,13 @@ class GpuStack(pulumi.ComponentResource):
             policy,
             pools,
             external_dependencies=[self.gpu_operator],
+            opts=pulumi.ResourceOptions(parent=self, provider=provider),
+        )
+        # Rules, monitors, dashboards and NVSentinel once the operator and Kueue (its namespace) are there.
+        self.operations = Operations(
+            f"{name}-operations",
+            spec,
+            depends_on=[self.gpu_operator, self.scheduling.kueue],
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
         self.register_outputs({"gpu_operator": self.gpu_operator.status})

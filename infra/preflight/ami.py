@@ -6,6 +6,8 @@ exists in this region" is one `GetParameters` call:
 
 - AL2023 NVIDIA, release `1.35.2-20261110` ->
   `/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/amazon-eks-node-al2023-x86_64-nvidia-1.35-v20261110/image_id`
+- AL2023 standard (the system pool), same release string ->
+  `/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.35-v20261110/image_id`
 - Bottlerocket NVIDIA, release `1.50.2-0ab3c4d1` ->
   `/aws/service/bottlerocket/aws-k8s-1.35-nvidia/x86_64/1.50.2-0ab3c4d1/image_id`; Bottlerocket also publishes
   the bare version (`.../x86_64/1.50.2/image_id`), and either one counts as published.
@@ -40,18 +42,29 @@ def _arch(pool: NodePool) -> str:
     return "arm64" if itype is not None and itype.arch == "arm64" else "x86_64"
 
 
-def al2023_release(minor: str, arch: str, release: str) -> AmiRelease:
-    base = f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2023/{arch}/nvidia"
+def al2023_release(minor: str, arch: str, release: str, variant: str = "nvidia") -> AmiRelease:
+    """An AL2023 release of the `nvidia` variant (GPU pools) or the `standard` one (the system pool)."""
+    family = "AL2023_NVIDIA" if variant == "nvidia" else "AL2023"
+    base = f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2023/{arch}/{variant}"
     key = "gpufleet:versions.al2023NvidiaAmiRelease"
     match = AL2023_RELEASE.match(release)
     if match is None:
         problem = f"{release!r} is not an AL2023 release; expected <kubernetes patch>-<YYYYMMDD>, e.g. {minor}.2-20261110"
-        return AmiRelease("AL2023_NVIDIA", release, (), base, key, problem)
+        return AmiRelease(family, release, (), base, key, problem)
     if match["minor"] != minor:
         problem = f"release {release} is built for Kubernetes {match['minor']}, but the cluster runs {minor}"
-        return AmiRelease("AL2023_NVIDIA", release, (), base, key, problem)
-    name = f"{base}/amazon-eks-node-al2023-{arch}-nvidia-{minor}-v{match['date']}/image_id"
-    return AmiRelease("AL2023_NVIDIA", release, (name,), base, key)
+        return AmiRelease(family, release, (), base, key, problem)
+    name = f"{base}/amazon-eks-node-al2023-{arch}-{variant}-{minor}-v{match['date']}/image_id"
+    return AmiRelease(family, release, (name,), base, key)
+
+
+def system_release(spec: ClusterSpec) -> AmiRelease:
+    """The system pool's AL2023 standard release: the same release string as the NVIDIA variant (EKS publishes
+    every AL2023 variant under one release version), but its own SSM parameter, which must exist too."""
+    itype = catalog.lookup(spec.system_pool.instance_type)
+    arch = "arm64" if itype is not None and itype.arch == "arm64" else "x86_64"
+    release = spec.versions.al2023_nvidia_ami_release or ""
+    return al2023_release(spec.cluster.kubernetes_version, arch, release, variant="standard")
 
 
 def bottlerocket_release(minor: str, arch: str, release: str) -> AmiRelease:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from infra import catalog
-from infra.preflight.ami import AmiRelease, pool_release
+from infra.preflight.ami import AmiRelease, pool_release, system_release
 from infra.preflight.findings import Finding, error, ok
+from infra.rules import pool_zones
 from infra.spec import ClusterSpec
 
 if TYPE_CHECKING:  # type stubs only (boto3-stubs); boto3 clients are built at run time
@@ -50,13 +51,12 @@ def api_error(subject: str, action: str, exc: ClientError) -> Finding:
 
 
 def _wanted_zones(spec: ClusterSpec) -> list[tuple[str, str, list[str]]]:
-    """(subject, instance type, zones) for every pool the cluster launches, system pool included."""
+    """(subject, instance type, zones) for every type every pool launches, system pool included."""
     rows = [(SYSTEM, spec.system_pool.instance_type, spec.availability_zones)]
     for pool in spec.node_pools:
-        zones = (
-            [pool.availability_zone] if pool.capacity_type == "CAPACITY_BLOCK" else spec.availability_zones
-        )
-        rows.append((pool_subject(pool.name), pool.instance_type or "", [z for z in zones if z]))
+        zones = list(pool_zones(spec, pool))
+        for itype in pool.instance_types or [pool.instance_type or ""]:
+            rows.append((pool_subject(pool.name), itype, zones))
     return rows
 
 
@@ -82,10 +82,10 @@ def check_offerings(ec2: EC2Client, spec: ClusterSpec) -> list[Finding]:
             continue
         where = ", ".join(sorted(offered[itype])) or "no zone of this region"
         fix = (
-            f"choose a capacity block in a zone that offers {itype}"
+            f"set the pool's availabilityZone to a zone that offers {itype} ({where})"
             if len(zones) == 1 and subject != SYSTEM
-            else f"set gpufleet:cluster.availabilityZones to zones that offer {itype} ({where}) "
-            "or choose another instance type"
+            else f"set the pool's availabilityZones (or gpufleet:cluster.availabilityZones) to zones that "
+            f"offer {itype} ({where}), or choose another instance type"
         )
         findings.append(
             error(subject, f"{itype} is not offered in {', '.join(missing)} (offered in: {where})", fix)
@@ -168,8 +168,9 @@ def _ami_finding(subject: str, ami: AmiRelease, published: set[str], region: str
 
 
 def check_amis(ssm: SSMClient, spec: ClusterSpec) -> list[Finding]:
-    """The pinned AMI release of every GPU pool is published in the region."""
-    releases = [(pool_subject(p.name), pool_release(spec, p)) for p in spec.node_pools]
+    """The pinned AMI release of every GPU pool and of the system pool is published in the region."""
+    releases = [(SYSTEM, system_release(spec))]
+    releases += [(pool_subject(p.name), pool_release(spec, p)) for p in spec.node_pools]
     names = sorted({n for _, ami in releases for n in ami.parameters})
     published: set[str] = set()
     try:

@@ -16,7 +16,15 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from infra.errors import CheckFailed, ToolMissing
 from infra.preflight.capacity import check_capacity_blocks
 from infra.preflight.checks import REJECTED, check_amis, check_kubeconfig, check_offerings, check_quotas
+from infra.preflight.eks import (
+    check_admin_roles,
+    check_aws_cli,
+    check_capacity_block_updates,
+    check_monitoring_addon,
+)
 from infra.preflight.findings import Finding, errors
+from infra.preflight.reachability import Deployer, check_reachability, deployer_address
+from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
 from infra.spec import ClusterSpec
 
 CREDENTIALS_HINT = (
@@ -35,20 +43,31 @@ def aws_session(region: str | None) -> boto3.Session:
 
 
 def run_preflight(
-    spec: ClusterSpec, session: boto3.Session | None = None, now: datetime | None = None
+    spec: ClusterSpec,
+    session: boto3.Session | None = None,
+    now: datetime | None = None,
+    deployer: Deployer | None = None,
 ) -> list[Finding]:
     """Every finding for the stack, errors first; never raises for a finding, only for missing access."""
     if spec.platform == "existing":
-        return check_kubeconfig(spec)
+        found = check_kubeconfig(spec)
+        return found if errors(found) else found + check_existing_cluster(spec)
     session = session or aws_session(spec.region)
     now = now or datetime.now(UTC)
     ec2 = session.client("ec2", config=_CONFIG)
+    eks = session.client("eks", config=_CONFIG)
     try:
         findings = [
+            *check_reachability(spec, deployer or deployer_address()),
+            *check_aws_cli(),
             *check_offerings(ec2, spec),
             *check_quotas(session.client("service-quotas", config=_CONFIG), spec),
             *check_amis(session.client("ssm", config=_CONFIG), spec),
             *check_capacity_blocks(ec2, spec, now),
+            *check_provisioning_rbac(spec),
+            *check_capacity_block_updates(eks, spec),
+            *check_monitoring_addon(eks, spec),
+            *check_admin_roles(session.client("iam", config=_CONFIG), spec),
         ]
     except NoCredentialsError:
         raise ToolMissing(CREDENTIALS_HINT) from None

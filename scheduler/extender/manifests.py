@@ -122,6 +122,7 @@ def fragmentation_aware(
     import yaml
 
     from scheduler.placement import CONFIG_FILE, with_extender
+    from scheduler.yamltext import dump_text
 
     out = copy.deepcopy(scheduler_objects)
     configs = [o for o in out if o.get("kind") == "ConfigMap" and CONFIG_FILE in o.get("data", {})]
@@ -129,7 +130,5 @@ def fragmentation_aware(
         raise ValueError("expected the secondary scheduler's one configuration ConfigMap")
     data = configs[0]["data"]
     config = yaml.safe_load(data[CONFIG_FILE])
-    data[CONFIG_FILE] = yaml.safe_dump(
-        with_extender(config, service_url(), managed_resources), sort_keys=False
-    )
+    data[CONFIG_FILE] = dump_text(with_extender(config, service_url(), managed_resources))
     return [*out, *extender_objects(image)]

@@ -159,5 +159,6 @@ def test_deploy_runs_preflight_first_and_stops_on_errors(
     result = run_task(capsys, "deploy", "--stack", "dev")
     assert result.returncode == 1
     assert "Preflight for stack 'dev'" in result.stdout
-    assert one_error_line(result).startswith("error: preflight found 3 error(s) for stack 'dev'")
+    # two quotas, the GPU and system AMIs, the monitoring add-on, and this machine outside dev's publicCidrs
+    assert one_error_line(result).startswith("error: preflight found 6 error(s) for stack 'dev'")
     assert not tripwire.exists()

@@ -78,7 +78,7 @@ def cluster_policy(values: dict[str, Any]) -> dict[str, Any]:
         }
         if "enabled" in section:
             out["enabled"] = section["enabled"]
-        if name in ("devicePlugin", "migManager") and _config(section):
+        if name in ("devicePlugin", "migManager", "dcgmExporter") and _config(section):
             out["config"] = _config(section)
         spec[name] = out
     return {
@@ -89,6 +89,10 @@ def cluster_policy(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Keys values.yaml documents only as a commented-out example (checked against its text in the tests).
+COMMENTED_KEYS = frozenset({"dcgmExporter.config"})
+
+
 def missing_keys(values: Any, chart: Any, path: str = "") -> list[str]:
     """Keys set in `values` that the chart's values.yaml does not have (free-form maps and lists excepted)."""
     if not isinstance(values, dict) or not isinstance(chart, dict) or chart == {}:
@@ -96,6 +100,8 @@ def missing_keys(values: Any, chart: Any, path: str = "") -> list[str]:
     missing = []
     for key, value in values.items():
         where = f"{path}.{key}" if path else key
+        if where in COMMENTED_KEYS:
+            continue
         if key not in chart:
             missing.append(where)
         else:

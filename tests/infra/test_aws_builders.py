@@ -8,7 +8,7 @@ import json
 import pytest
 
 from infra.aws import iam
-from infra.aws.cluster import eks_scheduler_config, endpoint_config, placement_config
+from infra.aws.cluster import endpoint_config, placement_config
 from infra.aws.kubeconfig import kubeconfig
 from infra.aws.launch_template import launch_template_data
 from infra.aws.network import subnet_cidrs
@@ -36,7 +36,7 @@ def test_autoscaler_tags_describe_the_node_template() -> None:
         "c1",
         {"gpufleet.io/pool": "h100"},
         [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
-        8,
+        {"nvidia.com/gpu": 8},
     )
     assert tags["k8s.io/cluster-autoscaler/c1"] == "owned"
     assert tags["k8s.io/cluster-autoscaler/enabled"] == "true"
@@ -44,7 +44,7 @@ def test_autoscaler_tags_describe_the_node_template() -> None:
     assert tags["k8s.io/cluster-autoscaler/node-template/label/gpufleet.io/pool"] == "h100"
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"
     assert "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu" not in autoscaler_tags(
-        "c1", {}, [], 0
+        "c1", {}, [], {}
     )
 
 
@@ -100,7 +100,6 @@ def test_launch_template_requires_imdsv2_and_encrypts_the_data_volume() -> None:
         "image_id",
         "iam_instance_profile",
         "vpc_security_group_ids",
-        "user_data",
         "instance_type",
     ):
         assert forbidden not in al2023
@@ -127,7 +126,7 @@ def test_prod_plans() -> None:
         plans["a10g-batch"],
         plans["h100-mig"],
     )
-    assert train.capacity_type == "CAPACITY_BLOCK" and train.availability_zone == "us-east-1a"
+    assert train.capacity_type == "CAPACITY_BLOCK" and train.availability_zones == ("us-east-1a",)
     assert train.efa_interfaces == 32 and not train.placement_group  # the reservation places the instances
     lt = train.launch_template({}, "sg-1", None)
     assert lt["instance_market_options"] == {"market_type": "capacity-block"}
@@ -136,29 +135,36 @@ def test_prod_plans() -> None:
     }
     assert lt["instance_type"] == "p5.48xlarge" and train.instance_type_in_template
     nics = lt["network_interfaces"]
-    assert len(nics) == 32 and {n["interface_type"] for n in nics} == {"efa"}
-    assert [n["device_index"] for n in nics[:2]] == [0, 1] and nics[31]["network_card_index"] == 31
+    assert len(nics) == 32 and [n["interface_type"] for n in nics[:2]] == ["efa", "efa-only"]
+    assert {n["device_index"] for n in nics} == {0} and nics[31]["network_card_index"] == 31
     assert infer.ami_type == "BOTTLEROCKET_x86_64_NVIDIA"
     assert infer.release_version == spec.versions.bottlerocket_nvidia_release
-    assert infer.labels["nvidia.com/gpu.deploy.device-plugin"] == "false"
+    assert infer.labels["nvidia.com/gpu.deploy.operands"] == "false"
     assert "nvidia.com/gpu.deploy.device-plugin" not in batch.labels
     assert (
         batch.ami_type == "AL2023_x86_64_NVIDIA"
         and batch.release_version == spec.versions.al2023_nvidia_ami_release
     )
-    assert batch.capacity_type == "SPOT" and batch.availability_zone is None
+    assert batch.capacity_type == "SPOT" and batch.availability_zones is None
     assert mig.labels["nvidia.com/mig.config"] == "all-1g.10gb"
     for plan in (train, infer, batch, mig):
         assert plan.taints[0] == {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
         assert plan.eks_taints[0]["effect"] == "NO_SCHEDULE"
         assert plan.labels["gpufleet.io/pool"] == plan.pool
         assert plan.labels["nvidia.com/gpu.present"] == "true"
-        assert plan.repair["max_parallel_nodes_repaired_percentage"] < 100
+        assert plan.repair["max_parallel_nodes_repaired_count"] == 1
     assert plans["system"].ami_type == "AL2023_x86_64_STANDARD" and not plans["system"].taints
 
 
 def _efa_spec(capacity: str) -> dict:
-    pool = {"name": "h", "instanceType": "p5.48xlarge", "capacityType": capacity, "maxSize": 2, "efa": True}
+    pool = {
+        "name": "h",
+        "instanceType": "p5.48xlarge",
+        "capacityType": capacity,
+        "maxSize": 2,
+        "efa": True,
+        "availabilityZone": "us-east-1a",
+    }
     return {
         "aws:region": "us-east-1",
         "gpufleet:platform": "aws",
@@ -196,12 +202,16 @@ def test_byo_network_needs_private_subnets() -> None:
 
 
 def test_endpoint_is_private_unless_an_allow_list_is_given() -> None:
-    assert endpoint_config(load_example("dev")) == {
+    config = _efa_spec("ON_DEMAND")
+    config["gpufleet:nodePools"] = [{"name": "g", "instanceType": "g5.xlarge", "maxSize": 1}]
+    assert endpoint_config(parse_config(config, "t")) == {
         "endpoint_private_access": True,
         "endpoint_public_access": False,
     }
     prod = endpoint_config(load_example("example-prod"))
     assert prod["endpoint_public_access"] and prod["public_access_cidrs"] == ["203.0.113.0/24"]
+    # dev deploys from a laptop: public, behind the one address its stack file says to replace
+    assert endpoint_config(load_example("dev"))["public_access_cidrs"] == ["198.51.100.10/32"]
 
 
 def test_scheduler_config_packs_gpus() -> None:
@@ -211,32 +221,6 @@ def test_scheduler_config_packs_gpus() -> None:
     weights = {r["name"]: r["weight"] for r in strategy["resources"]}
     assert weights["nvidia.com/gpu"] > weights["cpu"] and weights["nvidia.com/gpu"] > weights["memory"]
     assert all(1 <= w <= 100 for w in weights.values())  # EKS accepts weights 1..100
-
-
-def test_eks_scheduler_config_reads_the_node_resources_fit_plugin() -> None:
-    doc = {
-        "profiles": [
-            {
-                "pluginConfig": [
-                    {"name": "Other", "args": {}},
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "LeastAllocated",
-                                "resources": [{"name": "cpu", "weight": 3}],
-                            }
-                        },
-                    },
-                ]
-            }
-        ]
-    }
-    assert eks_scheduler_config(doc) == {
-        "node_resources_fit": {
-            "scoring_strategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 3}]}
-        }
-    }
 
 
 def test_kubeconfig_uses_the_aws_cli_token() -> None:

@@ -45,8 +45,9 @@ def test_dev_control_plane(mocks: Mocks) -> pulumi.Output[Any]:
         eks = m.one(EKS, "gpufleet-dev").inputs
         assert eks["name"] == "gpufleet-dev" and eks["version"] == "1.35"
         assert eks["vpcConfig"]["endpointPrivateAccess"] is True
-        assert eks["vpcConfig"]["endpointPublicAccess"] is False
-        assert "publicAccessCidrs" not in eks["vpcConfig"]
+        # dev deploys from a laptop: public, behind the address its stack file says to replace
+        assert eks["vpcConfig"]["endpointPublicAccess"] is True
+        assert eks["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.10/32"]
         assert all("-private-" in s for s in eks["vpcConfig"]["subnetIds"])
         key = m.of_type("aws:kms/key:Key")[0]
         assert key.inputs["enableKeyRotation"] is True
@@ -146,12 +147,13 @@ def test_prod_gpu_node_groups(mocks: Mocks) -> pulumi.Output[Any]:
             assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"} in g["taints"]
             assert g["labels"]["gpufleet.io/pool"] == pool
             assert g["labels"]["nvidia.com/gpu.present"] == "true"
-            assert g["labels"]["k8s.amazonaws.com/accelerator"].startswith("nvidia-")
+            if pool in ("h100-train", "l40s-infer"):  # whole-GPU pools only (kubernetes/autoscaler#8095)
+                assert g["labels"]["k8s.amazonaws.com/accelerator"].startswith("nvidia-")
             assert (
                 g["tags"]["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"
             )
             assert g["nodeRepairConfig"]["enabled"] is True
-            assert g["nodeRepairConfig"]["maxParallelNodesRepairedPercentage"] < 100
+            assert g["nodeRepairConfig"]["maxParallelNodesRepairedCount"] == 1
             assert all("-private-" in s for s in g["subnetIds"])
             lt = _template(m, _group(m, "gpufleet-prod", pool))
             assert lt["metadataOptions"]["httpTokens"] == "required"
@@ -159,10 +161,10 @@ def test_prod_gpu_node_groups(mocks: Mocks) -> pulumi.Output[Any]:
             assert disk["ebs"]["encrypted"] == "true" and disk["ebs"]["volumeType"] == "gp3"
         assert groups["h100-train"]["labels"]["workload"] == "training"
         assert groups["h100-mig"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
-        assert (
-            groups["a10g-batch"]["tags"]["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"]
-            == "1"
-        )
+        template = "k8s.io/cluster-autoscaler/node-template/resources/"
+        # time-sliced: 1 GPU x 4 replicas of nvidia.com/gpu.shared, and no whole GPU a pod could ask for
+        assert groups["a10g-batch"]["tags"][f"{template}nvidia.com/gpu.shared"] == "4"
+        assert f"{template}nvidia.com/gpu" not in groups["a10g-batch"]["tags"]
         assert (
             _template(m, _group(m, "gpufleet-prod", "h100-train"))["blockDeviceMappings"][0]["ebs"][
                 "volumeSize"
@@ -190,7 +192,8 @@ def test_prod_capacity_block_wiring(mocks: Mocks) -> pulumi.Output[Any]:
         assert lt["instanceType"] == "p5.48xlarge"
         assert "placement" not in lt and m.of_type("aws:ec2/placementGroup:PlacementGroup") == []
         nics = lt["networkInterfaces"]
-        assert len(nics) == 32 and all(n["interfaceType"] == "efa" for n in nics)
+        assert len(nics) == 32 and nics[0]["interfaceType"] == "efa"
+        assert all(n["interfaceType"] == "efa-only" for n in nics[1:])
         assert nics[0]["securityGroups"] == ["sg-gpufleet-prod"]  # the cluster security group
         others = [_group(m, "gpufleet-prod", p).inputs for p in ("l40s-infer", "a10g-batch")]
         assert all(len(g["subnetIds"]) == 3 and g["instanceTypes"] for g in others)
@@ -253,9 +256,15 @@ def test_prod_addons_after_node_groups_on_the_clusters_provider(mocks: Mocks) ->
         assert (
             releases["aws-efa-k8s-device-plugin"].inputs["version"] == spec.versions.efa_device_plugin_chart
         )
-        (addon,) = m.of_type("aws:eks/addon:Addon")
-        assert addon.inputs["addonName"] == "eks-node-monitoring-agent"
+        addons = {a.inputs["addonName"]: a for a in m.of_type("aws:eks/addon:Addon")}
+        assert set(addons) == {"eks-node-monitoring-agent", "vpc-cni"}
+        addon = addons["eks-node-monitoring-agent"]
         assert addon.inputs["addonVersion"] == spec.versions.node_monitoring_agent_addon
+        # The EKS user guide's key for the VPC CNI's network policy agent ("Restrict Pod network traffic
+        # with Kubernetes network policies"): without it, the team namespaces' NetworkPolicies do nothing.
+        cni = addons["vpc-cni"]
+        assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+        assert cni.inputs["clusterName"] == addon.inputs["clusterName"]
         assert_scheduling_after(m, releases["gpu-operator"])
 
     return _run(mocks, "example-prod", check)

@@ -149,3 +149,14 @@ def test_device_plugin_config_names_exist_in_the_schedulers_config_map(stack: st
     }
     assert wanted <= set(configmap["data"])
     assert configmap["metadata"]["namespace"] == "gpu-operator"
+
+
+def test_dcgm_exporter_config_is_the_charts_documented_custom_metrics_block(shared_dir: Path) -> None:
+    """`dcgmExporter.config` is commented out in values.yaml (v26.7.0), which documents `name`, `create: true`
+    and `data` (CSV, key `dcgm-metrics.csv`) as the way to ship a custom metric list; we use exactly those."""
+    text = (shared_dir / "crds/gpu-operator/values.yaml").read_text()
+    block = text[text.index("  # DCGM Exporter configuration") : text.index("\ngfd:")]
+    for documented in ("# config:", "# name: custom-dcgm-exporter-metrics", "# create: true", "# data: |-"):
+        assert documented in block
+    config = gpu_operator_values(load_example("example-prod"))["dcgmExporter"]["config"]
+    assert set(config) == {"name", "create", "data"} and config["create"] is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,10 +32,28 @@ def isolate_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
+DEPLOYER = "203.0.113.7"  # inside example-prod's publicCidrs (203.0.113.0/24)
+
+
+def fake_aws_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """An `aws` executable on PATH, as on a machine with the AWS CLI installed (preflight only looks it up)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    cli = bin_dir / "aws"
+    cli.write_text("#!/bin/sh\necho 'aws-cli/2.0.0 Python/3'\n")
+    cli.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+
+
 @pytest.fixture
 def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[FakeAws]:
-    """Fake credentials and AWS_ENDPOINT_URL pointing at the loopback server; fresh seed tables per test."""
+    """Fake credentials and AWS_ENDPOINT_URL pointing at the loopback server; fresh seed tables per test.
+
+    The deployer's address is stated (no network here) and the `aws` CLI is on PATH, as on a prepared laptop.
+    """
     isolate_aws_env(monkeypatch, tmp_path)
+    fake_aws_cli(monkeypatch, tmp_path)
+    monkeypatch.setenv("GPUFLEET_DEPLOYER_ADDRESS", DEPLOYER)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -3,9 +3,12 @@
 moto 5.2.5 serves EC2 instance type offerings from real per-region data, but it has no EC2 vCPU quotas
 (its Service Quotas backend knows only `vpc`), reserves `/aws/service/*` SSM names (a client may not write
 them, just as on AWS), and has no DescribeCapacityReservations. `FakeAws` fills exactly those gaps inside the
-server's process: public SSM parameters go straight into moto's SSM backend, and three small handlers answer
-`GetServiceQuota` and `GetAWSDefaultServiceQuota` for ec2 and `DescribeCapacityReservations` from per-test tables. Our code talks to all of it
-over HTTP through boto3, exactly as it talks to AWS.
+server's process: public SSM parameters go straight into moto's SSM backend, and small handlers answer
+`GetServiceQuota` and `GetAWSDefaultServiceQuota` for ec2, `DescribeCapacityReservations` and EKS
+`DescribeAddonVersions` (moto has no add-on API; the reply has the shape of the EKS API reference's
+DescribeAddonVersions response: `addons[].addonVersions[].addonVersion`) from per-test tables. IAM roles and
+EKS node groups are moto's own. Our code talks to all of it over HTTP through boto3, exactly as it talks to
+AWS.
 """
 
 from __future__ import annotations
@@ -16,11 +19,15 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
+import moto.eks.urls as eks_urls
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.core.responses import ActionResult
 from moto.core.utils import utcnow
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
+from moto.eks.models import eks_backends
+from moto.iam.models import iam_backends
 from moto.server import ThreadedMotoServer
 from moto.servicequotas.exceptions import NoSuchResource
 from moto.servicequotas.models import ServiceQuotasBackend
@@ -28,7 +35,8 @@ from moto.servicequotas.responses import ServiceQuotasResponse
 from moto.ssm.models import Parameter, ssm_backends
 
 from infra import catalog
-from infra.preflight.ami import pool_release
+from infra.aws.eks_addons import MONITORING_ADDON
+from infra.preflight.ami import pool_release, system_release
 from infra.preflight.checks import vcpu_demand
 from infra.spec import ClusterSpec
 
@@ -45,6 +53,19 @@ class FakeAws:
         self.reservations: dict[str, dict[str, Any]] = {}
         self.reservations_error: tuple[str, str] | None = None  # (code, message) to answer instead
         self.ssm_regions: set[str] = set()
+        self.addon_versions: dict[tuple[str, str], list[str]] = {}  # (add-on, k8s minor) -> versions
+        self.iam_roles: list[str] = []
+        self.eks_regions: set[str] = set()
+
+    def client(self, service: str, region: str = "us-east-1") -> Any:
+        # Its own keys: seeding and cleanup must work whatever credentials a test puts in the environment.
+        return boto3.client(
+            service,
+            region_name=region,
+            endpoint_url=self.url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     # ---- seeding -------------------------------------------------------------------------------------
     def seed_quota(self, code: str, value: float) -> None:
@@ -71,10 +92,48 @@ class FakeAws:
         self.reservations[rid] = {"CapacityReservationId": rid, **fields}
         return self.reservations[rid]
 
+    def seed_addon_version(self, addon: str, minor: str, version: str) -> None:
+        self.addon_versions.setdefault((addon, minor), []).append(version)
+
+    def seed_role(self, arn: str) -> None:
+        name = arn.split(":role/", 1)[1].rsplit("/", 1)[-1]
+        self.client("iam").create_role(RoleName=name, AssumeRolePolicyDocument="{}")
+        self.iam_roles.append(name)
+
+    def seed_node_group(
+        self, region: str, cluster: str, name: str, *, version: str, release: str, desired: int
+    ) -> None:
+        """An existing EKS managed node group (moto's own EKS), as a previous deploy left it."""
+        eks = self.client("eks", region)
+        if cluster not in eks.list_clusters()["clusters"]:
+            eks.create_cluster(
+                name=cluster,
+                version=version,
+                roleArn="arn:aws:iam::123456789012:role/eks",
+                resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+            )
+        eks.create_nodegroup(
+            clusterName=cluster,
+            nodegroupName=name,
+            nodeRole="arn:aws:iam::123456789012:role/node",
+            subnets=["subnet-1"],
+            scalingConfig={"minSize": 0, "desiredSize": desired, "maxSize": max(desired, 1)},
+            capacityType="CAPACITY_BLOCK",
+            version=version,
+            releaseVersion=release,
+        )
+        self.eks_regions.add(region)
+
     def seed_clean(self, spec: ClusterSpec, headroom: int = 0) -> None:
         """Everything `spec` needs to pass: quotas at exactly the demand, AMIs, fitting reservations."""
         for code, users in vcpu_demand(spec).items():
             self.seed_quota(code, sum(v for _, v in users) + headroom)
+        self.seed_parameter(spec.region or "", system_release(spec).parameters[0])
+        self.seed_addon_version(
+            MONITORING_ADDON, spec.cluster.kubernetes_version, spec.versions.node_monitoring_agent_addon
+        )
+        for arn in spec.cluster.admin_role_arns:
+            self.seed_role(arn)
         for pool in spec.node_pools:
             self.seed_parameter(spec.region or "", pool_release(spec, pool).parameters[0])
             if pool.capacity_type == "CAPACITY_BLOCK" and pool.capacity_reservation_id:
@@ -98,6 +157,14 @@ class FakeAws:
         self.defaults.clear()
         self.reservations.clear()
         self.reservations_error = None
+        self.addon_versions.clear()
+        iam = iam_backends[DEFAULT_ACCOUNT_ID]["global"]  # in-process: a test may have made moto check keys
+        for name in self.iam_roles:
+            iam.delete_role(name)
+        self.iam_roles.clear()
+        for region in self.eks_regions:
+            eks_backends[DEFAULT_ACCOUNT_ID][region].clusters.clear()
+        self.eks_regions.clear()
 
 
 CURRENT: list[FakeAws] = []
@@ -146,6 +213,35 @@ def _describe_capacity_reservations(self: EC2Response) -> ActionResult:
     return ActionResult({"CapacityReservations": [fake.reservations[rid] for rid in wanted]})
 
 
+def _describe_addon_versions(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+    """GET /addons/supported-versions?addonName=&kubernetesVersion= (EKS API DescribeAddonVersions)."""
+    from urllib.parse import parse_qs, urlparse
+
+    query = parse_qs(urlparse(full_url).query)
+    addon, minor = query.get("addonName", [""])[0], query.get("kubernetesVersion", [""])[0]
+    versions = CURRENT[-1].addon_versions.get((addon, minor), [])
+    body = {
+        "addons": [
+            {
+                "addonName": addon,
+                "type": "observability",
+                "addonVersions": [
+                    {
+                        "addonVersion": v,
+                        "compatibilities": [{"clusterVersion": minor, "defaultVersion": i == 0}],
+                    }
+                    for i, v in enumerate(versions)
+                ],
+            }
+        ]
+        if versions
+        else []
+    }
+    return 200, {"Content-Type": "application/json"}, json.dumps(body)
+
+
+EKS_ROUTES = {"{0}/addons/supported-versions$": _describe_addon_versions}
+
 PATCHES = (
     (ServiceQuotasBackend, "get_service_quota", _get_service_quota),
     (ServiceQuotasResponse, "get_aws_default_service_quota", _get_aws_default_service_quota),
@@ -165,9 +261,12 @@ def fake_aws_server() -> Iterator[str]:
     saved = [(cls, name, cls.__dict__.get(name)) for cls, name, _ in PATCHES]
     for cls, name, handler in PATCHES:
         setattr(cls, name, handler)
+    eks_urls.url_paths.update(EKS_ROUTES)  # read when the server first builds its EKS app
     try:
         yield f"http://{host}:{port}"
     finally:
+        for route in EKS_ROUTES:
+            eks_urls.url_paths.pop(route, None)
         for cls, name, before in saved:
             if before is None:
                 delattr(cls, name)

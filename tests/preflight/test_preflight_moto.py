@@ -60,7 +60,10 @@ def test_instance_type_not_offered_in_a_zone(aws: FakeAws, tmp_path: Path) -> No
     assert set(errors) == {"pool l40s-infer", "pool a10g-batch", "systemPool"}
     message = errors["pool l40s-infer"][0]
     assert message.startswith("g6e.12xlarge is not offered in us-east-1e (offered in: us-east-1a,")
-    assert "set gpufleet:cluster.availabilityZones to zones that offer g6e.12xlarge" in message
+    assert (
+        "set the pool's availabilityZones (or gpufleet:cluster.availabilityZones) to zones that offer"
+        in message
+    )
 
 
 def test_quota_too_small_names_the_code_and_the_increase_command(aws: FakeAws) -> None:
@@ -111,7 +114,8 @@ def test_ami_release_missing(aws: FakeAws, tmp_path: Path) -> None:
     spec = variant(tmp_path, "ami", **{"gpufleet:versions": {"al2023NvidiaAmiRelease": "1.35.2-20250101"}})
     aws.seed_clean(load_example("example-prod"))  # publishes the default pins only
     errors = by_subject(run_preflight(spec), Severity.ERROR)
-    assert set(errors) == {"pool h100-train", "pool a10g-batch", "pool h100-mig"}  # the AL2023 pools
+    # The AL2023 pools, and the system pool (its AL2023 standard AMI has the same release string).
+    assert set(errors) == {"pool h100-train", "pool a10g-batch", "pool h100-mig", "systemPool"}
     message = errors["pool a10g-batch"][0]
     assert "AL2023_NVIDIA release 1.35.2-20250101 is not published in us-east-1" in message
     assert "amazon-eks-node-al2023-x86_64-nvidia-1.35-v20250101/image_id" in message
@@ -184,7 +188,8 @@ def test_denied_api_call_is_a_finding_naming_the_permission(aws: FakeAws) -> Non
             "this operation. | allow ec2:DescribeCapacityReservations for these credentials"
         ]
     }
-    assert sum(f.severity is Severity.OK for f in findings) == 13  # the other checks still ran
+    # The other checks still ran: offerings, quotas, AMIs (system pool too), endpoint, aws CLI, add-on, admin role.
+    assert sum(f.severity is Severity.OK for f in findings) == 18
 
 
 def test_reservation_expired(aws: FakeAws) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.labels import GPU_TAINT, POOL_LABEL
+from scheduler.labels import AWS_NETWORK_LAYERS, GPU_TAINT, HOSTNAME_LABEL, POOL_LABEL
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
 
 
@@ -20,7 +20,8 @@ def pool(name: str, gpu_model: str, gpus: int, max_nodes: int, **kw: object) -> 
 
 PROD_POOLS = (
     pool("h100-train", "H100", 8, 4, capacity_type="CAPACITY_BLOCK", cpus_per_node=192, memory_gib_per_node=2048,
-         node_group="eks-h100-train-.*", extra_labels={"workload": "training"}),
+         node_group="eks-h100-train-.*", extra_labels={"workload": "training"}, efa_per_node=32,
+         topology_levels=(*AWS_NETWORK_LAYERS, HOSTNAME_LABEL)),
     pool("l40s-infer", "L40S", 4, 6, cpus_per_node=48, memory_gib_per_node=384, node_group="eks-l40s-infer-.*",
          extra_labels={"workload": "inference"}),
     pool("a10g-batch", "A10G", 1, 16, capacity_type="SPOT", sharing="timeSlicing", time_slicing_replicas=4,

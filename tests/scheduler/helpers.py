@@ -24,3 +24,22 @@ def flavor_quota(cq: dict[str, Any], flavor: str) -> dict[str, dict[str, Any]]:
             if entry["name"] == flavor:
                 return {r["name"]: r for r in entry["resources"]}
     raise AssertionError(f"flavor {flavor} not in {cq['metadata']['name']}")
+
+
+def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A LabelSelector evaluated as the API server does (apimachinery pkg/labels, "Label selectors" in the
+    Kubernetes docs): every matchLabels pair must be present; `In` needs the key with one of the values,
+    `NotIn` matches when the key is absent or its value is not listed, `Exists`/`DoesNotExist` test the key."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True

@@ -32,7 +32,8 @@ def test_one_flavor_per_pool_plus_cpu_each_selecting_and_tolerating_its_pool() -
 def test_quotas_are_in_each_pools_own_resource_units() -> None:
     objects = compile(PROD, PROD_POOLS)
     research = find(objects, "ClusterQueue", "research")
-    assert flavor_quota(research, "h100-train")["nvidia.com/gpu"]["nominalQuota"] == 8
+    aware = find(objects, "ClusterQueue", "research-topology")  # h100-train is an EFA (topology) pool
+    assert flavor_quota(aware, "h100-train")["nvidia.com/gpu"]["nominalQuota"] == 8
     mig = flavor_quota(research, "h100-mig")
     assert mig["nvidia.com/mig-1g.10gb"]["nominalQuota"] == 4 * 7  # 1g.10gb: 7 instances per H100
     assert mig["nvidia.com/gpu"]["nominalQuota"] == 0
@@ -40,16 +41,22 @@ def test_quotas_are_in_each_pools_own_resource_units() -> None:
     shared = flavor_quota(batch, "a10g-batch")
     assert shared["nvidia.com/gpu.shared"]["nominalQuota"] == 16 * 4  # 4 time-slicing replicas per GPU
     assert shared["nvidia.com/gpu"]["nominalQuota"] == 0
-    # CPU and memory that come with the GPUs: 8 of 8 GPUs of a 192-core, 2048 GiB node.
-    assert flavor_quota(research, "h100-train")["cpu"]["nominalQuota"] == 192
-    assert flavor_quota(research, "h100-train")["memory"]["nominalQuota"] == "2048Gi"
+    # GPU flavors carry no CPU: a GPU pod's cores come from cpu-only, whose quota is the CPU-only quota (32)
+    # plus the share of the team's GPUs: l40s-infer 8/4 x 48 cores, h100-mig 4/8 x 192.
+    assert "cpu" not in flavor_quota(research, "l40s-infer")
     cpu_only = flavor_quota(research, CPU_FLAVOR)
-    assert cpu_only["cpu"]["nominalQuota"] == 32 and cpu_only["nvidia.com/gpu"]["nominalQuota"] == 0
+    assert set(cpu_only) == {"cpu", "memory"}
+    assert cpu_only["cpu"]["nominalQuota"] == 32 + 96 + 96
+    assert cpu_only["memory"]["nominalQuota"] == f"{128 + 768 + 1024}Gi"
+    # A topology pool's flavor carries its own share: 8 of 8 GPUs of a 192-core, 2048 GiB node, 32 EFA.
+    h100 = flavor_quota(aware, "h100-train")
+    assert (h100["cpu"]["nominalQuota"], h100["memory"]["nominalQuota"]) == (192, "2048Gi")
+    assert h100["vpc.amazonaws.com/efa"]["nominalQuota"] == 32
 
 
 def test_borrowing_and_lending_limits_are_set_on_the_gpu_resource_in_units() -> None:
     objects = compile(PROD, PROD_POOLS)
-    llm = find(objects, "ClusterQueue", "llm-training")
+    llm = find(objects, "ClusterQueue", "llm-training-topology")
     own = flavor_quota(llm, "h100-train")["nvidia.com/gpu"]
     assert own == {"name": "nvidia.com/gpu", "nominalQuota": 24, "borrowingLimit": 8, "lendingLimit": 8}
     research = find(objects, "ClusterQueue", "research")
@@ -64,9 +71,15 @@ def test_team_queue_admits_only_its_namespace_and_prefers_its_own_pools() -> Non
     assert inference["spec"]["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "team-inference"}
     }
-    order = [f["name"] for f in inference["spec"]["resourceGroups"][0]["flavors"]]
-    assert order[:2] == [CPU_FLAVOR, "l40s-infer"]
-    assert sorted(order[2:]) == ["a10g-batch", "h100-mig", "h100-train"]
+    cpu_group, gpu_group = inference["spec"]["resourceGroups"]
+    assert cpu_group["coveredResources"] == ["cpu", "memory"]
+    assert [f["name"] for f in cpu_group["flavors"]] == [CPU_FLAVOR]
+    order = [f["name"] for f in gpu_group["flavors"]]
+    assert order[0] == "l40s-infer"
+    assert sorted(order[1:]) == ["a10g-batch", "h100-mig"]
+    assert find(objects, "LocalQueue", "topology", "team-inference")["spec"] == {
+        "clusterQueue": "inference-topology"
+    }
     lq = find(objects, "LocalQueue", "default", "team-inference")
     assert lq["spec"] == {"clusterQueue": "inference"}
 
@@ -101,6 +114,11 @@ def test_team_namespace_security_quota_ceiling_and_rbac() -> None:
     assert hard["requests.nvidia.com/gpu.shared"] == str(8 * 4)  # borrow up to 8 of 16 GPUs x 4
     bindings = [b for b in of_kind(objects, "RoleBinding") if b["metadata"]["namespace"] == "team-research"]
     assert {b["roleRef"]["name"] for b in bindings} == {"edit", "kueue-batch-user-role"}
+    reader = find(objects, "ClusterRoleBinding", "gpufleet-queue-reader")
+    assert "researchers" in {s["name"] for s in reader["subjects"]}
+    rules = find(objects, "ClusterRole", "gpufleet-queue-reader")["rules"]
+    assert rules == [{"apiGroups": ["kueue.x-k8s.io"], "verbs": ["get", "list", "watch"],
+                      "resources": ["clusterqueues", "resourceflavors", "workloadpriorityclasses", "cohorts"]}]  # fmt: skip
     assert all(b["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "researchers"}]
                for b in bindings)  # fmt: skip
 
@@ -109,7 +127,7 @@ def test_objects_come_in_apply_order_and_compiling_is_deterministic() -> None:
     objects = compile(PROD, PROD_POOLS)
     ranks = [KIND_ORDER.index(o["kind"]) for o in objects]
     assert ranks == sorted(ranks)
-    assert objects[0]["kind"] == "Namespace" and objects[-1]["kind"] == "ValidatingAdmissionPolicyBinding"
+    assert objects[0]["kind"] == "Namespace" and objects[-1]["kind"] == "NetworkPolicy"
     assert yaml.safe_dump(objects) == yaml.safe_dump(compile(PROD, tuple(PROD_POOLS)))
 
 
@@ -130,6 +148,27 @@ def test_secondary_scheduler_only_on_existing_platform() -> None:
     weights = {r["name"]: r["weight"] for r in strategy["resources"]}
     assert weights == {"nvidia.com/gpu": 10, "cpu": 1, "memory": 1, "nvidia.com/gpu.shared": 10}
     assert config["leaderElection"]["resourceNamespace"] == "gpufleet-scheduler"
+
+
+def test_secondary_scheduler_survives_drains_and_node_loss() -> None:
+    """Two replicas on different nodes (required pod anti-affinity on the host name), a PodDisruptionBudget
+    keeping one (policy/v1: a drain evicts through it), system-cluster-critical priority (evicted last under
+    node pressure) and a memory limit (a leak cannot take the node)."""
+    from tests.scheduler.helpers import selector_matches
+
+    metal = compile(METAL, METAL_POOLS)
+    deployment = find(metal, "Deployment", "gpu-binpack", "gpufleet-scheduler")
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert selector_matches(term["labelSelector"], pod["metadata"]["labels"])
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    pdb = find(metal, "PodDisruptionBudget", "gpu-binpack", "gpufleet-scheduler")
+    assert pdb["spec"]["minAvailable"] == 1 and selector_matches(
+        pdb["spec"]["selector"], pod["metadata"]["labels"]
+    )
 
 
 def test_sharing_labels_select_existing_device_plugin_configs() -> None:
@@ -170,9 +209,9 @@ def test_provisioning_request_check_guards_gpu_flavors() -> None:
     config = find(objects, "ProvisioningRequestConfig", "gpufleet-provisioning")
     assert config["spec"]["provisioningClassName"] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
     strategy = find(objects, "ClusterQueue", "batch")["spec"]["admissionChecksStrategy"]
-    assert strategy == {
-        "admissionChecks": [{"name": "gpufleet-provisioning", "onFlavors": [p.name for p in PROD_POOLS]}]
-    }
+    (entry,) = strategy["admissionChecks"]
+    assert entry["name"] == "gpufleet-provisioning"
+    assert sorted(entry["onFlavors"]) == sorted(p.name for p in PROD_POOLS if not p.topology_levels)
     assert "admissionChecksStrategy" not in find(compile(PROD, PROD_POOLS), "ClusterQueue", "batch")["spec"]
 
 

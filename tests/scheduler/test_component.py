@@ -129,3 +129,27 @@ def test_dependency_plan_orders_kueue_objects_after_the_release_and_namespaces_f
     )  # cluster-scoped: no namespace
     assert "namespace-nlp" in by_key["localqueue-nlp-default"]
     assert by_key["namespace-nlp"] == []
+
+
+@pulumi.runtime.test
+def test_provisioning_request_crd_is_installed_before_kueue(recorder: Recorder) -> pulumi.Output:
+    """With provisioning requests on, the pinned ProvisioningRequest CRD is applied first: Kueue only starts
+    its provisioning admission check controller if the CRD is served at startup."""
+    from dataclasses import replace
+
+    from scheduler.component import GpuScheduling
+
+    url = "https://raw.githubusercontent.com/kubernetes/autoscaler/cluster-autoscaler-1.35.2/x.yaml"
+    policy = replace(PROD, provisioning_requests=True, fair_sharing=False, provisioning_request_crd=url)
+    component = GpuScheduling("sched", policy, PROD_POOLS)
+    assert component.provisioning_crd is not None
+
+    def check(_: Any) -> None:
+        files = [
+            (name, inputs) for typ, name, inputs in recorder.created if typ == "kubernetes:yaml/v2:ConfigFile"
+        ]
+        assert files == [("sched-provisioningrequest-crd", {"file": url})]
+        names = [name for _, name, _ in recorder.created]
+        assert names.index("sched-provisioningrequest-crd") < names.index("sched-kueue")
+
+    return component.kueue_status.apply(check)

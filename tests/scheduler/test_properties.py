@@ -78,7 +78,7 @@ def test_each_pools_capacity_is_assigned_exactly_once(
         )
         spare = 0
         if cohort["spec"].get("resourceGroups") and p.name in [
-            f["name"] for f in cohort["spec"]["resourceGroups"][0]["flavors"]
+            f["name"] for f in cohort["spec"]["resourceGroups"][-1]["flavors"]
         ]:
             spare = flavor_quota(cohort, p.name)[resource]["nominalQuota"]
         assert held + spare == gpu_units(p, p.max_gpus)

@@ -75,10 +75,10 @@ def test_gpu_ceiling_never_blocks_what_kueue_can_admit() -> None:
     objects = compile(PROD, PROD_POOLS)
     for team in PROD.teams:
         hard = find(objects, "ResourceQuota", "gpu-ceiling", team.namespace)["spec"]["hard"]
-        cq = find(objects, "ClusterQueue", team.name)
         admissible: dict[str, int] = {}
         for pool in PROD_POOLS:
-            entry = flavor_quota(cq, pool.name)[gpu_resource(pool)]
+            queue = team.name + ("-topology" if pool.topology_levels else "")
+            entry = flavor_quota(find(objects, "ClusterQueue", queue), pool.name)[gpu_resource(pool)]
             limit = entry.get("borrowingLimit", gpu_units(pool, pool.max_gpus))
             most = min(
                 entry["nominalQuota"] + limit, max(gpu_units(pool, pool.max_gpus), entry["nominalQuota"])

@@ -26,8 +26,8 @@ def test_one_file_per_object_listed_in_apply_order(tmp_path: Path) -> None:
     assert files == sorted(files)  # the rank prefix makes a directory listing the apply order
     assert [yaml.safe_load((tmp_path / f).read_text()) for f in files] == objects
     assert "00-namespace-team-llm.yaml" in files
-    assert "15-clusterqueue-llm-training.yaml" in files
-    assert "16-localqueue-team-llm-default.yaml" in files
+    assert "16-clusterqueue-llm-training.yaml" in files
+    assert "17-localqueue-team-llm-default.yaml" in files
 
 
 def test_rendering_is_byte_stable_and_drops_removed_objects(tmp_path: Path) -> None:
@@ -53,3 +53,21 @@ def test_embedded_config_files_render_as_readable_blocks(tmp_path: Path) -> None
 def test_whole_output_snapshot_of_a_small_policy(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
     render(compile(SMALL, SMALL_POOLS), tmp_path, kueue_values=kueue_values(SMALL))
     assert _tree(tmp_path) == snapshot
+
+
+def test_rendered_output_has_no_yaml_anchors_or_aliases(tmp_path: Path) -> None:
+    """PyYAML writes `&id001`/`*id001` for an object it meets twice; nothing rendered may contain them, in
+    the files or in the config files embedded in ConfigMaps and Helm values."""
+    from tests.scheduler.examples import METAL, METAL_POOLS
+
+    for policy, pools in ((PROD, PROD_POOLS), (METAL, METAL_POOLS)):
+        render(compile(policy, pools), tmp_path, kueue_values=kueue_values(policy))
+        for path in tmp_path.glob("*.yaml"):
+            events = list(yaml.parse(path.read_text()))
+            assert not [e for e in events if isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None)], (
+                path
+            )
+            for doc in yaml.safe_load_all(path.read_text()):
+                for text in (doc.get("data") or {}).values() if isinstance(doc, dict) else ():
+                    embedded = list(yaml.parse(text))
+                    assert not [e for e in embedded if getattr(e, "anchor", None)], path

@@ -82,7 +82,7 @@ def test_strict_crd_schema_rejects_unknown_and_mistyped_fields(schemas: dict) ->
 def test_crd_cel_rules_are_evaluated(schemas: dict) -> None:
     objects = compile(PROD, PROD_POOLS)
     cq = copy.deepcopy(find(objects, "ClusterQueue", "research"))
-    cq["spec"]["resourceGroups"][0]["flavors"][2]["resources"].pop()
+    cq["spec"]["resourceGroups"][1]["flavors"][1]["resources"].pop()
     del cq["spec"]["cohortName"]  # research has a borrowing limit, which needs a cohort
     cq["spec"]["preemption"] = {
         "reclaimWithinCohort": "Never",
@@ -101,8 +101,8 @@ def test_crd_cel_rules_are_evaluated(schemas: dict) -> None:
 
 def test_kueue_rules_catch_mismatched_resource_lists() -> None:
     cq = copy.deepcopy(find(compile(PROD, PROD_POOLS), "ClusterQueue", "llm-training"))
-    cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"].pop()
-    own = cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"][2]
+    cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"].pop()
+    own = cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]
     own["lendingLimit"] = own["nominalQuota"] + 1
     problems = kueue_rule_problems(cq)
     assert any("differ from coveredResources" in p for p in problems)

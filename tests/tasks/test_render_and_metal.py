@@ -37,8 +37,12 @@ def test_render_writes_one_file_per_object_and_kustomization(tmp_path: Path) -> 
 def test_render_is_stable(tmp_path: Path) -> None:
     for out in ("a", "b"):
         assert invoke("render", "--stack", "metal", "--out", str(tmp_path / out)).returncode == 0
-    first = {p.name: p.read_text() for p in (tmp_path / "a").iterdir()}
-    second = {p.name: p.read_text() for p in (tmp_path / "b").iterdir()}
+    first = {
+        str(p.relative_to(tmp_path / "a")): p.read_text() for p in (tmp_path / "a").rglob("*") if p.is_file()
+    }
+    second = {
+        str(p.relative_to(tmp_path / "b")): p.read_text() for p in (tmp_path / "b").rglob("*") if p.is_file()
+    }
     assert first == second
 
 

@@ -1,0 +1,5 @@
+"""Operating the fleet: the metrics stack, alert rules, dashboards, GPU self-healing and the usage report.
+
+Pure builders (no pulumi at import time) turn the spec into Helm values and Kubernetes objects; the thin
+`component` module applies them. `usage` reads a running Prometheus for `invoke usage`.
+"""

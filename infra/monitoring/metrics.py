@@ -1,0 +1,128 @@
+"""Every metric gpufleet's rules, dashboards and usage report read, and where it comes from.
+
+The names are fixed by the exporters, so they live here once and tests check each against its source:
+- dcgm-exporter: the counter list we ship (`DCGM_COUNTERS`), every line taken from dcgm-exporter's own
+  `etc/default-counters.csv` (4.5.3-4.8.2), where the error and throttling counters are listed but commented
+  out; the GPU operator's exporter reads our list from a ConfigMap (`dcgmExporter.config`).
+  With the Kubernetes pod mapping each GPU series carries `namespace`, `pod`, `container` of the pod holding it.
+- Kueue v0.19.2 (`pkg/metrics/metrics.go`): ClusterQueue = team, flavor = pool.
+- kube-state-metrics: node readiness and labels (the pool label via `--metric-labels-allowlist`).
+"""
+
+from __future__ import annotations
+
+# ---- dcgm-exporter -------------------------------------------------------------------------------------
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # gauge, percent
+XID = "DCGM_FI_DEV_XID_ERRORS"  # gauge: the last XID seen
+ECC_DBE_VOLATILE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+UNCORRECTABLE_REMAPPED_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+NVLINK_ERRORS = (
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+)
+THERMAL_VIOLATION = "DCGM_FI_DEV_THERMAL_VIOLATION"  # counter, ns throttled
+POWER_VIOLATION = "DCGM_FI_DEV_POWER_VIOLATION"  # counter, ns throttled
+GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+TENSOR_ACTIVE = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+
+# (field, type, help): dcgm-exporter's enabled defaults plus the fault and throttling counters the alerts need.
+DCGM_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    (GPU_TEMP, "gauge", "GPU temperature (in C)."),
+    (POWER_USAGE, "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    (GPU_UTIL, "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %)."),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %)."),
+    (XID, "gauge", "Value of the last XID error encountered."),
+    (POWER_VIOLATION, "counter", "Throttling duration due to power constraints (in ns)."),
+    (THERMAL_VIOLATION, "counter", "Throttling duration due to thermal constraints (in ns)."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    (FB_USED, "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
+    (ECC_DBE_VOLATILE, "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Total number of double-bit persistent ECC errors."),
+    ("DCGM_FI_DEV_RETIRED_DBE", "counter", "Total number of retired pages due to double-bit errors."),
+    (NVLINK_ERRORS[0], "counter", "Total number of NVLink flow-control CRC errors."),
+    (NVLINK_ERRORS[1], "counter", "Total number of NVLink data CRC errors."),
+    (NVLINK_ERRORS[2], "counter", "Total number of NVLink retries."),
+    (NVLINK_ERRORS[3], "counter", "Total number of NVLink recovery errors."),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+    ),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),
+    (UNCORRECTABLE_REMAPPED_ROWS, "counter", "Number of remapped rows for uncorrectable errors"),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+    (ROW_REMAP_FAILURE, "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    (TENSOR_ACTIVE, "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus in bytes per second.",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus in bytes per second.",
+    ),
+)
+
+
+def dcgm_counters_csv() -> str:
+    """The `dcgm-metrics.csv` the exporter reads (format: field, type, help; `#` starts a comment)."""
+    lines = ["# gpufleet: dcgm-exporter defaults plus ECC, row-remap, NVLink and throttling counters"]
+    lines += [f"{field}, {kind}, {text}" for field, kind, text in DCGM_COUNTERS]
+    return "\n".join(lines) + "\n"
+
+
+# ---- Kueue v0.19.2 -------------------------------------------------------------------------------------
+KUEUE_PENDING = "kueue_pending_workloads"  # gauge {cluster_queue, status}
+KUEUE_ADMITTED_TOTAL = "kueue_admitted_workloads_total"  # counter {cluster_queue, priority_class}
+KUEUE_ADMISSION_WAIT = "kueue_admission_wait_time_seconds"  # histogram {cluster_queue, priority_class}
+KUEUE_USAGE = "kueue_cluster_queue_resource_usage"  # gauge {cohort, cluster_queue, flavor, resource}
+KUEUE_NOMINAL = "kueue_cluster_queue_nominal_quota"  # gauge {cohort, cluster_queue, flavor, resource}
+KUEUE_METRICS = frozenset(
+    {
+        KUEUE_PENDING,
+        KUEUE_ADMITTED_TOTAL,
+        KUEUE_ADMISSION_WAIT,
+        KUEUE_USAGE,
+        KUEUE_NOMINAL,
+        "kueue_cluster_queue_borrowing_limit",
+        "kueue_cluster_queue_resource_reservation",
+        "kueue_admitted_active_workloads",
+        "kueue_evicted_workloads_total",
+        "kueue_preempted_workloads_total",
+        "kueue_cluster_queue_status",
+    }
+)
+# The admission wait histogram's bucket bounds: 1, then 2.5 * 2^i for 15 buckets (generateExponentialBuckets(16)).
+KUEUE_WAIT_BUCKETS: tuple[float, ...] = (1.0, *(2.5 * 2**i for i in range(15)))
+
+# ---- kube-state-metrics --------------------------------------------------------------------------------
+NODE_CONDITION = "kube_node_status_condition"  # {node, condition, status}
+NODE_LABELS = "kube_node_labels"  # {node, label_<allow-listed label>}
+NODE_ALLOCATABLE = "kube_node_status_allocatable"  # {node, resource, unit}
+NODE_UNSCHEDULABLE = "kube_node_spec_unschedulable"  # {node}
+POD_REQUESTS = "kube_pod_container_resource_requests"  # {namespace, pod, container, node, resource, unit}
+KSM_METRICS = frozenset({NODE_CONDITION, NODE_LABELS, NODE_ALLOCATABLE, NODE_UNSCHEDULABLE, POD_REQUESTS})
+POOL_LABEL_METRIC = "label_gpufleet_io_pool"  # `gpufleet.io/pool` as kube-state-metrics names it
+GPU_RESOURCE_METRIC = "nvidia_com_gpu"  # `nvidia.com/gpu` as kube-state-metrics names it
+
+DCGM_METRICS = frozenset(field for field, kind, _ in DCGM_COUNTERS if kind != "label")
+EXPORTED = DCGM_METRICS | KUEUE_METRICS | KSM_METRICS
+IDLE_UTIL_PERCENT = 5  # below this an allocated GPU counts as idle

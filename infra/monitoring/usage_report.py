@@ -1,0 +1,120 @@
+"""`invoke usage` output: a table on the terminal, JSON or CSV on request, PNG plots in build/<stack>/usage/."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from infra.monitoring.usage import Row, UsageReport
+
+COLUMNS = (
+    ("allocated GPU-h", "allocated_h", "{:.1f}"),
+    ("used GPU-h", "used_h", "{:.1f}"),
+    ("idle GPU-h", "idle_h", "{:.1f}"),
+    ("cost USD", "cost_usd", "{:.2f}"),
+    ("quota GPU-h", "quota_h", "{:.1f}"),
+    ("quota used", "quota_utilisation", "{:.0%}"),
+    ("wait p50", "wait_p50_s", "{}"),
+    ("wait p95", "wait_p95_s", "{}"),
+)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def cell(row: Row, attr: str, fmt: str) -> str:
+    value = getattr(row, attr)
+    if value is None:
+        return "-"
+    return duration(value) if attr.startswith("wait") else fmt.format(value)
+
+
+def _window(report: UsageReport) -> str:
+    start = datetime.fromtimestamp(report.start - report.step, UTC).strftime("%Y-%m-%d %H:%M")
+    end = datetime.fromtimestamp(report.end, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{start} to {end}"
+
+
+def print_report(report: UsageReport, console: Any) -> None:
+    from rich.table import Table
+
+    for title, rows in (("team", report.teams), ("pool", report.pools)):
+        table = Table(title=f"{report.stack}: GPU usage per {title}, {report.since} ({_window(report)})")
+        table.add_column(title)
+        for header, _, _ in COLUMNS:
+            table.add_column(header, justify="right")
+        for row in rows:
+            table.add_row(row.name, *(cell(row, attr, fmt) for _, attr, fmt in COLUMNS))
+        console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+def to_json(report: UsageReport) -> str:
+    return json.dumps(report.as_dict(), indent=2) + "\n"
+
+
+def to_csv(report: UsageReport) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    keys = list(Row("x").as_dict())
+    writer.writerow(["kind", *keys])
+    for kind, rows in (("team", report.teams), ("pool", report.pools)):
+        for row in rows:
+            writer.writerow([kind, *("" if v is None else v for v in row.as_dict().values())])
+    return out.getvalue()
+
+
+def write_plots(report: UsageReport, folder: Path) -> list[Path]:
+    """Per-team and per-pool GPU-hours (allocated, used, idle) as bars; allocated GPUs over time per team."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for kind, rows in (("teams", report.teams), ("pools", report.pools)):
+        fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4))
+        width = 0.27
+        for i, (label, attr) in enumerate(
+            (("allocated", "allocated_h"), ("used", "used_h"), ("idle", "idle_h"))
+        ):
+            ax.bar(
+                [x + (i - 1) * width for x in range(len(rows))],
+                [getattr(r, attr) or 0 for r in rows],
+                width,
+                label=label,
+            )
+        ax.set_xticks(range(len(rows)), [r.name for r in rows])
+        ax.set_ylabel("GPU-hours")
+        ax.set_title(f"{report.stack}: GPU-hours per {kind[:-1]}, {report.since}")
+        ax.legend()
+        fig.tight_layout()
+        path = folder / f"gpu-hours-{kind}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    if report.timeline:
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for team, points in sorted(report.timeline.items()):
+            ax.plot([(t - report.end) / 3600 for t, _ in points], [v for _, v in points], label=team)
+        ax.set_xlabel(f"hours before {datetime.fromtimestamp(report.end, UTC):%Y-%m-%d %H:%M} UTC")
+        ax.set_ylabel("GPUs allocated")
+        ax.set_title(f"{report.stack}: GPUs allocated per team")
+        ax.legend()
+        fig.tight_layout()
+        path = folder / "allocated-over-time.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written

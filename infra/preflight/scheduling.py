@@ -1,0 +1,156 @@
+"""Preflight checks the scheduling layer relies on: things the cluster or a chart must provide before deploy.
+
+- aws, `scheduling.provisioningRequests`: Kueue's ProvisioningRequest admission check only works if the
+  cluster-autoscaler may read and update ProvisioningRequests and the PodTemplates they point at. The chart's
+  ClusterRole grants both from chart 9.57.0 on (kubernetes/autoscaler, tag cluster-autoscaler-chart-9.57.0,
+  charts/cluster-autoscaler/templates/clusterrole.yaml); with an older chart no GPU job would ever be admitted.
+- existing: every host of a GPU pool carries the GPU taint (gpufleet does not taint nodes it did not create,
+  and an untainted GPU node takes any pod, bypassing the queues' placement), and the CNI enforces
+  NetworkPolicies (otherwise the team namespaces' policies are accepted and do nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+from infra.preflight.findings import Finding, error, ok, warning
+from infra.spec import ClusterSpec
+from scheduler.labels import GPU_TAINT
+
+PROVISIONING_RBAC_SINCE = (9, 57, 0)
+
+# DaemonSets of CNIs that enforce NetworkPolicies, by name (their upstream manifests and charts): Calico
+# (`calico-node`, kube-system or calico-system), Cilium (`cilium`), Antrea (`antrea-agent`), kube-router,
+# Canal (flannel + Calico policy), Weave Net. The AWS VPC CNI (`aws-node`) enforces them only when its
+# network policy agent runs with --enable-network-policy=true.
+ENFORCING_DAEMONSETS = ("calico-node", "cilium", "antrea-agent", "kube-router", "canal", "weave-net")
+VPC_CNI = "aws-node"
+VPC_CNI_AGENT = "aws-network-policy-agent"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.lstrip("v").split("-")[0].split("."))
+
+
+def check_provisioning_rbac(spec: ClusterSpec) -> list[Finding]:
+    """The pinned (or overridden) cluster-autoscaler chart grants what Kueue's ProvisioningRequests need."""
+    if not spec.scheduling.provisioning_requests or spec.cluster.autoscaler != "cluster-autoscaler":
+        return []
+    subject = "gpufleet:versions.clusterAutoscalerChart"
+    chart = spec.versions.cluster_autoscaler_chart
+    if _version(chart) >= PROVISIONING_RBAC_SINCE:
+        return [
+            ok(subject, f"chart {chart} lets the autoscaler serve ProvisioningRequests (and PodTemplates)")
+        ]
+    since = ".".join(map(str, PROVISIONING_RBAC_SINCE))
+    return [
+        error(
+            subject,
+            f"chart {chart} has no RBAC for provisioningrequests/podtemplates: with "
+            "scheduling.provisioningRequests no GPU job would ever be admitted",
+            f"set gpufleet:versions.clusterAutoscalerChart to {since} or later",
+        )
+    ]
+
+
+class ClusterReader(Protocol):
+    """What the existing-cluster checks read (kubernetes.client's CoreV1Api + AppsV1Api, as plain dicts)."""
+
+    def node(self, name: str) -> dict[str, Any] | None: ...
+    def daemonsets(self) -> Iterable[dict[str, Any]]: ...
+
+
+def check_gpu_taints(spec: ClusterSpec, cluster: ClusterReader) -> list[Finding]:
+    want = f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}"
+    out: list[Finding] = []
+    for i, pool in enumerate(spec.node_pools):
+        for host in pool.hosts or []:
+            subject = f"gpufleet:nodePools[{i}].hosts ({host})"
+            node = cluster.node(host)
+            if node is None:
+                out.append(
+                    error(subject, f"node {host} is not in the cluster", "join it, or fix the host name")
+                )
+                continue
+            taints = node.get("spec", {}).get("taints") or []
+            if any({k: t.get(k, "") for k in ("key", "value", "effect")} == GPU_TAINT for t in taints):
+                out.append(ok(subject, f"node {host} has the GPU taint {want}"))
+            else:
+                out.append(
+                    error(
+                        subject,
+                        f"node {host} lacks the GPU taint {want}: any pod could land on its GPUs",
+                        f"kubectl taint node {host} {want} (or register the kubelet with it)",
+                    )
+                )
+    return out
+
+
+def _enforcing(daemonset: dict[str, Any]) -> bool:
+    name = daemonset["metadata"]["name"]
+    if name in ENFORCING_DAEMONSETS:
+        return True
+    if name != VPC_CNI:
+        return False
+    containers = daemonset["spec"]["template"]["spec"].get("containers", [])
+    agent = next((c for c in containers if c["name"] == VPC_CNI_AGENT), None)
+    return agent is not None and "--enable-network-policy=true" in agent.get("args", [])
+
+
+def check_network_policy_enforcement(cluster: ClusterReader) -> list[Finding]:
+    subject = "network policies"
+    found = sorted(
+        f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in cluster.daemonsets() if _enforcing(d)
+    )
+    if found:
+        return [ok(subject, f"the CNI enforces NetworkPolicies ({', '.join(found)})")]
+    return [
+        warning(
+            subject,
+            "no CNI that enforces NetworkPolicies was found: team namespaces are not isolated on the network",
+            "install a policy-enforcing CNI or policy agent (Calico, Cilium, Antrea), or enable the VPC CNI's",
+        )
+    ]
+
+
+class KubernetesReader:
+    """ClusterReader over the official Kubernetes client, from the stack's kubeconfig and context."""
+
+    def __init__(self, kubeconfig: str, context: str | None) -> None:
+        from kubernetes import client, config
+
+        api = config.new_client_from_config(config_file=kubeconfig, context=context)
+        self._core, self._apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        self._serialize = api.sanitize_for_serialization
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return dict(self._serialize(self._core.read_node(name)))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def daemonsets(self) -> Iterable[dict[str, Any]]:
+        return self._serialize(self._apps.list_daemon_set_for_all_namespaces()).get("items", [])
+
+
+def check_existing_cluster(spec: ClusterSpec, cluster: ClusterReader | None = None) -> list[Finding]:
+    """The in-cluster checks; a warning (the checks were skipped) when the cluster cannot be read."""
+    try:
+        path = str(Path(spec.cluster.kubeconfig or "").expanduser())
+        reader = cluster or KubernetesReader(path, spec.cluster.kubeconfig_context)
+        return check_gpu_taints(spec, reader) + check_network_policy_enforcement(reader)
+    except Exception as exc:  # any client or connection failure: report it, do not crash
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return [
+            warning(
+                "gpufleet:cluster.kubeconfig",
+                f"could not read the cluster ({reason}); GPU taints and NetworkPolicy enforcement not checked",
+                "check that the kubeconfig and context reach the cluster, then run preflight again",
+            )
+        ]

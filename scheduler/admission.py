@@ -1,0 +1,261 @@
+"""Admission policies for team namespaces: what a team's pods and Services may ask for, and defaults they get.
+
+Validating (admissionregistration.k8s.io/v1, every supported Kubernetes version), in namespaces labelled
+`gpufleet.io/queue-managed=true` and nowhere else (the platform's namespaces are never matched):
+- no container sets `NVIDIA_VISIBLE_DEVICES` (with the envvar device-list strategy, or a toolkit that accepts
+  the variable from unprivileged containers, it would expose every GPU of the node);
+- a pod that tolerates the GPU taint requests a GPU resource, unless Kueue's topology-aware scheduling places it
+  (it carries Kueue's `kueue.x-k8s.io/topology` scheduling gate, which only Kueue lifts after admitting it, and
+  which an update cannot add); an update may not add such a toleration otherwise;
+- a container requests at most one time-sliced GPU (`nvidia.com/gpu.shared`);
+- no pod uses the `system-node-critical` / `system-cluster-critical` PriorityClasses (any namespace may by
+  default, and kube-scheduler would preempt other teams' pods for them);
+- on `existing` clusters, a GPU pod names the packing scheduler (`schedulerName: gpu-binpack`), so GPUs are
+  only ever bound by one scheduler;
+- no Service of type LoadBalancer or NodePort, unless the team's `allowExternalServices` is set (its namespace
+  then carries `gpufleet.io/external-services=allowed` and the policy does not match it).
+
+Mutating (admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, GA and served by default from Kubernetes
+1.36; before that the API is beta and off by default, so nothing is rendered and the docs say what to do):
+- a job (every Kueue integration's kind) without `kueue.x-k8s.io/priority-class` gets the team's default
+  WorkloadPriorityClass, read from its namespace's `gpufleet.io/default-priority` label;
+- on `existing` clusters, a pod that leaves `schedulerName` at its default gets `gpu-binpack`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.kueue_config import FRAMEWORKS, QUEUE_MANAGED_LABEL
+from scheduler.labels import (
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    SECONDARY_SCHEDULER_NAME,
+    SHARED_GPU_RESOURCE,
+    metadata,
+)
+from scheduler.model import SchedulingPolicy
+
+API = "admissionregistration.k8s.io/v1"
+PODS = "gpufleet-team-pods"
+SERVICES = "gpufleet-team-services"
+DEFAULT_PRIORITY = "gpufleet-team-default-priority"
+DEFAULT_SCHEDULER = "gpufleet-team-scheduler-name"
+EXTERNAL_SERVICES_LABEL = "gpufleet.io/external-services"
+PRIORITY_LABEL = "gpufleet.io/default-priority"  # on each team namespace: the team's default priority class
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"  # Kueue's TopologySchedulingGate (apis/kueue/v1beta2, v0.19.2)
+SYSTEM_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+MUTATING_ADMISSION_POLICY_SINCE = (1, 36)  # admissionregistration.k8s.io/v1, on by default
+
+# Kueue integration (framework name) -> (API group, resource) its jobs are created as.
+FRAMEWORK_RESOURCES = {
+    "batch/job": ("batch", "jobs"),
+    "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+    "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
+    "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
+    "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
+    "ray.io/rayjob": ("ray.io", "rayjobs"),
+    "ray.io/raycluster": ("ray.io", "rayclusters"),
+    "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    "pod": ("", "pods"),
+    "deployment": ("apps", "deployments"),
+    "statefulset": ("apps", "statefulsets"),
+}
+
+TEAM_NAMESPACES = {"matchExpressions": [{"key": QUEUE_MANAGED_LABEL, "operator": "In", "values": ["true"]}]}
+
+
+def _containers(var: str, check: str) -> str:
+    """`check` (over `c`) holds for every container, init container and ephemeral container of the pod `var`."""
+    parts = [f"{var}.spec.containers.all(c, {check})"]
+    for field in ("initContainers", "ephemeralContainers"):
+        parts.append(f"(!has({var}.spec.{field}) || {var}.spec.{field}.all(c, {check}))")
+    return " && ".join(parts)
+
+
+def _no_gpu_request(var: str) -> str:
+    resources = " && ".join(
+        f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, !r.startsWith('nvidia.com/')))"
+        for kind in ("requests", "limits")
+    )
+    return _containers(var, f"!has(c.resources) || ({resources})")
+
+
+def _tolerates_gpu_taint(var: str) -> str:
+    """A toleration that matches the GPU taint: its key (any operator), or an empty key with `Exists`."""
+    key = (
+        f"((has(t.key) && t.key == '{GPU_TAINT_KEY}') "
+        "|| ((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists'))"
+    )
+    effect = "(!has(t.effect) || t.effect == '' || t.effect == 'NoSchedule')"
+    return f"(has({var}.spec.tolerations) && {var}.spec.tolerations.exists(t, {key} && {effect}))"
+
+
+NO_VISIBLE_DEVICES = _containers("object", f"!has(c.env) || c.env.all(e, e.name != '{VISIBLE_DEVICES}')")
+TOPOLOGY_GATED = f"(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{TOPOLOGY_GATE}'))"
+GPU_TOLERATION_NEEDS_GPU = (
+    f"!{_tolerates_gpu_taint('object')} || !({_no_gpu_request('object')}) || "
+    f"{TOPOLOGY_GATED} || (request.operation != 'CREATE' && {_tolerates_gpu_taint('oldObject')})"
+)
+# Time-sliced GPUs: the device plugin refuses more than one replica per container (failRequestsGreaterThanOne,
+# scheduler.sharing), but only on the node, after Kueue admitted the job; refuse it up front instead. Extended
+# resources are whole numbers, written by the API server as plain integer strings.
+AT_MOST_ONE_SHARED = _containers(
+    "object",
+    " && ".join(
+        f"(!has(c.resources) || !has(c.resources.{kind}) || !('{SHARED_GPU_RESOURCE}' in c.resources.{kind}) "
+        f"|| string(c.resources.{kind}['{SHARED_GPU_RESOURCE}']) in ['0', '1'])"
+        for kind in ("requests", "limits")
+    ),
+)
+NO_SYSTEM_PRIORITY = (
+    "!has(object.spec.priorityClassName) || "
+    f"!(object.spec.priorityClassName in {list(SYSTEM_PRIORITY_CLASSES)!r})"
+)
+GPU_PODS_USE_PACKING_SCHEDULER = (
+    f"request.operation != 'CREATE' || ({_no_gpu_request('object')}) || "
+    f"(has(object.spec.schedulerName) && object.spec.schedulerName == '{SECONDARY_SCHEDULER_NAME}')"
+)
+NO_EXTERNAL_SERVICE = "!has(object.spec.type) || !(object.spec.type in ['LoadBalancer', 'NodePort'])"
+
+
+def _rule(group: str, resources: list[str], operations: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": ["*"], "operations": operations, "resources": resources}
+
+
+def _validation(expression: str, message: str) -> dict[str, Any]:
+    return {"expression": expression, "message": message, "reason": "Forbidden"}
+
+
+def pod_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
+    out = [
+        _validation(
+            NO_VISIBLE_DEVICES,
+            f"containers in team namespaces may not set {VISIBLE_DEVICES}; request a GPU resource instead",
+        ),
+        _validation(
+            GPU_TOLERATION_NEEDS_GPU,
+            f"a pod that tolerates the {GPU_TAINT_KEY}={GPU_TAINT_VALUE} taint must request a GPU resource; "
+            "Kueue adds the toleration when it admits a GPU job",
+        ),
+        _validation(
+            AT_MOST_ONE_SHARED,
+            f"a container may request at most one {SHARED_GPU_RESOURCE} (one time-sliced replica)",
+        ),
+        _validation(
+            NO_SYSTEM_PRIORITY,
+            f"team pods may not use the {' or '.join(SYSTEM_PRIORITY_CLASSES)} PriorityClass",
+        ),
+    ]
+    if policy.platform == "existing":
+        out.append(
+            _validation(
+                GPU_PODS_USE_PACKING_SCHEDULER,
+                f"GPU pods must set schedulerName: {SECONDARY_SCHEDULER_NAME}, the scheduler that packs GPUs",
+            )
+        )
+    return out
+
+
+def _validating(
+    name: str, rules: list[dict[str, Any]], selector: dict[str, Any], validations: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    policy = {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": metadata(name),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"namespaceSelector": selector, "resourceRules": rules},
+            "validations": validations,
+        },
+    }
+    binding = {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": metadata(name),
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+def supports_mutating_policies(kubernetes_version: str) -> bool:
+    """MutatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1, served by default) from 1.36 on."""
+    major, minor = (int(x) for x in kubernetes_version.split(".")[:2])
+    return (major, minor) >= MUTATING_ADMISSION_POLICY_SINCE
+
+
+def _mutating(name: str, rules: list[dict[str, Any]], condition: str, apply: str) -> list[dict[str, Any]]:
+    policy = {
+        "apiVersion": API,
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": metadata(name),
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"namespaceSelector": TEAM_NAMESPACES, "resourceRules": rules},
+            "matchConditions": [{"name": "not-set", "expression": condition}],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply}}],
+        },
+    }
+    binding = {
+        "apiVersion": API,
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": metadata(name),
+        "spec": {"policyName": name},
+    }
+    return [policy, binding]
+
+
+PRIORITY_NOT_SET = f"!has(object.metadata.labels) || !('{KUEUE_PRIORITY_LABEL}' in object.metadata.labels)"
+_TEAM_DEFAULT = f"namespaceObject.metadata.labels['{PRIORITY_LABEL}']"
+_HAS_TEAM_DEFAULT = (
+    f"has(namespaceObject.metadata.labels) && '{PRIORITY_LABEL}' in namespaceObject.metadata.labels"
+)
+SET_PRIORITY = (
+    "Object{metadata: Object.metadata{labels: "
+    f"{_HAS_TEAM_DEFAULT} ? {{'{KUEUE_PRIORITY_LABEL}': {_TEAM_DEFAULT}}} : {{}}}}}}"
+)
+SCHEDULER_NOT_SET = "!has(object.spec.schedulerName) || object.spec.schedulerName == 'default-scheduler'"
+SET_SCHEDULER = f"Object{{spec: Object.spec{{schedulerName: '{SECONDARY_SCHEDULER_NAME}'}}}}"
+
+
+def mutating_policies(policy: SchedulingPolicy) -> list[dict[str, Any]]:
+    if not supports_mutating_policies(policy.kubernetes_version):
+        return []
+    by_group: dict[str, list[str]] = {}
+    for framework in FRAMEWORKS:
+        group, resource = FRAMEWORK_RESOURCES[framework]
+        by_group.setdefault(group, []).append(resource)
+    job_rules = [_rule(group, resources, ["CREATE"]) for group, resources in by_group.items()]
+    out = _mutating(DEFAULT_PRIORITY, job_rules, PRIORITY_NOT_SET, SET_PRIORITY)
+    if policy.platform == "existing":
+        out += _mutating(
+            DEFAULT_SCHEDULER, [_rule("", ["pods"], ["CREATE"])], SCHEDULER_NOT_SET, SET_SCHEDULER
+        )
+    return out
+
+
+def team_admission(policy: SchedulingPolicy) -> list[dict[str, Any]]:
+    """Every admission policy and binding for team namespaces (none when there is no team)."""
+    if not policy.teams:
+        return []
+    services_selector = {
+        "matchExpressions": [
+            *TEAM_NAMESPACES["matchExpressions"],
+            {"key": EXTERNAL_SERVICES_LABEL, "operator": "NotIn", "values": ["allowed"]},
+        ]
+    }
+    pods = [_rule("", ["pods", "pods/ephemeralcontainers"], ["CREATE", "UPDATE"])]
+    services = [_rule("", ["services"], ["CREATE", "UPDATE"])]
+    no_external = _validation(
+        NO_EXTERNAL_SERVICE,
+        "LoadBalancer and NodePort Services are not allowed in this team namespace (teams[].allowExternalServices)",
+    )
+    return [
+        *_validating(PODS, pods, TEAM_NAMESPACES, pod_validations(policy)),
+        *_validating(SERVICES, services, services_selector, [no_external]),
+        *mutating_policies(policy),
+    ]

@@ -1,0 +1,315 @@
+"""`invoke usage` against a real Prometheus server (Debian's `prometheus`) on loopback, its TSDB filled with
+`promtool tsdb create-blocks-from openmetrics` from series whose answers are known:
+
+two teams on two pools over a 2h window ending at T (1-minute samples):
+- alpha: 8 H100 GPUs allocated (Kueue) all window, quota 8; six of its GPUs at 75% utilisation, two idle (0%);
+  10 admissions that waited 320-640 s;
+- beta: 4 H100 GPUs allocated (quota 8) at 50%; 2 L40S GPUs (quota 4) allocated for the last hour only, idle;
+  2 admissions that waited 5-10 s and 2 that waited 40-80 s;
+- four unallocated H100 GPUs at 0% (no pod labels): never counted.
+Prices: p5.48xlarge 55.04 USD/h / 8 GPUs = 6.88 per GPU-hour; g6e.xlarge 1.861 (infra.catalog).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.monitoring import metrics as m
+from tests.conftest import ROOT
+from tests.monitoring.conftest import run_promtool
+
+T = 1767225600  # 2026-01-01T00:00:00Z, the end of the window
+START = T - 3 * 3600
+STEP = 60
+GPU = "nvidia.com/gpu"
+
+STACK = {
+    "config": {
+        "aws:region": "us-east-1",
+        "gpufleet:platform": "aws",
+        "gpufleet:cluster": {"name": "usage-test", "monitoring": {"prometheus": "install"}},
+        "gpufleet:nodePools": [
+            {"name": "h100", "instanceType": "p5.48xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 2},
+            {"name": "l40s", "instanceType": "g6e.xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4},
+        ],
+        "gpufleet:teams": [
+            {"name": "alpha", "namespace": "team-alpha", "quotas": {"h100": 8}},
+            {"name": "beta", "namespace": "team-beta", "quotas": {"h100": 8, "l40s": 4}},
+        ],
+    }
+}
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _gauge(name: str, labels: dict[str, str], value, since: int = START) -> list[str]:  # type: ignore[no-untyped-def]
+    return [
+        f"{name}{_labels(**labels)} {value(t) if callable(value) else value} {t}"
+        for t in range(since, T + 1, STEP)
+    ]
+
+
+def openmetrics() -> str:
+    lines: list[str] = []
+    lines.append(f"# TYPE {m.KUEUE_USAGE} gauge")
+    q = {"cohort": "gpufleet", "resource": GPU}
+    lines += _gauge(m.KUEUE_USAGE, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
+    lines += _gauge(m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "h100"}, 4)
+    lines += _gauge(
+        m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "l40s"}, lambda t: 2 if t > T - 3600 else 0
+    )
+    lines.append(f"# TYPE {m.KUEUE_NOMINAL} gauge")
+    lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
+    lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "beta", "flavor": "h100"}, 8)
+    lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "beta", "flavor": "l40s"}, 4)
+    lines.append(f"# TYPE {m.GPU_UTIL} gauge")
+    for i in range(8):
+        gpu = {"gpu": str(i), "UUID": f"GPU-h1-{i}", "Hostname": "h1", "node": "h1"}
+        lines += _gauge(m.GPU_UTIL, {**gpu, "namespace": "team-alpha", "pod": f"a-{i}"}, 75 if i < 6 else 0)
+    for i in range(8):
+        gpu = {"gpu": str(i), "UUID": f"GPU-h2-{i}", "Hostname": "h2", "node": "h2"}
+        if i < 4:
+            lines += _gauge(m.GPU_UTIL, {**gpu, "namespace": "team-beta", "pod": f"b-{i}"}, 50)
+        else:
+            lines += _gauge(m.GPU_UTIL, gpu, 0)
+    for i in range(2):
+        gpu = {"gpu": "0", "UUID": f"GPU-l{i}", "Hostname": f"l{i}", "node": f"l{i}"}
+        lines += _gauge(m.GPU_UTIL, {**gpu, "namespace": "team-beta", "pod": f"nb-{i}"}, 0, since=T - 3540)
+    lines.append(f"# TYPE {m.NODE_LABELS} gauge")
+    for node, pool in (("h1", "h100"), ("h2", "h100"), ("l0", "l40s"), ("l1", "l40s")):
+        lines += _gauge(m.NODE_LABELS, {"node": node, m.POOL_LABEL_METRIC: pool}, 1)
+    # The idle alert Prometheus' rule engine keeps as ALERTS series, for `invoke reclaim` (test_reclaim.py):
+    # alpha's two idle GPUs (pods a-6, a-7) and beta's idle L40S pods, firing for the last 30 minutes.
+    lines.append("# TYPE ALERTS gauge")
+    for ns, team, pod in (
+        ("team-alpha", "alpha", "a-6"),
+        ("team-alpha", "alpha", "a-7"),
+        ("team-beta", "beta", "nb-0"),
+        ("team-beta", "beta", "nb-1"),
+    ):
+        firing = {"alertname": "GpuAllocatedIdle", "alertstate": "firing", "severity": "warning"}
+        lines += _gauge("ALERTS", {**firing, "namespace": ns, "pod": pod, "team": team}, 1, since=T - 1800)
+    lines.append(f"# TYPE {m.KUEUE_ADMISSION_WAIT} histogram")
+    observed = {"alpha": {640.0: 10}, "beta": {10.0: 2, 80.0: 2}}
+    for team, counts in observed.items():
+        for t in range(START, T + 1, STEP):
+            done = t >= T - 90 * 60  # every admission happened 90 minutes before T, inside the window
+            total = 0
+            for bound in (*m.KUEUE_WAIT_BUCKETS, float("inf")):
+                total += counts.get(bound, 0) if done else 0
+                le = "+Inf" if bound == float("inf") else repr(bound)
+                lines.append(
+                    f"{m.KUEUE_ADMISSION_WAIT}_bucket{_labels(cluster_queue=team, le=le)} {total} {t}"
+                )
+            lines.append(f"{m.KUEUE_ADMISSION_WAIT}_count{_labels(cluster_queue=team)} {total} {t}")
+            lines.append(f"{m.KUEUE_ADMISSION_WAIT}_sum{_labels(cluster_queue=team)} {total * 100} {t}")
+    return "\n".join(lines) + "\n# EOF\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def prometheus_url(
+    promtool: str, prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A fresh server with its own data dir on a free loopback port (never the packaged service's 9090)."""
+    root = tmp_path_factory.mktemp("prometheus")
+    (root / "series.om").write_text(openmetrics())
+    data = root / "data"
+    made = run_promtool(
+        promtool, "tsdb", "create-blocks-from", "openmetrics", str(root / "series.om"), str(data)
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    (root / "prometheus.yml").write_text("global: {}\n")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (root / "prometheus.log").open("w")
+    server = subprocess.Popen(
+        [
+            prometheus_bin,
+            f"--config.file={root / 'prometheus.yml'}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=100y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None, (root / "prometheus.log").read_text()
+            assert time.monotonic() < deadline, "prometheus did not become ready"
+            time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("stack") / "Pulumi.usage-test.yaml"
+    path.write_text(yaml.safe_dump(STACK))
+    return path
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
+
+
+def usage(url: str, stack: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return invoke(
+        "usage",
+        "--stack",
+        str(stack),
+        "--since",
+        "2h",
+        "--until",
+        str(T),
+        "--prometheus",
+        url,
+        "--out",
+        str(out),
+        *extra,
+    )
+
+
+def test_every_number_of_the_report(prometheus_url: str, stack_file: Path, tmp_path: Path) -> None:
+    result = usage(prometheus_url, stack_file, tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["start"], report["end"]) == ("2025-12-31T22:00:00+00:00", "2026-01-01T00:00:00+00:00")
+    teams = {r["name"]: r for r in report["teams"]}
+    pools = {r["name"]: r for r in report["pools"]}
+    approx = pytest.approx
+    # alpha: 8 GPUs x 2h; used 6 x 0.75 x 2h; idle 2 x 2h; 16 x 6.88 USD; quota 8 x 2h.
+    assert teams["alpha"] == {
+        "name": "alpha",
+        "allocated_gpu_hours": approx(16.0),
+        "used_gpu_hours": approx(9.0),
+        "idle_gpu_hours": approx(4.0),
+        "cost_usd": approx(110.08),
+        "quota_gpu_hours": approx(16.0),
+        "quota_utilisation": approx(1.0),
+        "queue_wait_p50_seconds": approx(480.0),  # 320 + 320 x 0.5 (all 10 in the 320-640 bucket)
+        "queue_wait_p95_seconds": approx(624.0),  # 320 + 320 x 0.95
+    }
+    # beta: 4 x 2h + 2 x 1h; used 4 x 0.5 x 2h; idle the two L40S for 1h; 8 x 6.88 + 2 x 1.861 USD;
+    # quota (8 + 4) x 2h.
+    assert teams["beta"] == {
+        "name": "beta",
+        "allocated_gpu_hours": approx(10.0),
+        "used_gpu_hours": approx(4.0),
+        "idle_gpu_hours": approx(2.0),
+        "cost_usd": approx(58.762),
+        "quota_gpu_hours": approx(24.0),
+        "quota_utilisation": approx(10 / 24),
+        "queue_wait_p50_seconds": approx(10.0),  # rank 2 of 4 ends the 5-10 s bucket
+        "queue_wait_p95_seconds": approx(76.0),  # rank 3.8: 40 + 40 x (3.8 - 2) / 2
+    }
+    assert pools["h100"] == {
+        "name": "h100",
+        "allocated_gpu_hours": approx(24.0),
+        "used_gpu_hours": approx(13.0),
+        "idle_gpu_hours": approx(4.0),
+        "cost_usd": approx(165.12),
+        "quota_gpu_hours": approx(32.0),
+        "quota_utilisation": approx(0.75),
+        "queue_wait_p50_seconds": None,
+        "queue_wait_p95_seconds": None,
+    }
+    assert pools["l40s"]["allocated_gpu_hours"] == approx(2.0)
+    assert pools["l40s"]["used_gpu_hours"] == approx(0.0)
+    assert pools["l40s"]["idle_gpu_hours"] == approx(2.0)
+    assert pools["l40s"]["cost_usd"] == approx(3.722)
+    assert pools["l40s"]["quota_utilisation"] == approx(0.25)
+    assert report["notes"] == []
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "allocated-over-time.png",
+        "gpu-hours-pools.png",
+        "gpu-hours-teams.png",
+    ]
+
+
+def test_the_table_prints_the_same_numbers(prometheus_url: str, stack_file: Path, tmp_path: Path) -> None:
+    result = usage(prometheus_url, stack_file, tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") > 5}
+    cells = {name: [c.strip() for c in line.split("│")[2:-1]] for name, line in lines.items()}
+    assert cells["alpha"] == ["16.0", "9.0", "4.0", "110.08", "16.0", "100%", "8.0m", "10.4m"]
+    assert cells["beta"] == ["10.0", "4.0", "2.0", "58.76", "24.0", "42%", "10s", "76s"]
+    assert cells["h100"] == ["24.0", "13.0", "4.0", "165.12", "32.0", "75%", "-", "-"]
+    assert cells["l40s"] == ["2.0", "0.0", "2.0", "3.72", "8.0", "25%", "-", "-"]
+
+
+def test_csv_and_price_file(prometheus_url: str, stack_file: Path, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("h100: 2.5\n")
+    result = usage(prometheus_url, stack_file, tmp_path, "--csv", "--price-file", str(prices))
+    assert result.returncode == 0, result.stderr
+    rows = {line.split(",")[1]: line.split(",") for line in result.stdout.splitlines()[1:]}
+    assert float(rows["alpha"][5]) == pytest.approx(40.0)  # 16 GPU-h x 2.5 (the file wins over the catalog)
+    assert float(rows["beta"][5]) == pytest.approx(8 * 2.5 + 2 * 1.861)
+
+
+def test_a_missing_metric_becomes_a_note(prometheus_url: str, tmp_path: Path) -> None:
+    """A window before any data: no Kueue, no DCGM series -> notes naming the metrics, no invented numbers."""
+    stack = tmp_path / "Pulumi.usage-test.yaml"
+    stack.write_text(yaml.safe_dump(STACK))
+    result = invoke(
+        "usage",
+        "--stack",
+        str(stack),
+        "--since",
+        "1h",
+        "--until",
+        str(START - 7200),
+        "--prometheus",
+        prometheus_url,
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    notes = " ".join(report["notes"])
+    for metric in (m.KUEUE_USAGE, m.KUEUE_NOMINAL, m.GPU_UTIL, m.KUEUE_ADMISSION_WAIT):
+        assert metric in notes
+    assert all(r["allocated_gpu_hours"] is None and r["cost_usd"] is None for r in report["teams"])
+
+
+def test_unreachable_prometheus_exits_3(stack_file: Path, tmp_path: Path) -> None:
+    result = usage(f"http://127.0.0.1:{_free_port()}", stack_file, tmp_path)
+    assert result.returncode == 3
+    assert "cannot reach Prometheus" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_bad_window_exits_2(stack_file: Path, tmp_path: Path) -> None:
+    result = invoke("usage", "--stack", str(stack_file), "--since", "a week", "--out", str(tmp_path))
+    assert result.returncode == 2 and "--since" in result.stderr
