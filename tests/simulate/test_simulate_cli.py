@@ -161,3 +161,18 @@ def test_stack_model_routes_pods_as_deployed() -> None:
     }
     metal = stack_model(load_example("metal"))
     assert metal.cpu_pool is None and metal.weights["shared"] == metal.weights["gpu"]  # the secondary profile
+
+
+def test_extender_matches_fgd_on_a_stack_with_mig_and_time_sliced_pools() -> None:
+    """Units of 1000 // 7 (MIG 1g on H100) are one replica the API can express: FGD-Extender replays them."""
+    from infra.simulation import route, stack_model
+    from scheduler.sim import Workload, run_one
+
+    prod = load_example("example-prod")
+    model = stack_model(prod)
+    pods = Workload.build([4000, 2000, 1000, 8000, 1000], [16384, 8192, 1024, 32768, 2048], [1, 1, 0, 4, 1],
+                          [1000, 300, 0, 1000, 150])  # fmt: skip
+    routed, _ = route(model, pods, prod)
+    fgd = run_one(model.cluster, routed, "FGD", 7, share_rule="distributed")
+    ext = run_one(model.cluster, routed, "FGD-Extender", 7, share_rule="distributed")
+    assert ext.allocated == fgd.allocated and ext.failed == fgd.failed

@@ -92,7 +92,7 @@ class FgdExtenderPolicy(Policy):
         share_milli = sorted({int(d) for d in sh.gpu_milli[sh.is_share].tolist()})
         if (
             len(share_milli) > 1
-            or (share_milli and MILLI % share_milli[0])
+            or (share_milli and MILLI // (MILLI // share_milli[0]) != share_milli[0])  # 1000 // replicas
             or (share_milli and ctx.share_rule != "distributed")
         ):
             raise TraceError(
