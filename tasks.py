@@ -79,7 +79,10 @@ def test(c: Context, pytest_args: str = "") -> None:
     c.run(f"{py} -m ruff format --check .")
     c.run(f"{py} -m mypy infra scheduler")
     c.run(f"{Path(py).parent / 'lint-imports'}")
-    c.run(f"{py} -m pytest {pytest_args}", pty=False)
+    # the pinned upstream reference data (traces, published curves, CRDs, chart values): ../shared or
+    # GPUFLEET_SHARED offline, otherwise fetched, verified against benchmarks/reference-data.json and cached
+    shared = c.run(f"{py} benchmarks/reference_data.py", hide="out").stdout.strip()
+    c.run(f"{py} -m pytest {pytest_args}", pty=False, env={"GPUFLEET_SHARED": shared})
 
 
 def _int_list(text: str, what: str) -> list[int]:
@@ -93,13 +96,18 @@ def _int_list(text: str, what: str) -> list[int]:
 
 @task(
     help={
-        "stack": "simulate the cluster of this stack (every pool at maxSize)",
+        "stack": "simulate the cluster as this stack deploys it (pools at maxSize, taints, GPU resources, "
+        "Kueue flavors, the placement profile as sent)",
         "nodes": "or an openb-format node CSV (sn,cpu_milli,memory_mib,gpu,model)",
         "pods": "the workload: an openb pod CSV or cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec] CSV",
-        "policy": "one policy or a comma-separated list (default: all)",
+        "policy": "one policy or a comma-separated list (default: all; with --stack or --as-deployed: FGD, "
+        "FGD-Extender and the deployed profile)",
         "seeds": "comma-separated seeds (default: 42..51)",
         "json": "also write every run (curves, failed pods, seconds) to this JSON file",
         "processes": "worker processes (default: one per CPU)",
+        "as_deployed": "with --nodes: CPU-only pods off the GPU nodes, shares as one time-sliced replica",
+        "replicas": "with --as-deployed: time-slicing replicas per GPU (default 2)",
+        "strict": "a pod no node can ever host is an error (default: counted as failed and reported)",
     }
 )
 def simulate(
@@ -111,6 +119,9 @@ def simulate(
     seeds: str = "",
     json: str = "",
     processes: int = 0,
+    as_deployed: bool = False,
+    replicas: int = 2,
+    strict: bool = False,
 ) -> None:
     """Replay a pod trace against placement policies; prints a comparison and writes build/<name>/sim/."""
     from rich.progress import Progress
@@ -118,22 +129,53 @@ def simulate(
 
     from infra.errors import ConfigError
     from scheduler import sim
+    from scheduler.sim.protocol import describe_pod, unhostable_pods
     from scheduler.sim.report import summarize, write_json, write_report
 
     with user_errors():
         if not pods or bool(stack) == bool(nodes):
             raise ConfigError("give --pods FILE and exactly one of --stack NAME or --nodes FILE")
-        policies = [p.strip() for p in policy.split(",") if p.strip()] or list(sim.ALL_POLICIES)
+        if as_deployed and stack:
+            raise ConfigError("--as-deployed maps an openb trace onto --nodes; --stack is always as deployed")
         seed_list = _int_list(seeds, "seeds") if seeds else list(sim.DEFAULT_SEEDS)
+        notes: list[str] = []
+        params: dict[str, dict[str, int]] = {}
+        deployed = bool(stack) or as_deployed
         try:
+            workload = sim.read_pods(pods)
             if stack:
-                from infra.simulation import cluster_from_spec
+                from infra.simulation import route, stack_model
 
                 spec = load(stack)
-                name, cluster = spec.stack, cluster_from_spec(spec)
+                model = stack_model(spec)
+                name, cluster = spec.stack, model.cluster
+                workload, routing = route(model, workload, spec)
+                notes = routing.lines()
+                params = {model.strategy: model.weights}
+                default = ["FGD", "FGD-Extender", model.strategy]
             else:
                 name, cluster = Path(nodes).stem, sim.read_nodes(nodes)
-            workload = sim.read_pods(pods)
+                default = list(sim.ALL_POLICIES)
+                if as_deployed:
+                    from scheduler.sim.deployed import as_deployed as map_trace
+
+                    try:
+                        workload, report = map_trace(workload, replicas)
+                    except ValueError as exc:
+                        raise ConfigError(f"--replicas: {exc}") from None
+                    notes = report.lines()
+                    default = ["FGD", "FGD-Extender", "MostAllocated", "LeastAllocated"]
+            policies = [p.strip() for p in policy.split(",") if p.strip()] or default
+            never = unhostable_pods(cluster, workload)
+            if never and strict:
+                from scheduler.sim.protocol import check_fits_somewhere
+
+                check_fits_somewhere(cluster, workload)
+            if never:
+                notes.append(f"{len(never)} pods no node can ever host (counted as failed); first rows:")
+                notes += [f"  {describe_pod(workload, i)}" for i in never[:5]]
+            for line in notes:
+                console().print(line)
             with Progress(console=console(), transient=True) as bar:
                 job = bar.add_task(
                     f"{len(policies)} policies x {len(seed_list)} seeds", total=len(policies) * len(seed_list)
@@ -145,6 +187,9 @@ def simulate(
                     seed_list,
                     processes=processes or None,
                     on_done=lambda _r: bar.advance(job),
+                    params=params,
+                    share_rule="distributed" if deployed else "policy",
+                    strict=strict,
                 )
         except (sim.TraceError, sim.UnknownPolicyError) as exc:
             raise ConfigError(str(exc)) from None
@@ -162,7 +207,12 @@ def simulate(
             f"{s.seconds_mean:.2f}",
         )
     console().print(table)
-    context = [f"cluster: {stack or nodes} ({cluster.size} nodes)", f"pods: {pods}", f"seeds: {seed_list}"]
+    context = [
+        f"cluster: {stack or nodes} ({cluster.size} nodes)",
+        f"pods: {pods}",
+        f"seeds: {seed_list}",
+        *notes,
+    ]
     report = write_report(results, BUILD / name / "sim", f"Simulation of {name}", context)
     print(f"wrote {report}")
     if json:

@@ -10,7 +10,6 @@ spread between runs shows how much other load there was.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import sys
@@ -24,7 +23,10 @@ from scheduler.sim import ALL_POLICIES, read_nodes, read_pods, run_one  # noqa: 
 
 
 def shared_dir() -> Path:
-    return Path(os.environ.get("GPUFLEET_SHARED", ROOT.parent / "shared"))
+    """The reference data: GPUFLEET_SHARED, ../shared, or the pinned files fetched and verified into a cache."""
+    from benchmarks.reference_data import ensure
+
+    return ensure()
 
 
 def main() -> None:

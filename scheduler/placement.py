@@ -171,3 +171,43 @@ def secondary_scheduler(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> 
         "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(APP)}},
     }
     return [ns, *_rbac(), config, _deployment(policy), pdb]
+
+
+# ---- FragmentationAware: the scheduler extender (scheduler/extender) ------------------------------------
+
+EXTENDER_WEIGHT = (
+    100  # x 10 per point (score * weight * 100/10): outweighs NodeResourcesFit's 0..100 x its weight
+)
+EXTENDER_TIMEOUT = "2s"  # a 10,000-node prioritize answers well within it (benchmarks/extender_bench.py)
+
+
+def extender_entry(url: str, managed_resources: Sequence[str]) -> dict[str, Any]:
+    """One ``extenders[]`` entry of a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1 ``Extender``).
+
+    ``ignorable: true``: when the extender is down, kube-scheduler skips it for filter, prioritize and bind
+    (pkg/scheduler/schedule_one.go) and the profile's own NodeResourcesFit (MostAllocated) places the pod and
+    the default binder binds it, so GPU pods keep scheduling, packed, only not fragmentation-aware.
+    ``nodeCacheCapable: true``: the extender watches nodes itself, so the scheduler sends names only.
+    """
+    return {
+        "urlPrefix": url,
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "bindVerb": "bind",
+        "weight": EXTENDER_WEIGHT,
+        "enableHTTPS": False,
+        "httpTimeout": EXTENDER_TIMEOUT,
+        "nodeCacheCapable": True,
+        "managedResources": [{"name": name, "ignoredByScheduler": False} for name in managed_resources],
+        "ignorable": True,
+    }
+
+
+def with_extender(config: dict[str, Any], url: str, managed_resources: Sequence[str]) -> dict[str, Any]:
+    """``config`` (a KubeSchedulerConfiguration, e.g. :func:`scheduler_config_file`'s) with the extender added.
+
+    ``extenders`` is top-level and shared by all profiles; managedResources limit it to GPU pods.
+    """
+    out = dict(config)
+    out["extenders"] = [*config.get("extenders", []), extender_entry(url, managed_resources)]
+    return out

@@ -16,11 +16,20 @@ so changes are exact integers until the final dot product with p (an unchanged n
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Literal
 
 import numpy as np
 
+from scheduler.sim.model import MILLI
 from scheduler.sim.shapes import TargetWorkload, model_mask
 from scheduler.sim.state import ClusterState
+
+MEMO_MAX = 200_000  # memoised node states (a replay of the paper's trace sees a few thousand)
+
+ShareRule = Literal["policy", "distributed"]
+"""Who picks the GPU of a GPU-sharing pod: the placement policy (the paper's world, where the scheduler picks
+the GPU), or the NVIDIA device plugin's time-slicing rule (``distributed``: the GPU with the most free replicas,
+see :func:`distributed_gpu`), which is what a deployed cluster does: kube-scheduler only chooses the node."""
 
 
 class NodeFragmentation:
@@ -64,6 +73,8 @@ class NodeFragmentation:
         key = (self._model[node], bisect_right(self._cpu_levels, cpu), r.tobytes())
         hit = self._memo.get(key)
         if hit is None:
+            if len(self._memo) >= MEMO_MAX:  # a long-lived view (the extender) must stay bounded
+                self._memo.clear()
             ge = r >= self._milli_col  # [M, G]
             u = ge @ r
             c = ge.sum(axis=1)
@@ -115,3 +126,73 @@ class NodeFragmentation:
         """Fragmentation ratio: F / total free GPU milli (0..1)."""
         free = self.state.free_gpu_milli
         return self.total / free if free else 0.0
+
+
+def fgd_score(delta_weighted: np.ndarray, total: int) -> np.ndarray:
+    """floor(100 * sigmoid(-delta / 1000)) with delta = delta_weighted / total (exact integers until here)."""
+    return (100.0 / (1.0 + np.exp(delta_weighted / (total * MILLI)))).astype(np.int64)
+
+
+def distributed_gpu(gpu: np.ndarray, fit: np.ndarray) -> np.ndarray:
+    """Per node, the GPU the NVIDIA device plugin gives one time-sliced replica: among the GPUs with a free
+    replica, the one with the fewest allocated (the most free milli when replicas are equal), lowest index first.
+
+    Source: NVIDIA/k8s-device-plugin ``internal/rm/allocate.go`` (``distributedAlloc``, the default
+    GetPreferredAllocation for replicated resources): candidates are sorted by ``total - available`` replicas
+    and the first is taken.
+    """
+    return np.where(fit, gpu, -1).argmax(axis=1)
+
+
+def fgd_scores(
+    fr: NodeFragmentation,
+    nodes: np.ndarray,
+    free_cpu: np.ndarray,
+    free_gpu: np.ndarray | None,
+    gpu_fit: np.ndarray | None,
+    req_cpu: int,
+    num_gpu: int,
+    gpu_milli: int,
+    share_rule: ShareRule = "policy",
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """FGD scores (0..100) of one pod on ``nodes`` and, for a sharing pod, the GPU per node.
+
+    The one implementation of the FGD score, used by the simulator's FGD policy and the scheduler extender.
+    ``free_cpu``/``free_gpu``/``gpu_fit`` are the nodes' free milli-CPU, per-GPU free milli and which GPUs have
+    room for ``gpu_milli``; ``fr`` holds the per-node, per-target-shape usable sums of the same state.
+    Feasibility is the caller's (scores of infeasible nodes are meaningless).
+
+    Per target shape m with the node's usable sum U_m and count C_m of GPUs with >= d_m free, taking d milli
+    from GPU g changes them by ``- r_g [r_g >= d_m] + (r_g - d) [r_g - d >= d_m]``; taking k whole GPUs by
+    ``-1000 k`` and ``-k``. Weighting by the shapes' pod counts keeps Δ · sum w an exact integer.
+    """
+    k, d = num_gpu, gpu_milli
+    total = fr.count_total
+    # delta * total = old . w - new . w - request * total, all integers
+    old = fr.usable_weighted[nodes] - k * d * total
+    u, c = fr.usable_m[nodes], fr.count_m[nodes]
+    fits_cpu = fr.ok[nodes] & ((free_cpu - req_cpu)[:, None] >= fr.cpu)
+    if k == 1 and 0 < d < MILLI:
+        assert free_gpu is not None and gpu_fit is not None, "a GPU pod needs its nodes' GPUs"
+        g = max(int(fr.state.cluster.num_gpu[nodes].max()), 1) if len(nodes) else 1  # skip padding GPUs
+        if share_rule == "distributed":
+            pick = distributed_gpu(free_gpu[:, :g], gpu_fit[:, :g])
+            r = free_gpu[np.arange(len(nodes)), pick][:, None]  # [n, 1]
+            rn = r - d
+            before, after = r >= fr.milli, rn >= fr.milli
+            new = (
+                (u - r * before + rn * after) * (((c - before + after) >= fr.num_gpu) & fits_cpu)
+            ) @ fr.count
+            return fgd_score(old - new, total), pick
+        r3 = free_gpu[:, :g][:, :, None]  # [n, g, 1]
+        rn3 = r3 - d
+        before3, after3 = r3 >= fr.milli, rn3 >= fr.milli  # [n, g, M]
+        u_new = u[:, None, :] - r3 * before3 + rn3 * after3
+        c_new = c[:, None, :] - before3 + after3
+        new3 = (u_new * ((c_new >= fr.num_gpu) & fits_cpu[:, None, :])) @ fr.count  # [n, g]
+        score = np.where(gpu_fit[:, :g], fgd_score(old[:, None] - new3, total), -1)
+        return score.max(axis=1), score.argmax(axis=1)
+    if k:
+        u, c = u - MILLI * k, c - k
+    new = (u * ((c >= fr.num_gpu) & fits_cpu)) @ fr.count
+    return fgd_score(old - new, total), None

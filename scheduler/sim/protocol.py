@@ -65,12 +65,17 @@ def rank_nodes(cluster: Cluster, rng: np.random.Generator) -> Cluster:
     )
 
 
-def check_fits_somewhere(cluster: Cluster, workload: Workload) -> None:
-    """Raise :class:`TraceError` for a cluster without GPUs or the first pod that fits no node of it."""
+def unhostable_pods(cluster: Cluster, workload: Workload) -> list[int]:
+    """Indices of the pods no node of the empty cluster can ever host (too big, or a GPU model it lacks).
+
+    Pods never leave, so such a pod fails in every run; traces from real clusters have a few (a model that
+    was retired, a node that left). Raises :class:`TraceError` for a cluster without GPUs.
+    """
     if cluster.gpu_capacity_milli == 0:
         raise TraceError("the cluster has no GPUs; the replay measures GPU allocation against GPU capacity")
     shapes = build_shapes(workload, cluster)
     gpu_fit_count = (np.arange(cluster.max_gpus)[None, :] < cluster.num_gpu[:, None]).sum(axis=1)
+    never = np.zeros(shapes.count, dtype=bool)
     for s in range(shapes.count):
         fits = (
             (cluster.cpu_milli >= shapes.cpu[s])
@@ -78,15 +83,38 @@ def check_fits_somewhere(cluster: Cluster, workload: Workload) -> None:
             & shapes.model_ok[s, shapes.node_model]
             & (gpu_fit_count >= shapes.num_gpu[s])
         )
-        if not fits.any():
-            pod = int(np.flatnonzero(shapes.pod_shape == s)[0])
-            spec = f", gpu_spec {shapes.spec[s]}" if shapes.spec[s] else ""
-            raise TraceError(
-                f"pod {workload.names[pod]!r} (cpu_milli {shapes.cpu[s]}, memory_mib {shapes.mem[s]}, "
-                f"num_gpu {shapes.num_gpu[s]}{spec}) is larger than every node of the cluster",
-                path=workload.source,
-                row=int(workload.rows[pod]) if workload.source else None,
-            )
+        never[s] = not fits.any()
+    return np.flatnonzero(never[shapes.pod_shape]).tolist()
+
+
+def describe_pod(workload: Workload, pod: int) -> str:
+    """``file, row N (line N+1): pod 'x' (cpu_milli .., memory_mib .., num_gpu ..[, gpu_spec ..])``."""
+    spec = f", gpu_spec {workload.gpu_spec[pod]}" if workload.gpu_spec[pod] else ""
+    where = (
+        f"{workload.source}, row {int(workload.rows[pod])} (line {int(workload.rows[pod]) + 1}): "
+        if (workload.source)
+        else ""
+    )
+    return (
+        f"{where}pod {workload.names[pod]!r} (cpu_milli {workload.cpu_milli[pod]}, memory_mib "
+        f"{workload.memory_mib[pod]}, num_gpu {workload.num_gpu[pod]}{spec})"
+    )
+
+
+def check_fits_somewhere(cluster: Cluster, workload: Workload) -> None:
+    """Raise :class:`TraceError` for a cluster without GPUs or the first pod that fits no node of it
+    (``--strict``; by default such pods are counted as failed and reported, see :func:`unhostable_pods`)."""
+    never = unhostable_pods(cluster, workload)
+    if never:
+        pod = never[0]
+        spec = f", gpu_spec {workload.gpu_spec[pod]}" if workload.gpu_spec[pod] else ""
+        raise TraceError(
+            f"pod {workload.names[pod]!r} (cpu_milli {workload.cpu_milli[pod]}, memory_mib "
+            f"{workload.memory_mib[pod]}, num_gpu {workload.num_gpu[pod]}{spec}) is larger than every node of "
+            f"the cluster ({len(never)} such pod(s); without --strict they are counted as failed)",
+            path=workload.source,
+            row=int(workload.rows[pod]) if workload.source else None,
+        )
 
 
 def bucket_curve(arrived_pct: np.ndarray, values: np.ndarray, max_pct: int = MAX_ARRIVED_PCT) -> np.ndarray:

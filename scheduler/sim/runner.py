@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.sim.frag import NodeFragmentation
+from scheduler.sim.frag import NodeFragmentation, ShareRule
 from scheduler.sim.model import Cluster, Workload
 from scheduler.sim.policies import Context, Policy, make_policy
 from scheduler.sim.policies.base import least_free_fitting_gpu, make_batch
@@ -28,6 +28,7 @@ from scheduler.sim.protocol import (
     check_fits_somewhere,
     order_and_inflate,
     rank_nodes,
+    unhostable_pods,
 )
 from scheduler.sim.shapes import build_shapes, target_workload
 from scheduler.sim.state import ClusterState
@@ -47,6 +48,7 @@ class RunResult:
     pods: int  # pods replayed (after inflation)
     failed: int  # pods that fit nowhere
     seconds: float
+    unhostable: int = 0  # pods of the original list that no node of the empty cluster can host (all fail)
 
     def unallocated(self, arrived_pct: int = 100) -> float:
         """Unallocated GPU % at an arrived % (the paper's headline number at 100)."""
@@ -85,6 +87,7 @@ def replay(
     rng: np.random.Generator | None = None,
     params: dict[str, Any] | None = None,
     check: Callable[[ClusterState], None] | None = None,
+    share_rule: ShareRule = "policy",
 ) -> Replay:
     """Place ``pods`` in the given order on an empty ``cluster`` (no shuffle, no inflation; protocol step 3).
 
@@ -97,7 +100,7 @@ def replay(
     state = ClusterState(cluster)
     models = sorted(set(cluster.gpu_model))
     frag = NodeFragmentation(state, target_workload(target or pods), shapes.node_model, models)
-    pol.bind(Context(cluster, state, shapes, frag, rng))
+    pol.bind(Context(cluster, state, shapes, frag, rng, share_rule, target or pods))
 
     n_shapes, n_nodes = shapes.count, cluster.size
     scores = np.full((n_shapes, n_nodes), -1, dtype=np.int64)
@@ -183,18 +186,23 @@ def run_one(
     params: dict[str, Any] | None = None,
     inflation: float = INFLATION,
     check: Callable[[ClusterState], None] | None = None,
+    share_rule: ShareRule = "policy",
+    strict: bool = False,
 ) -> RunResult:
     """One run of the protocol: order and inflate ``workload`` with ``seed``, replay it, bucket the curves.
 
-    Raises :class:`TraceError` if a pod fits no node of the empty cluster.
+    A pod no node of the empty cluster can host fails like any pod that finds no room (counted in ``failed``
+    and in ``unhostable``); with ``strict`` it raises :class:`TraceError` naming the file and row instead.
     """
     start = time.perf_counter()
-    check_fits_somewhere(cluster, workload)
+    if strict:
+        check_fits_somewhere(cluster, workload)
+    never = len(unhostable_pods(cluster, workload))
     pol = _policy(policy, params)
     rng = np.random.default_rng(seed)
     pods = workload.take(order_and_inflate(workload, rng, inflation * cluster.gpu_capacity_milli))
     cluster = rank_nodes(cluster, rng)
-    run = replay(cluster, pods, pol, target=workload, rng=rng, check=check)
+    run = replay(cluster, pods, pol, target=workload, rng=rng, check=check, share_rule=share_rule)
     cap = run.state.capacity_gpu_milli
     x = run.arrived * 100.0 / cap
     free = cap - run.allocated
@@ -208,6 +216,7 @@ def run_one(
         pods=pods.size,
         failed=run.failed,
         seconds=round(time.perf_counter() - start, 4),
+        unhostable=never,
     )
 
 
@@ -242,9 +251,9 @@ def _score(pol: Policy, s: int, nodes: np.ndarray, static: np.ndarray, share: bo
     return score, gpu
 
 
-def _run_task(args: tuple[Cluster, Workload, str, int, dict[str, Any] | None]) -> RunResult:
-    cluster, workload, policy, seed, params = args
-    return run_one(cluster, workload, policy, seed, params=params)
+def _run_task(args: tuple[Cluster, Workload, str, int, dict[str, Any] | None, ShareRule]) -> RunResult:
+    cluster, workload, policy, seed, params, share_rule = args
+    return run_one(cluster, workload, policy, seed, params=params, share_rule=share_rule)
 
 
 def run_many(
@@ -256,6 +265,8 @@ def run_many(
     processes: int | None = None,
     on_done: Callable[[RunResult], None] | None = None,
     params: dict[str, dict[str, Any]] | None = None,
+    share_rule: ShareRule = "policy",
+    strict: bool = False,
 ) -> list[RunResult]:
     """Every (policy, seed) run, in parallel processes (``processes``: default the CPU count; 1 = in-process).
 
@@ -264,8 +275,11 @@ def run_many(
     """
     for name in policies:  # fail fast on bad names or parameters, before any process starts
         make_policy(name, **((params or {}).get(name) or {}))
-    check_fits_somewhere(cluster, workload)
-    tasks = [(cluster, workload, p, s, (params or {}).get(p)) for p in policies for s in seeds]
+    if strict:
+        check_fits_somewhere(cluster, workload)
+    else:
+        unhostable_pods(cluster, workload)  # a cluster without GPUs is still an error
+    tasks = [(cluster, workload, p, s, (params or {}).get(p), share_rule) for p in policies for s in seeds]
     workers = min(processes or os.cpu_count() or 1, len(tasks))
     results: dict[tuple[str, int], RunResult] = {}
     if workers <= 1:

@@ -75,6 +75,28 @@ class ClusterState:
         self.alloc_mem[node] += mem
         self.pods[node] += 1
 
+    def release(self, node: int, cpu: int, mem: int, gpus: Sequence[int], gpu_milli: int) -> None:
+        """Give back what :meth:`allocate` took (a pod that left; the extender's view of a live cluster).
+
+        Raises :class:`AllocationError` (and changes nothing) if it was not allocated.
+        """
+        alloc = self.alloc_gpu[node]
+        if not (cpu <= self.alloc_cpu[node] and mem <= self.alloc_mem[node] and self.pods[node] > 0) or any(
+            alloc[g] < gpu_milli for g in gpus
+        ):
+            raise AllocationError(f"node {self.cluster.names[node]}: releasing more than was allocated")
+        for g in gpus:
+            self.free_gpu[node, g] += gpu_milli
+            alloc[g] -= gpu_milli
+        taken = gpu_milli * len(gpus)
+        self.free_gpu_sum[node] += taken
+        self.allocated_gpu_milli -= taken
+        self.free_cpu[node] += cpu
+        self.alloc_cpu[node] -= cpu
+        self.free_mem[node] += mem
+        self.alloc_mem[node] -= mem
+        self.pods[node] -= 1
+
     def conservation_errors(self) -> list[str]:
         """Every node and dimension where allocated + free != capacity or a value is out of range."""
         c = self.cluster

@@ -25,6 +25,7 @@ def test_registry_has_every_policy_and_rejects_unknown_names() -> None:
         "GpuPacking",
         "BestFit",
         "FGD",
+        "FGD-Extender",
         "RoundRobin",
         "LeastAllocated",
         "MostAllocated",

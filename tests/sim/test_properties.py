@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.sim import REGISTRY
+from scheduler.sim import ALL_POLICIES
 from scheduler.sim.frag import NodeFragmentation
 from scheduler.sim.model import MILLI, Cluster, Workload
 from scheduler.sim.runner import replay
@@ -63,7 +63,7 @@ def fits_anywhere(c: Cluster, free_cpu, free_mem, free_gpu, pod: tuple[int, int,
     return False
 
 
-@pytest.mark.parametrize("policy", sorted(REGISTRY))
+@pytest.mark.parametrize("policy", sorted(ALL_POLICIES))  # FGD-Extender: tests/sim/test_fgd_extender.py
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(c=clusters(), w=workloads(), seed=st.integers(0, 2**16))
 def test_never_over_allocated_and_conserved(policy: str, c: Cluster, w: Workload, seed: int) -> None:

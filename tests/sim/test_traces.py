@@ -98,7 +98,20 @@ def test_nodes_sorted_by_name(tmp_path: Path) -> None:
     assert c.gpu_model == ("A10", "T4")
 
 
-def test_pod_larger_than_every_node_fails_at_run_start(tmp_path: Path) -> None:
+def test_pod_no_node_can_host_is_counted_failed_and_strict_raises(tmp_path: Path) -> None:
+    """Traces as they are: a pod no node can ever host fails and the run goes on; --strict makes it an error."""
+    path = write(tmp_path, "pods.csv", PODS_HEADER + "p0,1000,1024,1,1000,\np1,1000,1024,4,1000,\n")
+    w = read_pods(path)
+    c = cluster(*((f"n{i}", 8000, 4096, 2, "T4") for i in range(4)))  # 8 GPUs: the list is inflated, kept
+    result = run_one(c, w, "FGD", 42)
+    assert result.unhostable == 1
+    assert result.failed >= 1  # every copy of p1 fails, the others are placed
+    assert result.allocated[-1] > 0
+    with pytest.raises(TraceError, match=r"row 2 \(line 3\): pod 'p1'"):
+        run_one(c, w, "FGD", 42, strict=True)
+
+
+def test_pod_larger_than_every_node_fails_at_run_start_under_strict(tmp_path: Path) -> None:
     path = write(
         tmp_path, "pods.csv", PODS_HEADER + "p0,1000,1024,1,1000,\np1,1000,1024,4,1000,\np2,1,1,1,500,V100\n"
     )
@@ -107,13 +120,13 @@ def test_pod_larger_than_every_node_fails_at_run_start(tmp_path: Path) -> None:
     with pytest.raises(
         TraceError, match=r"row 2 \(line 3\): pod 'p1' .*num_gpu 4.* larger than every node"
     ) as err:
-        run_one(c, w, "FGD", 42)
+        run_one(c, w, "FGD", 42, strict=True)
     assert str(path) in str(err.value)
     with pytest.raises(TraceError, match="the cluster has no GPUs"):
         run_one(cluster(("cpu", 8000, 4096, 0, "")), w, "FGD", 42)
     model_only = read_pods(write(tmp_path, "p2.csv", PODS_HEADER + "p0,1,1,1,500,V100\n"))
     with pytest.raises(TraceError, match="gpu_spec V100"):
-        run_one(c, model_only, "Random", 1)
+        run_one(c, model_only, "Random", 1, strict=True)
 
 
 def test_variant_workload_reads(shared_dir: Path) -> None:

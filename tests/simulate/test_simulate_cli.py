@@ -83,7 +83,7 @@ def test_simulate_stack_writes_report_and_json(tmp_path: Path) -> None:
 )
 def test_malformed_trace_exits_2_naming_file_and_row(tmp_path: Path, rows: list[str], words: str) -> None:
     pods = _pods(tmp_path, rows)
-    result = invoke("--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1")
+    result = invoke("--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1", "--strict")
     assert result.returncode == 2, result.stdout + result.stderr
     assert str(pods) in result.stderr and words in result.stderr
     assert "Traceback" not in result.stderr
@@ -102,3 +102,77 @@ def test_missing_column_and_unknown_policy_exit_2(tmp_path: Path) -> None:
 def test_needs_exactly_one_cluster_source(tmp_path: Path) -> None:
     result = invoke("--pods", str(_pods(tmp_path, ["1000,1024,1,1000,"])))
     assert result.returncode == 2 and "--stack" in result.stderr
+
+
+def test_pod_no_node_can_host_is_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+    """Traces as they are: the unhostable pod is counted failed and named with its row; --strict refuses it."""
+    pods = _pods(tmp_path, ["4000,16384,1,1000,", "4000,16384,16,1000,", "2000,8192,1,500,"])
+    result = invoke("--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1",
+                    "--policy", "FGD,MostAllocated")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "1 pods no node can ever host" in result.stdout
+    assert f"{pods}, row 2 (line 3)" in result.stdout.replace("\n", "")
+
+
+def test_stack_is_simulated_as_deployed(tmp_path: Path) -> None:
+    """CPU-only pods leave the GPU nodes (tainted), shares become one replica of a time-sliced pool, and the
+    deployed profile runs with the stack's weights; FGD-Extender answers through the extender protocol."""
+    pods = _pods(
+        tmp_path, ["4000,16384,1,1000,", "2000,8192,1,300,", "1000,1024,0,0,", "8000,32768,4,1000,L40S"]
+    )
+    out = tmp_path / "runs.json"
+    result = invoke(
+        "--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1", "--json", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "1 CPU-only pods run on the system pool" in result.stdout
+    assert "one unit of 500 milli-GPU (2 per GPU)" in result.stdout
+    runs = json.loads(out.read_text())
+    assert {r["policy"] for r in runs} == {"FGD", "FGD-Extender", "MostAllocated"}
+    by = {r["policy"]: r for r in runs}
+    assert by["FGD"]["allocated"] == by["FGD-Extender"]["allocated"]
+
+
+def test_stack_model_routes_pods_as_deployed() -> None:
+    """Pools, taints, GPU resources, Kueue flavors and the profile as sent, for an EKS and an existing stack."""
+    from infra.simulation import route, stack_model
+    from scheduler.sim import Workload
+
+    prod = load_example("example-prod")
+    model = stack_model(prod)
+    assert set(model.cluster.gpu_model) == {p.name for p in prod.node_pools}  # a node's "model" is its pool
+    assert model.units["a10g-batch"] > 1 and model.units["h100-train"] == 1
+    # EKS weights only cpu, memory and nvidia.com/gpu: a replica is not scored
+    assert model.strategy == "MostAllocated" and model.weights["shared"] == 0
+    itype = __import__("infra.catalog", fromlist=["CATALOG"]).CATALOG[prod.system_pool.instance_type]
+    assert model.cpu_pool == (
+        prod.system_pool.max_size * itype.vcpus * 1000,
+        prod.system_pool.max_size * itype.memory_gib * 1024,
+    )
+    pods = Workload.build([1000, 2000, 500], [1024, 2048, 512], [0, 1, 2], [0, 300, 1000])
+    routed, routing = route(model, pods, prod)
+    assert routed.size == 2 and routing.cpu_only_pods == 1  # the CPU-only pod left the GPU nodes
+    share_units = max(model.units.values())
+    assert routed.gpu_milli.tolist() == [1000 // share_units, 1000]
+    sharing_pools = {p for p, u in model.units.items() if u == share_units}
+    assert set(routed.gpu_spec[0].split("|")) == sharing_pools
+    assert set(routed.gpu_spec[1].split("|")) == {
+        p for p, u in model.units.items() if u == 1 and p in model.routable
+    }
+    metal = stack_model(load_example("metal"))
+    assert metal.cpu_pool is None and metal.weights["shared"] == metal.weights["gpu"]  # the secondary profile
+
+
+def test_extender_matches_fgd_on_a_stack_with_mig_and_time_sliced_pools() -> None:
+    """Units of 1000 // 7 (MIG 1g on H100) are one replica the API can express: FGD-Extender replays them."""
+    from infra.simulation import route, stack_model
+    from scheduler.sim import Workload, run_one
+
+    prod = load_example("example-prod")
+    model = stack_model(prod)
+    pods = Workload.build([4000, 2000, 1000, 8000, 1000], [16384, 8192, 1024, 32768, 2048], [1, 1, 0, 4, 1],
+                          [1000, 300, 0, 1000, 150])  # fmt: skip
+    routed, _ = route(model, pods, prod)
+    fgd = run_one(model.cluster, routed, "FGD", 7, share_rule="distributed")
+    ext = run_one(model.cluster, routed, "FGD-Extender", 7, share_rule="distributed")
+    assert ext.allocated == fgd.allocated and ext.failed == fgd.failed

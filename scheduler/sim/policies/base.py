@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from scheduler.sim.errors import UnknownPolicyError
-from scheduler.sim.frag import NodeFragmentation
-from scheduler.sim.model import MILLI, Cluster
+from scheduler.sim.frag import NodeFragmentation, ShareRule
+from scheduler.sim.model import MILLI, Cluster, Workload
 from scheduler.sim.shapes import Shapes
 from scheduler.sim.state import ClusterState
 
@@ -35,6 +35,8 @@ class Context:
     shapes: Shapes
     frag: NodeFragmentation
     rng: np.random.Generator
+    share_rule: ShareRule = "policy"  # who picks a sharing pod's GPU (see scheduler.sim.frag.ShareRule)
+    target: Workload | None = None  # the pod list whose shapes are FGD's expected workload
 
 
 class Batch:
@@ -150,6 +152,9 @@ class Policy:
         if k == 0:
             return []
         if k == 1 and d < MILLI:
+            if self.ctx.share_rule == "distributed":  # the device plugin picks the GPU, not the scheduler
+                row = self.ctx.state.free_gpu[node]
+                return [int(np.where(row >= d, row, -1).argmax())]
             return [share_gpu]
         return self.ctx.state.fully_free_gpus(node, k)
 

@@ -19,6 +19,9 @@ from scheduler.sim.model import MILLI
 from scheduler.sim.policies.base import Batch, Context, Policy
 
 GPU = "nvidia.com/gpu"  # parameter names: cpu, memory, gpu (or nvidia_com_gpu)
+SHARED = (
+    "shared"  # the weight of a sharing pod's GPU resource (nvidia.com/gpu.shared); default: the GPU weight
+)
 
 
 class NodeResourcesFitPolicy(Policy):
@@ -29,11 +32,18 @@ class NodeResourcesFitPolicy(Policy):
 
     def __init__(self, **params: Any) -> None:
         weights = dict(self.default_weights)
+        shared: int | None = None
         for key, value in params.items():
             resource = GPU if key in ("gpu", "nvidia_com_gpu") else key
-            if resource not in weights or not isinstance(value, int) or value < 0:
+            if (resource not in weights and resource != SHARED) or not isinstance(value, int) or value < 0:
                 raise TypeError(f"policy {self.name}: unknown parameter or bad weight {key}={value!r}")
-            weights[resource] = value
+            if resource == SHARED:
+                shared = value
+            else:
+                weights[resource] = value
+        # EKS weights only cpu, memory and nvidia.com/gpu: a time-sliced replica (nvidia.com/gpu.shared) is then
+        # not scored at all (shared=0); the secondary scheduler's profile gives it the GPU weight
+        weights[SHARED] = weights[GPU] if shared is None else shared
         self.weights = weights
 
     def bind(self, ctx: Context) -> None:
@@ -42,7 +52,9 @@ class NodeResourcesFitPolicy(Policy):
         cap = np.column_stack((c.cpu_milli, c.memory_mib, c.num_gpu * MILLI))  # [N, 3]
         self.cap, self.safe = cap, np.maximum(cap, 1)
         weight = np.array([self.weights["cpu"], self.weights["memory"], self.weights[GPU]])
-        self.weight = {True: weight, False: weight * np.array([1, 1, 0])}  # pod requests GPU: scored or not
+        shared = np.array([self.weights["cpu"], self.weights["memory"], self.weights[SHARED]])
+        # pod requests whole GPUs: scored; a share: scored with the shared weight; none: not scored
+        self.weight = {True: weight, False: weight * np.array([1, 1, 0]), SHARED: shared}
         # per node, resources without allocatable are skipped too (only needed if some node lacks one)
         self.uniform = bool((cap > 0).all())
         self.node_weight = {gpu: np.where(cap > 0, w, 0) for gpu, w in self.weight.items()}
@@ -55,7 +67,7 @@ class NodeResourcesFitPolicy(Policy):
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
         nodes = batch.nodes
         share = self.numerator(batch.free, self.cap[nodes], self.requests[batch.s]) * 100 // self.safe[nodes]
-        gpu = batch.req_gpu > 0
+        gpu: bool | str = SHARED if batch.is_share else batch.req_gpu > 0
         if self.uniform:
             weight = self.weight[gpu]
             return share @ weight // max(int(weight.sum()), 1), None

@@ -1,0 +1,11 @@
+"""A kube-scheduler HTTP extender that places GPU pods by fragmentation gradient descent (FGD).
+
+- :mod:`~scheduler.extender.wire`: the ``k8s.io/kube-scheduler/extender/v1`` JSON documents (ExtenderArgs,
+  ExtenderFilterResult, HostPriorityList, ExtenderBindingArgs/Result), keys exactly as the Go field names.
+- :mod:`~scheduler.extender.resources`: a Pod's request and a Node's GPUs at the granularity the API exposes
+  (whole ``nvidia.com/gpu``, time-sliced ``nvidia.com/gpu.shared`` replicas, CPU and memory).
+- :mod:`~scheduler.extender.view`: the extender's view of nodes and pods, the expected workload, and the
+  verbs (filter, prioritize, bind); scoring is :func:`scheduler.sim.frag.fgd_scores`, the simulator's own.
+- :mod:`~scheduler.extender.app`: the WSGI application (POST /filter, /prioritize, /bind; GET /healthz).
+- :mod:`~scheduler.extender.watch`: keeps the view from the API server (list + watch) and binds pods.
+"""

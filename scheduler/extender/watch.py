@@ -1,0 +1,88 @@
+"""Keep an :class:`~scheduler.extender.view.ExtenderView` from the API server, and bind pods through it.
+
+Uses the official ``kubernetes`` client: list then watch Nodes and Pods (``resourceVersion`` resumes a watch;
+a 410 Gone restarts with a fresh list, as client-go's reflector does). Bound pods (``spec.nodeName`` set, not
+Succeeded/Failed) count in the view; deleted or finished pods leave it. ``bind`` posts a ``v1.Binding``
+(``pods/binding`` subresource), what kube-scheduler's DefaultBinder does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from scheduler.extender import wire
+from scheduler.extender.resources import pod_request
+from scheduler.extender.view import ExtenderView
+
+log = logging.getLogger(__name__)
+TERMINAL = ("Succeeded", "Failed")
+
+
+def apply_pod_event(view: ExtenderView, kind: str, pod: dict[str, Any]) -> None:
+    """One watch event on a Pod (``ADDED``/``MODIFIED``/``DELETED``), as a plain dict."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    uid, node = str(meta.get("uid", "")), spec.get("nodeName")
+    phase = (pod.get("status") or {}).get("phase")
+    if kind == "DELETED" or phase in TERMINAL:
+        view.pod_gone(uid)
+    elif node:
+        view.pod_bound(uid, node, pod_request(pod))
+
+
+def apply_node_event(view: ExtenderView, kind: str, node: dict[str, Any]) -> None:
+    if kind == "DELETED":
+        view.delete_node(str((node.get("metadata") or {}).get("name", "")))
+    else:
+        view.set_node(node)
+
+
+def _watch(
+    view: ExtenderView, list_fn: Any, apply: Any, stop: threading.Event, listed_once: threading.Event
+) -> None:  # pragma: no cover - needs an API server
+    from kubernetes import watch
+    from kubernetes.client import ApiClient
+    from kubernetes.client.exceptions import ApiException
+
+    sanitize = ApiClient().sanitize_for_serialization
+    while not stop.is_set():
+        try:
+            listed = list_fn()
+            for item in listed.items:
+                apply(view, "ADDED", sanitize(item))
+            version = listed.metadata.resource_version
+            listed_once.set()
+            for event in watch.Watch().stream(list_fn, resource_version=version, timeout_seconds=300):
+                apply(view, event["type"], sanitize(event["object"]))
+                if stop.is_set():
+                    return
+        except ApiException as exc:
+            log.warning("watch restarts after %s", exc.status)
+        except Exception:
+            log.exception("watch failed; restarting")
+            stop.wait(2)
+
+
+def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an API server
+    """Load the in-cluster config, start the Node and Pod watches, install the binder; returns a stop event."""
+    from kubernetes import client, config
+
+    config.load_incluster_config()
+    core = client.CoreV1Api()
+    stop = threading.Event()
+
+    def bind(args: wire.BindingArgs) -> None:
+        body = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=args.pod_name, namespace=args.pod_namespace, uid=args.pod_uid),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=args.node),
+        )
+        core.create_namespaced_binding(args.pod_namespace, body, _preload_content=False)
+
+    view.binder = bind
+    for list_fn, apply in (
+        (core.list_node, apply_node_event),
+        (core.list_pod_for_all_namespaces, apply_pod_event),
+    ):
+        threading.Thread(target=_watch, args=(view, list_fn, apply, stop), daemon=True).start()
+    return stop

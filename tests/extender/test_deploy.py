@@ -1,0 +1,110 @@
+"""The deployed pieces: the scheduler profile's extender entry and the extender's own objects."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from scheduler.extender.manifests import extender_objects, service_url
+from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
+from scheduler.placement import with_extender
+from tests.extender.go_types import load_types
+
+
+@pytest.fixture(scope="module")
+def extender_type(shared_dir: Path) -> dict[str, Any]:
+    doc = load_types(shared_dir, "config-v1-types.yaml", "config-v1-types.go")
+    (t,) = [t for t in doc["types"] if t["name"] == "Extender"]
+    return t
+
+
+def test_extender_entry_matches_the_scheduler_config_extender_type(extender_type) -> None:
+    """kubescheduler.config.k8s.io/v1 Extender (kubernetes v1.36.3 config/v1/types.go): only its json keys,
+    enableHTTPS spelled so, weight positive, httpTimeout a duration, managedResources {name, ignoredByScheduler},
+    at most one extender with bindVerb."""
+    base = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "gpu-binpack"}],
+    }
+    config = with_extender(base, service_url(), [GPU_RESOURCE, SHARED_GPU_RESOURCE])
+    assert base.get("extenders") is None  # the input profile is left alone
+    (entry,) = config["extenders"]
+    allowed = {f["json"] for f in extender_type["fields"]}
+    assert set(entry) <= allowed
+    assert {
+        "urlPrefix",
+        "filterVerb",
+        "prioritizeVerb",
+        "bindVerb",
+        "weight",
+        "httpTimeout",
+        "managedResources",
+        "ignorable",
+    } <= set(entry)
+    assert entry["weight"] > 0
+    assert re.fullmatch(r"\d+(ms|s|m)", entry["httpTimeout"])
+    assert entry["ignorable"] is True and entry["nodeCacheCapable"] is True
+    assert [m["name"] for m in entry["managedResources"]] == [GPU_RESOURCE, SHARED_GPU_RESOURCE]
+    assert sum(1 for e in config["extenders"] if e.get("bindVerb")) == 1
+    assert entry["urlPrefix"] == "http://gpufleet-extender.gpufleet-scheduler.svc:8888"
+
+
+def test_extender_objects_validate_strictly() -> None:
+    objects = extender_objects(
+        "ghcr.io/gpufleet/gpufleet-extender:0.1.0", trace_configmap="expected-workload"
+    )
+    kinds = [o["kind"] for o in objects]
+    assert kinds == [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+    ]
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+    deployment = objects[3]
+    assert deployment["spec"]["replicas"] == 2
+    assert objects[5]["spec"]["minAvailable"] == 1
+    verbs = {(tuple(r["resources"]), tuple(r["verbs"])) for r in objects[1]["rules"]}
+    assert (("pods/binding", "bindings"), ("create",)) in verbs
+
+
+@pytest.mark.parametrize(
+    "image", ["ghcr.io/gpufleet/gpufleet-extender", "ghcr.io/gpufleet/gpufleet-extender:latest"]
+)
+def test_unpinned_image_is_refused(image: str) -> None:
+    with pytest.raises(ValueError, match="extender image"):
+        extender_objects(image)
+
+
+def test_fragmentation_aware_adds_the_extender_to_the_secondary_scheduler() -> None:
+    """The secondary scheduler's rendered configuration names the extender; every object validates."""
+    from scheduler.extender.manifests import fragmentation_aware
+    from scheduler.placement import CONFIG_FILE, secondary_scheduler
+    from scheduler.resources import covered_gpu_resources
+    from tests.scheduler.examples import PROD, PROD_POOLS
+
+    base = secondary_scheduler(PROD, PROD_POOLS)
+    objects = fragmentation_aware(
+        base, covered_gpu_resources(PROD_POOLS), "ghcr.io/gpufleet/gpufleet-extender:0.1.0"
+    )
+    assert [o["kind"] for o in objects[: len(base)]] == [o["kind"] for o in base]
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    config = yaml.safe_load(cm["data"][CONFIG_FILE])
+    (entry,) = config["extenders"]
+    assert entry["urlPrefix"] == service_url() and entry["ignorable"] is True
+    assert {m["name"] for m in entry["managedResources"]} == set(covered_gpu_resources(PROD_POOLS))
+    assert config["profiles"][0]["schedulerName"] == "gpu-binpack"
+    assert "extenders" not in yaml.safe_load(
+        next(o for o in base if o["kind"] == "ConfigMap")["data"][CONFIG_FILE]
+    )  # the input is left alone
+    for obj in objects:
+        kubernetes_validate.validate(obj, PROD.kubernetes_version, strict=True)
