@@ -17,8 +17,26 @@ from tests.conftest import ROOT
 from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
 
 
+def _install_prometheus() -> None:
+    """As the Ansible tests do for debootstrap: install the missing Debian package when running as root, so
+    the README's test command works on a fresh machine (no-op elsewhere; the fixture then explains)."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"],
+        check=False,
+        env=env,
+        capture_output=True,
+    )
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
+    if path is None:
+        _install_prometheus()
+        path = shutil.which(name)
     if path is None:
         message = (
             f"{name} not found: apt-get install prometheus (Debian's package ships prometheus and promtool)"
