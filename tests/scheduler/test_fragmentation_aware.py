@@ -121,7 +121,8 @@ def test_other_strategies_deploy_no_extender(strategy: str) -> None:
 
 
 def test_team_gpu_pods_are_routed_to_the_secondary_scheduler_on_aws() -> None:
-    """The EKS control plane's scheduler calls no extender, so on aws a GPU pod must name `gpu-binpack` too: the
+    """The EKS control plane's scheduler calls no extender (EKS API Reference, `KubeSchedulerConfigRequest`: only
+    `nodeResourcesFit`), so on aws a GPU pod must name `gpu-binpack` too: the
     team-pod policy refuses one that does not (CEL evaluated with cel-python), and from 1.36 the mutating
     policy sets the name on pods that leave it at the API server's default."""
     policy, pools = scheduler_inputs(fragmentation_aware_spec("dev"))
@@ -142,12 +143,14 @@ def test_team_gpu_pods_are_routed_to_the_secondary_scheduler_on_aws() -> None:
 
 
 def test_the_eks_control_plane_keeps_most_allocated() -> None:
-    """EKS's scheduler configuration (the `KubeSchedulerConfiguration` control-plane field) takes a
-    NodeResourcesFit scoring type, MostAllocated or LeastAllocated, with resource weights; FragmentationAware
-    sends MostAllocated so everything the secondary scheduler does not bind stays packed."""
+    """EKS's scheduler configuration (EKS API Reference: `KubeSchedulerConfigRequest` has one member,
+    `nodeResourcesFit`; `ScoringStrategy.type` is `LeastAllocated | MostAllocated`) has no room for an extender
+    or another strategy; FragmentationAware sends MostAllocated, so what the secondary scheduler does not bind
+    stays packed."""
     spec = fragmentation_aware_spec("dev")
     plain = parse_config(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"], "dev")
     assert placement_config(spec) == placement_config(plain)
+    assert set(placement_config(spec)) == {"node_resources_fit"}
     assert placement_config(spec)["node_resources_fit"]["scoring_strategy"]["type"] == "MostAllocated"
 
 
