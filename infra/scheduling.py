@@ -12,6 +12,7 @@ from infra import catalog
 from infra.karpenter.facts import karpenter_managed
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import provisioning_request_crd
+from scheduler.extender.manifests import IMAGE_REPOSITORY as EXTENDER_IMAGE_REPOSITORY
 from scheduler.labels import (
     AWS_NETWORK_LAYERS,
     GPU_TAINT,
@@ -153,6 +154,11 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         platform=spec.platform,
         kubernetes_version=spec.cluster.kubernetes_version,
         kube_scheduler_image_tag=spec.versions.kube_scheduler_image or "",
+        extender_image=(
+            f"{EXTENDER_IMAGE_REPOSITORY}:{spec.versions.extender_image}"
+            if s.placement.strategy == "FragmentationAware"
+            else ""
+        ),
         kueue_version=spec.versions.kueue_chart,
         metrics=spec.cluster.monitoring.enabled,
         provisioning_request_crd=(

@@ -19,8 +19,9 @@ nodes and a trace becomes the pods that cluster would see (`invoke simulate --st
   when no team has quotas).
 - **The placement profile as sent.** EKS takes only the NodeResourcesFit strategy and weights for ``cpu``,
   ``memory`` and ``nvidia.com/gpu`` (the EKS ``ScoringStrategy``/``ResourceWeight`` API, weights 1..100), so a
-  time-sliced replica is not scored; on existing clusters the secondary scheduler's profile
-  (:func:`scheduler.placement.scoring_resources`) gives shared and MIG resources the GPU weight.
+  time-sliced replica is not scored; on existing clusters, and with FragmentationAware on both platforms, the
+  secondary scheduler's profile (:func:`scheduler.placement.scoring_resources`) gives shared and MIG resources
+  the GPU weight.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 from infra import catalog
 from infra.errors import ConfigError
 from infra.spec import ClusterSpec, NodePool
+from scheduler.model import fit_strategy
 from scheduler.sim import Cluster, Workload
 from scheduler.sim.model import MILLI
 
@@ -92,17 +94,21 @@ def _units(pool: NodePool) -> int:
 
 
 def placement_profile(spec: ClusterSpec) -> tuple[str, dict[str, int]]:
-    """The NodeResourcesFit strategy and the simulator's weight parameters, as the stack sends them."""
+    """The NodeResourcesFit strategy and the simulator's weight parameters, as the stack sends them.
+
+    FragmentationAware: GPU pods are bound by the secondary scheduler (MostAllocated, every GPU resource
+    weighted, as on existing clusters) calling the extender; the extender itself is the ``FGD-Extender``
+    policy every stack replay runs, and this profile is what places pods while it is down."""
     p = spec.scheduling.placement
     weights = dict(p.weights)
     gpu = weights.get("nvidia.com/gpu", 10)
     params: dict[str, Any] = {"cpu": weights.get("cpu", 1), "memory": weights.get("memory", 1), "gpu": gpu}
-    if spec.platform == "aws":
+    if spec.platform == "aws" and p.strategy != "FragmentationAware":
         params = {k: v for k, v in params.items() if k in ("cpu", "memory", "gpu")}
         params["shared"] = 0  # EKS has no weight for nvidia.com/gpu.shared: replicas are not scored
     else:
         params["shared"] = weights.get("nvidia.com/gpu.shared", gpu)
-    return p.strategy, params
+    return fit_strategy(p.strategy), params
 
 
 def _nodes(spec: ClusterSpec, by_pool: bool) -> Cluster:

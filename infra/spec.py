@@ -323,9 +323,11 @@ def _default_priorities() -> list[PriorityClass]:
 
 
 class Placement(Model):
-    """kube-scheduler NodeResourcesFit scoring: MostAllocated packs GPU jobs, LeastAllocated spreads."""
+    """Where GPU pods land. MostAllocated packs GPU jobs, LeastAllocated spreads (kube-scheduler NodeResourcesFit
+    scoring, weighted by `weights`); FragmentationAware deploys the fragmentation-aware scheduler extender and a
+    secondary scheduler (MostAllocated) that calls it, and routes team GPU pods to that scheduler."""
 
-    strategy: Literal["MostAllocated", "LeastAllocated"] = "MostAllocated"
+    strategy: Literal["MostAllocated", "LeastAllocated", "FragmentationAware"] = "MostAllocated"
     weights: dict[str, Annotated[int, Field(ge=1, le=100)]] = Field(
         default_factory=lambda: {"nvidia.com/gpu": 10, "cpu": 1, "memory": 1}
     )

@@ -9,9 +9,10 @@ and kube-scheduler images must match the control plane's minor.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -38,6 +39,12 @@ PER_MINOR: dict[str, MinorPins] = {
     "1.36": MinorPins("v1.36.4", "1.36.4-20260930", "1.65.0-0be31b34", "v1.36.1"),
 }
 SUPPORTED_KUBERNETES: tuple[str, ...] = tuple(PER_MINOR)
+# This repository's release (pyproject.toml `project.version`; a test keeps them equal). Images built from this
+# repository are deployed at the tag of the same release: .github/workflows/extender-image.yml pushes
+# `ghcr.io/gpufleet/gpufleet-extender:<version>` for every `v<version>` git tag (docker/metadata-action semver).
+PROJECT_VERSION = "0.1.0"
+# An OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127} (distribution/reference grammar).
+_IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 DEFAULT_KUBERNETES = "1.35"
 
 
@@ -59,6 +66,8 @@ class Versions(BaseModel):
     cluster_autoscaler_chart: str = "9.59.0"
     cluster_autoscaler_image: str | None = None
     kube_scheduler_image: str | None = None
+    # placement.strategy: FragmentationAware: the scheduler extender's image tag (this repository's release).
+    extender_image: str = PROJECT_VERSION
     # Karpenter (cluster.autoscaler: karpenter): chart and controller image move together. The digest is the
     # 1.14.1 controller image recorded by the release's docs commit (aws/karpenter-provider-aws 1d927085).
     karpenter_chart: str = "1.14.1"
@@ -73,6 +82,15 @@ class Versions(BaseModel):
     kube_prometheus_stack_chart: str = "88.5.3"
     # NVIDIA NVSentinel: GPU fault detection, quarantine (cordon + taint), drain, un-quarantine on recovery.
     nvsentinel_chart: str = "v1.29.0"
+
+    @field_validator("extender_image")
+    @classmethod
+    def _pinned_tag(cls, tag: str) -> str:
+        if not _IMAGE_TAG.fullmatch(tag) or tag == "latest":
+            raise ValueError(
+                f"{tag!r} is not a pinned image tag (a release such as {PROJECT_VERSION}, never latest)"
+            )
+        return tag
 
     def resolved(self, kubernetes_version: str) -> Versions:
         """A copy with every per-minor pin filled in for this Kubernetes minor."""

@@ -10,7 +10,8 @@ Validating (admissionregistration.k8s.io/v1, every supported Kubernetes version)
 - a container requests at most one time-sliced GPU (`nvidia.com/gpu.shared`);
 - no pod uses the `system-node-critical` / `system-cluster-critical` PriorityClasses (any namespace may by
   default, and kube-scheduler would preempt other teams' pods for them);
-- on `existing` clusters, a GPU pod names the packing scheduler (`schedulerName: gpu-binpack`), so GPUs are
+- where the secondary scheduler binds GPU pods (`existing` clusters, and every platform with
+  `placement.strategy: FragmentationAware`), a GPU pod names it (`schedulerName: gpu-binpack`), so GPUs are
   only ever bound by one scheduler;
 - no Service of type LoadBalancer or NodePort, unless the team's `allowExternalServices` is set (its namespace
   then carries `gpufleet.io/external-services=allowed` and the policy does not match it).
@@ -19,7 +20,8 @@ Mutating (admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, GA and served
 1.36; before that the API is beta and off by default, so nothing is rendered and the docs say what to do):
 - a job (every Kueue integration's kind) without `kueue.x-k8s.io/priority-class` gets the team's default
   WorkloadPriorityClass, read from its namespace's `gpufleet.io/default-priority` label;
-- on `existing` clusters, a pod that leaves `schedulerName` at its default gets `gpu-binpack`.
+- where the secondary scheduler binds GPU pods, a pod that leaves `schedulerName` at its default gets
+  `gpu-binpack`.
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ def pod_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
             f"team pods may not use the {' or '.join(SYSTEM_PRIORITY_CLASSES)} PriorityClass",
         ),
     ]
-    if policy.platform == "existing":
+    if policy.uses_secondary_scheduler:
         out.append(
             _validation(
                 GPU_PODS_USE_PACKING_SCHEDULER,
@@ -231,7 +233,7 @@ def mutating_policies(policy: SchedulingPolicy) -> list[dict[str, Any]]:
         by_group.setdefault(group, []).append(resource)
     job_rules = [_rule(group, resources, ["CREATE"]) for group, resources in by_group.items()]
     out = _mutating(DEFAULT_PRIORITY, job_rules, PRIORITY_NOT_SET, SET_PRIORITY)
-    if policy.platform == "existing":
+    if policy.uses_secondary_scheduler:
         out += _mutating(
             DEFAULT_SCHEDULER, [_rule("", ["pods"], ["CREATE"])], SCHEDULER_NOT_SET, SET_SCHEDULER
         )

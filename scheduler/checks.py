@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 
 from scheduler.errors import SchedulerConfigError
+from scheduler.extender.manifests import image_problem
 from scheduler.labels import (
     AUTOSCALER_NAMESPACE,
     GPU_OPERATOR_NAMESPACE,
@@ -18,7 +19,7 @@ from scheduler.labels import (
     POOL_LABEL,
     SCHEDULER_NAMESPACE,
 )
-from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
+from scheduler.model import PLACEMENT_STRATEGIES, PoolView, SchedulingPolicy, TeamPolicy
 from scheduler.resources import units_per_gpu
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -183,10 +184,14 @@ def _scheduling_problems(policy: SchedulingPolicy) -> list[str]:
         if not DNS_LABEL.match(pc.name) or pc.name in seen:
             out.append(f"{key}.priorityClasses[{i}].name: {pc.name!r} must be a unique DNS label")
         seen.add(pc.name)
-    if policy.placement_strategy not in ("MostAllocated", "LeastAllocated"):
+    if policy.placement_strategy not in PLACEMENT_STRATEGIES:
         out.append(
-            f"{key}.placement.strategy: {policy.placement_strategy!r}; accepted: MostAllocated, LeastAllocated"
+            f"{key}.placement.strategy: {policy.placement_strategy!r}; accepted: {', '.join(PLACEMENT_STRATEGIES)}"
         )
+    if policy.placement_strategy == "FragmentationAware":
+        problem = image_problem(policy.extender_image)
+        if problem:
+            out.append(f"{ROOT}:versions.extenderImage: {problem}")
     for resource, weight in policy.placement_weights.items():
         if not 1 <= weight <= 100:
             out.append(f"{key}.placement.weights.{resource}: must be 1..100 (got {weight})")

@@ -13,11 +13,13 @@ from typing import Any
 from scheduler.admission import team_admission
 from scheduler.autoscaling import priority_expander
 from scheduler.checks import check
+from scheduler.extender.manifests import fragmentation_aware
 from scheduler.guard import gpu_guard
 from scheduler.kueue import kueue_objects
 from scheduler.model import PoolView, SchedulingPolicy
 from scheduler.namespaces import team_objects
 from scheduler.placement import secondary_scheduler
+from scheduler.resources import covered_gpu_resources
 from scheduler.sharing import device_plugin_configmap
 
 KIND_ORDER = (
@@ -46,6 +48,7 @@ KIND_ORDER = (
     "PodDisruptionBudget",
     "MutatingAdmissionPolicy",  # defaults for team jobs, once the priority classes they name exist
     "MutatingAdmissionPolicyBinding",
+    "Service",  # the fragmentation-aware extender's
 )
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Namespaced objects may live in these without creating them: they belong to the cluster or to infra's releases.
@@ -69,6 +72,15 @@ def listing_key(obj: dict[str, Any]) -> tuple[int, str]:
     return rank, f"{namespace}-{name}." if namespace else f"{name}."
 
 
+def secondary_scheduler_objects(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    """The secondary scheduler; with FragmentationAware, its configuration calls the extender, deployed beside
+    it, for the GPU resources the pools expose."""
+    objects = secondary_scheduler(policy, pools)
+    if policy.placement_strategy != "FragmentationAware":
+        return objects
+    return fragmentation_aware(objects, covered_gpu_resources(pools), policy.extender_image)
+
+
 def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     """Check the inputs (SchedulerConfigError naming the key) and build every object, sorted for applying."""
     pools = tuple(pools)
@@ -77,8 +89,8 @@ def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[st
     objects += team_objects(policy, pools)
     objects.append(device_plugin_configmap(pools))
     objects += priority_expander(policy, pools)
-    if policy.platform == "existing":
-        objects += secondary_scheduler(policy, pools)
+    if policy.uses_secondary_scheduler:
+        objects += secondary_scheduler_objects(policy, pools)
     objects += kueue_objects(policy, pools)
     objects += gpu_guard()
     objects += team_admission(policy)

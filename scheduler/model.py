@@ -11,6 +11,17 @@ from typing import Literal
 
 CapacityType = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"]
 SharingMode = Literal["exclusive", "timeSlicing", "mig"]
+# MostAllocated / LeastAllocated: kube-scheduler's NodeResourcesFit scoring. FragmentationAware: the in-cluster
+# secondary scheduler (MostAllocated) calling the fragmentation-aware extender (scheduler.extender).
+PlacementStrategy = Literal["MostAllocated", "LeastAllocated", "FragmentationAware"]
+PLACEMENT_STRATEGIES: tuple[str, ...] = ("MostAllocated", "LeastAllocated", "FragmentationAware")
+FitStrategy = Literal["MostAllocated", "LeastAllocated"]
+
+
+def fit_strategy(strategy: str) -> FitStrategy:
+    """The NodeResourcesFit scoring type a placement strategy sends: FragmentationAware packs
+    (MostAllocated) underneath the extender, which is also what places pods while the extender is down."""
+    return "LeastAllocated" if strategy == "LeastAllocated" else "MostAllocated"
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,7 @@ class SchedulingPolicy:
         PriorityClassView("default", 100, "Normal jobs."),
         PriorityClassView("preemptible", 10, "Opportunistic jobs on borrowed GPUs."),
     )
-    placement_strategy: Literal["MostAllocated", "LeastAllocated"] = "MostAllocated"
+    placement_strategy: PlacementStrategy = "MostAllocated"
     placement_weights: dict[str, int] = field(
         default_factory=lambda: {"nvidia.com/gpu": 10, "cpu": 1, "memory": 1}
     )
@@ -100,3 +111,12 @@ class SchedulingPolicy:
     metrics: bool = False  # Kueue exposes Prometheus metrics (a Prometheus operator runs: its ServiceMonitor)
     # Namespaces whose pods may reach team pods (NetworkPolicy); Kueue's is always among them.
     platform_namespaces: tuple[str, ...] = ("kueue-system", "monitoring", "ingress")
+    # FragmentationAware: the extender's pinned image (infra.versions); empty otherwise.
+    extender_image: str = ""
+
+    @property
+    def uses_secondary_scheduler(self) -> bool:
+        """Team GPU pods are bound by the in-cluster secondary scheduler (`gpu-binpack`): on existing clusters,
+        whose control plane is not ours, and with FragmentationAware everywhere, since the EKS control plane's
+        scheduler configuration takes a NodeResourcesFit scoring strategy and no extenders."""
+        return self.platform == "existing" or self.placement_strategy == "FragmentationAware"

@@ -1,11 +1,13 @@
-"""GPU bin-packing: a NodeResourcesFit scoring profile, and on `existing` a secondary kube-scheduler running it.
+"""GPU bin-packing: a NodeResourcesFit scoring profile, and a secondary kube-scheduler running it where needed.
 
 On EKS `infra` hands `kube_scheduler_config()` to the managed control plane. On an existing cluster the control
 plane is not ours, so the same profile runs as an upstream kube-scheduler (`schedulerName: gpu-binpack`,
 image matching the cluster's minor) with its own RBAC and leader-election lease: two replicas on different
 nodes (one holds the lease), a PodDisruptionBudget so a drain never takes both, system-cluster-critical
 priority and a memory limit. Team pods get its name from an admission policy (scheduler.admission), so GPU
-pods are bound by this one scheduler only.
+pods are bound by this one scheduler only. With `placement.strategy: FragmentationAware` the secondary
+scheduler runs on EKS too (the managed control plane takes no extenders) and its configuration calls the
+extender (scheduler.extender.manifests.fragmentation_aware).
 
 `scheduler_config_file` is the one function that builds the secondary scheduler's configuration (its name
 and its profile); everything else refers to SECONDARY_SCHEDULER_NAME.
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler.labels import GPU_RESOURCE, SCHEDULER_NAMESPACE, SECONDARY_SCHEDULER_NAME, metadata
-from scheduler.model import PoolView, SchedulingPolicy
+from scheduler.model import PoolView, SchedulingPolicy, fit_strategy
 from scheduler.resources import covered_gpu_resources
 from scheduler.yamltext import dump_text
 
@@ -42,9 +44,13 @@ def scoring_resources(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> li
 def kube_scheduler_config(
     policy: SchedulingPolicy, pools: Sequence[PoolView], scheduler_name: str = "default-scheduler"
 ) -> dict[str, Any]:
-    """A KubeSchedulerConfiguration whose profile scores nodes by `placement_strategy` (GPU-weighted)."""
+    """A KubeSchedulerConfiguration whose profile scores nodes by `placement_strategy` (GPU-weighted);
+    FragmentationAware scores by MostAllocated here and adds the extender (:func:`with_extender`)."""
     args = {
-        "scoringStrategy": {"type": policy.placement_strategy, "resources": scoring_resources(policy, pools)}
+        "scoringStrategy": {
+            "type": fit_strategy(policy.placement_strategy),
+            "resources": scoring_resources(policy, pools),
+        }
     }
     return {
         "apiVersion": SCHEDULER_API,

@@ -24,15 +24,19 @@ from infra.aws.network import Network
 from infra.aws.scheduler_config import eks_scheduler_config
 from infra.aws.tags import common_tags, partition
 from infra.spec import ClusterSpec
+from scheduler.model import fit_strategy
 
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 LOG_RETENTION_DAYS = 90
 
 
 def placement_config(spec: ClusterSpec) -> dict[str, Any]:
-    """The managed scheduler's scoring: only the resource names EKS accepts (see infra.aws.scheduler_config)."""
+    """The managed scheduler's scoring: only the resource names EKS accepts (see infra.aws.scheduler_config).
+
+    FragmentationAware keeps MostAllocated here: the control plane takes no extenders, so the extender is
+    called by the in-cluster secondary scheduler that team GPU pods name; everything else stays packed."""
     placement = spec.scheduling.placement
-    return eks_scheduler_config(placement.strategy, dict(placement.weights))
+    return eks_scheduler_config(fit_strategy(placement.strategy), dict(placement.weights))
 
 
 API_PORT = 443

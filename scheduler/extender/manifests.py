@@ -26,12 +26,20 @@ def _meta(name: str, namespace: str | None = SCHEDULER_NAMESPACE) -> dict[str, A
     return metadata(name, namespace, APP)
 
 
+def image_problem(image: str) -> str | None:
+    """Why ``image`` is not a pinned reference (a tag or digest, never latest); None when it is."""
+    if ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
+        return f"extender image {image!r} must be pinned (tag or digest)"
+    if image.endswith(":latest"):
+        return "extender image must not be 'latest'"
+    return None
+
+
 def extender_objects(image: str, trace_configmap: str | None = None) -> list[dict[str, Any]]:
     """Every object the extender needs; ``image`` is a pinned reference (a tag or digest, never latest)."""
-    if ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
-        raise ValueError(f"extender image {image!r} must be pinned (tag or digest)")
-    if image.endswith(":latest"):
-        raise ValueError("extender image must not be 'latest'")
+    problem = image_problem(image)
+    if problem:
+        raise ValueError(problem)
     rules = [
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/binding", "bindings"], "verbs": ["create"]},

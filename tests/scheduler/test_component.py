@@ -91,6 +91,39 @@ def test_existing_platform_applies_the_secondary_scheduler(recorder: Recorder) -
 
 
 @pulumi.runtime.test
+def test_fragmentation_aware_on_aws_applies_the_secondary_scheduler_and_the_extender(
+    recorder: Recorder,
+) -> pulumi.Output:
+    """The EKS control plane takes no extenders, so on aws FragmentationAware applies the secondary scheduler,
+    its configuration calling the extender, and the extender, each after the namespace they live in."""
+    from dataclasses import replace
+
+    from scheduler.component import GpuScheduling
+    from scheduler.extender.manifests import IMAGE_REPOSITORY
+
+    policy = replace(
+        PROD, placement_strategy="FragmentationAware", extender_image=f"{IMAGE_REPOSITORY}:0.1.0"
+    )
+    component = GpuScheduling("fa", policy, PROD_POOLS)
+
+    def check(_: Any) -> None:
+        created = {
+            name: inputs for typ, name, inputs in recorder.created if typ == "kubernetes:yaml/v2:ConfigGroup"
+        }
+        for key in ("deployment-gpufleet-scheduler-gpu-binpack", "deployment-gpufleet-scheduler-gpufleet-extender",
+                    "service-gpufleet-scheduler-gpufleet-extender"):  # fmt: skip
+            assert f"fa-{key}" in created
+        (config,) = created["fa-configmap-gpufleet-scheduler-gpu-binpack-config"]["objs"]
+        (entry,) = yaml.safe_load(config["data"]["config.yaml"])["extenders"]
+        assert entry["urlPrefix"] == "http://gpufleet-extender.gpufleet-scheduler.svc:8888"
+        plan = {object_key(obj): deps for obj, deps in dependency_plan(compile(policy, PROD_POOLS))}
+        assert "namespace-gpufleet-scheduler" in plan["service-gpufleet-scheduler-gpufleet-extender"]
+        assert "namespace-gpufleet-scheduler" in plan["deployment-gpufleet-scheduler-gpufleet-extender"]
+
+    return component.object_count.apply(check)
+
+
+@pulumi.runtime.test
 def test_bad_policy_fails_before_any_resource_exists(recorder: Recorder) -> pulumi.Output:
     from dataclasses import replace
 
