@@ -81,3 +81,16 @@ def metadata(name: str, namespace: str | None = None, labels: dict[str, str] | N
         meta["namespace"] = namespace
     meta["labels"] = {**MANAGED_BY, **(labels or {})}
     return meta
+
+
+def restricted_security_context() -> dict[str, Any]:
+    """A container security context that passes Pod Security `restricted` (non-root, no privilege escalation,
+    all capabilities dropped, RuntimeDefault seccomp), for the platform's own scheduler pods."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }

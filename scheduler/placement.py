@@ -18,7 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.labels import GPU_RESOURCE, SCHEDULER_NAMESPACE, SECONDARY_SCHEDULER_NAME, metadata
+from scheduler.labels import (
+    GPU_RESOURCE,
+    SCHEDULER_NAMESPACE,
+    SECONDARY_SCHEDULER_NAME,
+    metadata,
+    restricted_security_context,
+)
 from scheduler.model import PoolView, SchedulingPolicy, fit_strategy
 from scheduler.resources import covered_gpu_resources
 from scheduler.yamltext import dump_text
@@ -124,14 +130,7 @@ def _deployment(policy: SchedulingPolicy) -> dict[str, Any]:
         "livenessProbe": probe,
         "readinessProbe": {"httpGet": http_get()},
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "runAsNonRoot": True,
-            "runAsUser": 65532,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_security_context(),
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
     spread = {

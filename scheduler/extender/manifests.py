@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.labels import SCHEDULER_NAMESPACE, metadata
+from scheduler.labels import SCHEDULER_NAMESPACE, metadata, restricted_security_context
 
 NAME = "gpufleet-extender"
 PORT = 8888
@@ -69,14 +69,7 @@ def extender_objects(image: str, trace_configmap: str | None = None) -> list[dic
         "livenessProbe": {"httpGet": {"path": "/healthz", **http}, "periodSeconds": 10},
         "readinessProbe": {"httpGet": {"path": "/readyz", **http}, "periodSeconds": 5},
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "runAsNonRoot": True,
-            "runAsUser": 65532,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_security_context(),
         "volumeMounts": mounts,
     }
     pod = {
