@@ -7,6 +7,7 @@ community.general.chroot with the kernel/systemd tags skipped.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -221,6 +222,39 @@ def _like_an_existing_gpu_host(root: Path) -> None:
     stamp = root / "var/lib/apt/periodic/update-success-stamp"
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.touch()
+
+
+@contextmanager
+def stub_modprobe(target: Target) -> Iterator[None]:
+    """Swap the root's modprobe for stubrepo.MODPROBE for one run; unload (remove from sysfs) afterwards.
+
+    /proc is a small tmpfs during the run: community.general.modprobe reads /proc/modules (and the running
+    kernel's modules.builtin), which a chroot shares with the build machine (and which some sandboxed
+    kernels do not have); the stub adds its line.
+    """
+    real = target.root / "usr/sbin/modprobe"
+    aside = real.with_name("modprobe.real")
+    proc = target.root / "proc"
+    real.rename(aside)
+    real.write_text(stubrepo.MODPROBE)
+    real.chmod(0o755)
+    subprocess.run(["umount", str(proc)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "gpufleet-proc", str(proc)], check=True)
+    (proc / "modules").write_text("")
+    # The running kernel's module directory, which a real host has and the root (built for no kernel) lacks.
+    kernel_modules = target.root / "lib/modules" / os.uname().release
+    kernel_modules.mkdir(parents=True, exist_ok=True)
+    (kernel_modules / "modules.builtin").write_text("")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(proc)], check=False)
+        subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+        real.unlink()
+        aside.rename(real)
+        shutil.rmtree(kernel_modules, ignore_errors=True)
+        for module in ("nvidia", "nvidia-peermem"):
+            shutil.rmtree(target.root / "sys/module" / module, ignore_errors=True)
 
 
 def remove_root(work: Path) -> None:

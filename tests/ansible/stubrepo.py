@@ -108,6 +108,33 @@ TOML
 esac
 """
 
+# Stub nvidia-smi: fails like the real one when no driver is loaded, otherwise answers the verify role's query
+# with one L40S in the format of the recorded samples (tests/ansible/data/nvidia-smi/l40s-4gpu.csv).
+NVIDIA_SMI = """#!/bin/sh
+[ -e /sys/module/nvidia/version ] || {{
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2; exit 9; }}
+echo "index, name, driver_version, persistence_mode, ecc.mode.current, mig.mode.current, memory.total [MiB], pci.bus_id"
+echo "0, NVIDIA L40S, {version}, Enabled, Enabled, [N/A], 46068 MiB, 00000000:01:00.0"
+"""
+
+# Stub modprobe for the run on a "fresh host" (neither nvidia nor nouveau loaded): records the call and makes the
+# module appear in sysfs with the installed driver's version and in /proc/modules, as loading the real one does.
+MODPROBE_LOG = "/var/log/gpufleet-stub/modprobe.calls"
+MODPROBE = f"""#!/bin/sh
+mkdir -p "$(dirname {MODPROBE_LOG})"
+echo "$*" >> {MODPROBE_LOG}
+for name in "$@"; do
+  case "$name" in
+    -*) ;;
+    nvidia)
+      [ -w /proc/modules ] && echo "nvidia 0 0 - Live 0x0" >> /proc/modules
+      mkdir -p /sys/module/nvidia
+      dpkg-query --show --showformat='${{Version}}' nvidia-smi | sed 's/-.*//' > /sys/module/nvidia/version ;;
+    *) mkdir -p "/sys/module/$name" ;;
+  esac
+done
+"""
+
 # Postinst of nvidia-container-toolkit-base (packaging/debian/nvidia-container-toolkit-base.postinst, v1.20.0).
 TOOLKIT_BASE_POSTINST = """#!/bin/sh
 set -e
@@ -208,7 +235,8 @@ def _driver_packages(out: Path, version: str) -> None:
     """NVIDIA's CUDA repository for Debian 12 at one driver version (Debian-style package names; the
     compute-only set from NVIDIA's driver installation guide: nvidia-driver-cuda + the kernel module)."""
     _deb(out, "libcuda1", version)
-    _deb(out, "nvidia-smi", version, files={"/usr/bin/nvidia-smi": "#!/bin/sh\nexit 9\n"})
+    upstream = version.split("-")[0]
+    _deb(out, "nvidia-smi", version, files={"/usr/bin/nvidia-smi": NVIDIA_SMI.format(version=upstream)})
     _deb(
         out,
         "nvidia-persistenced",

@@ -31,6 +31,7 @@ from tests.ansible.realrun import (
     gpu_host,
     remove_root,
     run_playbook,
+    stub_modprobe,
     write_inventory,
 )
 
@@ -58,6 +59,15 @@ def target(tmp_path_factory: pytest.TempPathFactory, ansible_env: dict[str, str]
                 host.runs["again"] = run_playbook(inventory, ansible_env)
                 host.snapshot = host.dpkg(*DRIVER_PACKAGES, *FABRICMANAGER_PACKAGES)
                 host.saved = {path: host.read(path) for path in PINS}
+                # A fresh host: neither nvidia nor nouveau loaded; the kernel tasks run (modprobe is a stub).
+                with stub_modprobe(host):
+                    host.runs["fresh"] = run_playbook(
+                        inventory,
+                        ansible_env,
+                        skip_tags="needs_systemd",
+                        extra_vars={"nvidia_driver_install_headers": False},
+                    )
+                host.saved["ctk-calls"] = host.read(stubrepo.NVIDIA_CTK_LOG)
                 # nouveau holds the GPUs (a fresh host before its first reboot); the chroot cannot reboot.
                 nouveau = host.root / "sys/module/nouveau"
                 nouveau.mkdir(parents=True)
@@ -232,7 +242,27 @@ def test_pending_reboot_without_permission_fails_once_and_runs_nothing_that_need
     for task in ("Cordon and drain the Kubernetes node", "Reboot to load the new driver"):
         found = re.search(rf"TASK \[[^\]]*{re.escape(task)}\] \**\n(\w+)", pending.output)
         assert found and found.group(1) == "skipping", task
-    assert "cdi generate" not in target.read(stubrepo.NVIDIA_CTK_LOG)
+    calls_after = target.read(stubrepo.NVIDIA_CTK_LOG)[len(target.saved["ctk-calls"]) :]
+    assert "cdi generate" not in calls_after
+
+
+def test_fresh_host_loads_the_module_instead_of_demanding_a_reboot(target: Target) -> None:
+    """With neither nvidia nor nouveau loaded nothing holds the GPUs, so the new module is loaded and the
+    steps that need the driver run: the CDI specification is generated and gpu_node_verify passes."""
+    fresh = run(target, "fresh")
+    assert fresh.returncode == 0, fresh.output[-6000:]
+    assert target.read(stubrepo.MODPROBE_LOG).split("\n")[0] == "nvidia"
+    assert "reboot pending" not in fresh.output
+    # community.general.modprobe reports "changed" from /proc/modules, the build machine's in a chroot.
+    for task, status in (
+        ("Load the nvidia module", ("ok", "changed")),
+        ("Generate the CDI specification", ("changed",)),
+    ):
+        found = re.search(rf"TASK \[[^\]]*{re.escape(task)}\] \**\n(\w+)", fresh.output)
+        assert found and found.group(1) in status, task
+    found = re.search(r"TASK \[gpu_node_verify : Query the GPUs\] \**\n(\w+)", fresh.output)
+    assert found and found.group(1) == "ok"
+    assert "cdi generate --output=/var/run/cdi/nvidia.yaml" in target.saved["ctk-calls"]
 
 
 def test_upgrade_moves_driver_and_fabricmanager_together_then_changes_nothing(target: Target) -> None:
