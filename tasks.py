@@ -311,9 +311,12 @@ def kubeconfig(c: Context, stack: str = "dev", backend: str = "", out: str = "")
         "stack": "an existing-platform stack (default: metal)",
         "check": "dry run: report what would change, change nothing",
         "limit": "only these hosts or groups (Ansible --limit pattern)",
+        "reboot": "let the play reboot hosts whose driver changed (drained, in batches of one host group)",
     }
 )
-def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = "") -> None:
+def metal(
+    c: Context, stack: str = "metal", check: bool = False, limit: str = "", reboot: bool = False
+) -> None:
     """Prepare the stack's bare-metal GPU hosts with Ansible: driver, container toolkit, fabric manager, verify."""
     import os
     import shlex
@@ -322,7 +325,7 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
     import yaml
 
     from infra.errors import CheckFailed, ConfigError, ToolMissing
-    from infra.metal_inventory import playbook_command, render_inventory
+    from infra.metal_inventory import group_limits, playbook_command, render_inventory
 
     with user_errors():
         spec = load(stack)
@@ -335,20 +338,28 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
             for p in spec.node_pools
         ]
         inventory = render_inventory(
-            groups, spec.versions.nvidia_driver_branch, spec.versions.nvidia_container_toolkit, None
+            groups,
+            spec.versions.nvidia_driver_branch,
+            spec.versions.nvidia_container_toolkit,
+            None,
+            driver_version=spec.versions.nvidia_driver_version,
         )
         path = BUILD / spec.stack / "inventory.yml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(inventory, sort_keys=False))
         print(f"wrote {path}")
-        argv = playbook_command(path, check, limit or None)
-        local = Path(sys.executable).parent / argv[0]
-        argv[0] = str(local) if local.exists() else (shutil.which(argv[0]) or "")
-        if not argv[0]:
+        resume = f"invoke metal --stack {spec.stack} --reboot"
+        commands = [
+            playbook_command(path, check, group, reboot=reboot, continue_command=resume)
+            for group in group_limits(inventory, limit or None)
+        ]
+        local = Path(sys.executable).parent / "ansible-playbook"
+        binary = str(local) if local.exists() else (shutil.which("ansible-playbook") or "")
+        if not binary:
             raise ToolMissing(
                 "ansible-playbook not found: pip install 'ansible-core>=2.19,<2.20' (see README)"
             )
-        galaxy = Path(argv[0]).with_name("ansible-galaxy")
+        galaxy = Path(binary).with_name("ansible-galaxy")
         listed = c.run(f"{shlex.quote(str(galaxy))} collection list community.general", hide=True, warn=True)
         if listed is None or "community.general" not in listed.stdout:
             raise ToolMissing(
@@ -356,10 +367,16 @@ def metal(c: Context, stack: str = "metal", check: bool = False, limit: str = ""
                 "ansible-galaxy collection install -r ansible/requirements.yml"
             )
         env = {"ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg")}
-        result = c.run(shlex.join(argv), env={**os.environ, **env}, warn=True, pty=False)
-        if result is None or result.exited != 0:
-            code = "?" if result is None else result.exited  # a failed Result is falsy: test for None
-            raise CheckFailed(f"the playbook failed (exit {code}); see its output and recap above")
+        # One host group after another: a failed group stops the rollout before the next one starts.
+        for argv in commands:
+            argv[0] = binary
+            result = c.run(shlex.join(argv), env={**os.environ, **env}, warn=True, pty=False)
+            if result is None or result.exited != 0:
+                code = "?" if result is None else result.exited  # a failed Result is falsy: test for None
+                raise CheckFailed(
+                    f"the playbook failed for {argv[argv.index('--limit') + 1]} (exit {code}); "
+                    "see its output and recap above; later host groups were not touched"
+                )
 
 
 @task(

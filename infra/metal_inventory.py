@@ -7,6 +7,7 @@ targets), carrying what the gpu_node_verify role compares each host with.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ PLAYBOOK = Path(__file__).resolve().parent.parent / "ansible" / "playbooks" / "g
 PARENT_GROUP = "gpu_hosts"
 _GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BRANCH = re.compile(r"^[0-9]+$")
+_VERSION = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
 
 
 class MetalInventoryError(ConfigError):
@@ -67,14 +69,23 @@ def render_inventory(
     driver_branch: str,
     toolkit_version: str,
     fabricmanager: bool | None,
+    driver_version: str = "",
 ) -> dict[str, Any]:
     """Inventory dict for playbooks/gpu-hosts.yml: one child group of gpu_hosts per host group.
 
     fabricmanager None lets each host detect NVSwitch devices; True/False forces it everywhere.
+    driver_version is the recipe's exact driver (every host the same; raising it upgrades the hosts).
     """
     if not isinstance(driver_branch, str) or not _BRANCH.match(driver_branch):
         raise MetalInventoryError(
             f"driver_branch must be a driver major version like '580', got {driver_branch!r}"
+        )
+    if driver_version and (
+        not _VERSION.match(driver_version) or driver_version.split(".")[0] != driver_branch
+    ):
+        raise MetalInventoryError(
+            f"versions.nvidiaDriverVersion {driver_version!r} must be an exact driver version of branch "
+            f"versions.nvidiaDriverBranch {driver_branch!r} (like '{driver_branch}.95.05')"
         )
     if not host_groups:
         raise MetalInventoryError("host_groups is empty: the spec has no bare-metal host group to prepare")
@@ -96,6 +107,7 @@ def render_inventory(
         PARENT_GROUP: {
             "vars": {
                 "nvidia_driver_branch": driver_branch,
+                "nvidia_driver_version": driver_version,
                 "nvidia_fabricmanager_driver_branch": driver_branch,
                 "nvidia_fabricmanager_enabled": fabricmanager,
                 "nvidia_container_toolkit_version": toolkit_version,
@@ -106,11 +118,33 @@ def render_inventory(
     }
 
 
-def playbook_command(inventory_path: str | Path, check: bool, limit: str | None) -> list[str]:
-    """argv for ansible-playbook (never a shell string): --check is a dry run, --limit narrows hosts."""
+def playbook_command(
+    inventory_path: str | Path,
+    check: bool,
+    limit: str | None,
+    reboot: bool = False,
+    continue_command: str = "",
+) -> list[str]:
+    """argv for ansible-playbook (never a shell string): --check is a dry run, --limit narrows hosts,
+    reboot lets the driver role reboot hosts (drained, in batches); continue_command is what the play
+    prints when a reboot is pending."""
     argv = ["ansible-playbook", "-i", str(inventory_path), str(PLAYBOOK)]
     if check:
         argv += ["--check", "--diff"]
     if limit:
         argv += ["--limit", limit]
+    extra: dict[str, object] = {}
+    if reboot:
+        extra["nvidia_driver_reboot_allowed"] = True
+    if continue_command:
+        extra["nvidia_driver_continue_command"] = continue_command
+    if extra:
+        argv += ["-e", json.dumps(extra)]
     return argv
+
+
+def group_limits(inventory: dict[str, Any], limit: str | None) -> list[str]:
+    """One --limit per host group, in spec order: the play's batches (serial) are then shares of a
+    single group, so rebooting batches never take a whole group down; a user limit narrows each."""
+    groups = list(inventory[PARENT_GROUP]["children"])
+    return [f"{group}:&{limit}" if limit else group for group in groups]

@@ -59,6 +59,10 @@ class Versions(BaseModel):
     # NVIDIA stack. The driver branch is the one the AL2023 NVIDIA AMIs ship, so bare metal matches the cloud
     # (580 by default; since AMI v20260917 a 595 driver is also present, selected only for G7 instances).
     nvidia_driver_branch: str = "580"
+    # Exact driver version bare-metal hosts install (Ansible `nvidia_driver_version`), so every host of a fleet
+    # runs the same driver and Fabric Manager; raising it upgrades the hosts on the next `invoke metal --reboot`.
+    # 580.95.05: a datacenter release of the 580 branch in NVIDIA's CUDA repositories.
+    nvidia_driver_version: str = "580.95.05"
     nvidia_container_toolkit: str = "1.20.0"  # the toolkit GPU operator v26.7.0 deploys
     gpu_operator_chart: str = "v26.7.0"
     # Scheduling and autoscaling.

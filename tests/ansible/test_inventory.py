@@ -11,7 +11,14 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError
-from infra.metal_inventory import PLAYBOOK, MetalInventoryError, playbook_command, render_inventory
+from infra.metal_inventory import (
+    PLAYBOOK,
+    MetalInventoryError,
+    group_limits,
+    playbook_command,
+    render_inventory,
+)
+from infra.versions import Versions
 from tests.ansible.support import venv_tool
 
 GROUPS = [
@@ -30,6 +37,7 @@ def test_one_group_per_host_group_under_gpu_hosts() -> None:
     }
     assert inventory["gpu_hosts"]["vars"] == {
         "nvidia_driver_branch": "580",
+        "nvidia_driver_version": "",
         "nvidia_fabricmanager_driver_branch": "580",
         "nvidia_fabricmanager_enabled": None,
         "nvidia_container_toolkit_version": "1.18.0",
@@ -113,3 +121,38 @@ def test_bad_host_groups_name_the_key(groups: list, branch: str, message: str) -
     with pytest.raises(MetalInventoryError, match=re.escape(message)) as raised:
         render_inventory(groups, branch, "1.18.0", None)
     assert isinstance(raised.value, ConfigError) and raised.value.exit_code == 2
+
+
+def test_versions_recipe_pins_an_exact_driver_of_its_branch() -> None:
+    """Every host of a fleet runs the same driver: the recipe names an exact version, and it must be one of
+    the pinned branch (the Ansible role refuses a version outside nvidia_driver_branch as well)."""
+    versions = Versions()
+    inventory = render_inventory(
+        GROUPS, versions.nvidia_driver_branch, "1.20.0", None, driver_version=versions.nvidia_driver_version
+    )
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", inventory["gpu_hosts"]["vars"]["nvidia_driver_version"])
+    for bad in ("575.57.08", "580", "latest"):
+        with pytest.raises(MetalInventoryError, match=r"versions\.nvidiaDriverVersion"):
+            render_inventory(GROUPS, "580", "1.20.0", None, driver_version=bad)
+
+
+def test_each_host_group_is_its_own_rollout(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    """The play's `serial` batches are shares of the play's hosts (Ansible docs, "Setting the batch size
+    with serial"); one run per group keeps a batch inside one group, and a user limit narrows each run."""
+    inventory = render_inventory(GROUPS, "580", "1.20.0", None)
+    assert group_limits(inventory, None) == ["gpu_h100", "gpu_l40s"]
+    assert group_limits(inventory, "h100-01") == ["gpu_h100:&h100-01", "gpu_l40s:&h100-01"]
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    argv = playbook_command(path, check=True, limit="gpu_h100:&h100-01", reboot=True, continue_command="x")
+    assert json.loads(argv[-1]) == {
+        "nvidia_driver_reboot_allowed": True,
+        "nvidia_driver_continue_command": "x",
+    }
+    argv[0] = venv_tool(argv[0])
+    done = subprocess.run(
+        [*argv, "--list-hosts"], env=ansible_env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = done.stdout.split("play #2")[1]
+    assert "h100-01" in listed and "h100-02" not in listed and "l40s-01" not in listed

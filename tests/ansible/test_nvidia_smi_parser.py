@@ -148,6 +148,28 @@ def test_unexpected_columns_and_short_rows_are_rejected() -> None:
         smi.parse_nvidia_smi_csv("index, mig.mode.current\n0, Sometimes\n")
 
 
+def test_unknown_bracketed_values_become_difference_rows_not_parse_errors() -> None:
+    """nvidia-smi prints conditions it cannot report as bracketed text in any column: "[Unknown Error]",
+    "[Insufficient Permissions]", "[GPU is lost]", "[Requires Pending Reboot]" (nvidia-smi(1), "Query
+    options": values shown as [N/A], [Not Supported] or an error in brackets). A host in that state must
+    show up in the verification table, not stop the role with a parse error."""
+    text = (
+        "index, name, driver_version, persistence_mode, ecc.mode.current, mig.mode.current, memory.total [MiB]\n"
+        "0, NVIDIA H100 80GB HBM3, 580.95.05, [Unknown Error], Enabled, [Insufficient Permissions], [GPU is lost]\n"
+    )
+    gpus = smi.parse_nvidia_smi_csv(text)
+    assert gpus[0]["persistence_mode"] == "[Unknown Error]"
+    assert gpus[0]["memory_total_mib"] == "[GPU is lost]"
+    rows = smi.gpu_verify_differences(
+        smi.nvidia_smi_summary(gpus), {"persistence_mode": True, "mig_mode": False, "ecc_mode": True}
+    )
+    assert rows == [
+        {"check": "persistence mode", "expected": "Enabled", "actual": "[Unknown Error]"},
+        {"check": "MIG mode", "expected": "Disabled", "actual": "[Insufficient Permissions]"},
+    ]
+    assert "[Unknown Error]" in smi.gpu_verify_table(rows)
+
+
 def test_query_fields_match_the_role() -> None:
     role_vars = (ANSIBLE_DIR / "roles/gpu_node_verify/vars/main.yml").read_text()
     assert f'gpu_node_verify__query: "{",".join(smi.QUERY_FIELDS)}"' in role_vars

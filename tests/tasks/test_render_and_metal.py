@@ -76,13 +76,27 @@ def test_metal_renders_inventory_and_runs_the_playbook() -> None:
     assert list(groups["h100"]["hosts"]) == ["gpu-h100-01", "gpu-h100-02", "gpu-h100-03", "gpu-h100-04"]
     assert groups["h100"]["vars"]["gpu_node_verify_expected_count"] == 8
     assert inventory["gpu_hosts"]["vars"]["nvidia_driver_branch"] == "580"
-    assert "--check" in command and "--limit gpu-h100-01" in command and "gpu-hosts.yml" in command
+    assert inventory["gpu_hosts"]["vars"]["nvidia_driver_version"] == "580.95.05"
+    assert "--check" in command and "gpu-hosts.yml" in command
+    # One run per host group, in spec order, each narrowed by the user's limit: the play's serial
+    # batches are then shares of one group.
+    runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+    assert "--limit 'h100:&gpu-h100-01'" in runs[0] and "--limit 'l40s:&gpu-h100-01'" in runs[1]
+    assert "nvidia_driver_reboot_allowed" not in command
+    assert "invoke metal --stack metal --reboot" in command  # printed when a reboot is pending
+
+
+def test_metal_reboot_lets_the_play_reboot() -> None:
+    ctx = _ctx(0)
+    tasks.metal(ctx, stack="metal", reboot=True)
+    assert '"nvidia_driver_reboot_allowed": true' in ctx.run.call_args.args[0]
 
 
 def test_metal_failed_playbook_exits_1() -> None:
     with pytest.raises(Exit) as info:
         tasks.metal(_ctx(2), stack="metal")
     assert info.value.code == 1 and "exit 2" in str(info.value.message)
+    assert "later host groups were not touched" in str(info.value.message)
 
 
 def test_metal_without_community_general_exits_3_before_running() -> None:

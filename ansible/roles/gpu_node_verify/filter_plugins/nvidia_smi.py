@@ -33,20 +33,26 @@ _KEYS = {
     "pci.bus_id": "pci_bus_id",
 }
 _UNIT = re.compile(r"\s*\[[^\]]*\]$")  # "memory.total [MiB]" -> "memory.total"
-_NOT_AVAILABLE = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]"}
+_NOT_AVAILABLE = {"[N/A]", "N/A", "[Not Supported]", "Not Supported"}
+# nvidia-smi prints other conditions in brackets too ("[Unknown Error]", "[Insufficient Permissions]",
+# "[GPU is lost]", "[Requires Pending Reboot]"): kept as text so the comparison shows them as a difference.
+_BRACKETED = re.compile(r"^\[[^\]]+\]$")
 
 
 class NvidiaSmiParseError(ValueError):
     """The text is not the CSV that `nvidia-smi --format=csv` prints."""
 
 
-def _mode(value: str) -> bool | None:
-    """Enabled/Disabled -> True/False; N/A (e.g. MIG on an L40S, ECC on GeForce) -> None."""
+def _mode(value: str) -> bool | str | None:
+    """Enabled/Disabled -> True/False; N/A (e.g. MIG on an L40S, ECC on GeForce) -> None; another
+    bracketed condition ("[Unknown Error]") -> that text, which no expectation equals."""
     if value in _NOT_AVAILABLE:
         return None
     if value in ("Enabled", "Disabled"):
         return value == "Enabled"
-    raise NvidiaSmiParseError(f"expected Enabled, Disabled or [N/A], got {value!r}")
+    if _BRACKETED.match(value):
+        return value
+    raise NvidiaSmiParseError(f"expected Enabled, Disabled or a bracketed condition, got {value!r}")
 
 
 def _value(key: str, raw: str) -> Any:
@@ -55,6 +61,8 @@ def _value(key: str, raw: str) -> Any:
         return _mode(raw)
     if raw in _NOT_AVAILABLE:
         return None
+    if _BRACKETED.match(raw):
+        return raw  # a condition, not a value: compared as text, reported as a difference
     if key == "index":
         return int(raw)
     if key == "memory_total_mib":
@@ -148,6 +156,8 @@ def _as_bool(value: Any) -> bool | None:
 def _label(value: Any) -> str:
     if isinstance(value, list):
         return "mixed: " + ", ".join(_label(item) for item in value)
+    if isinstance(value, str):
+        return value  # a bracketed condition such as "[Unknown Error]"
     return {True: "Enabled", False: "Disabled", None: "N/A"}[value]
 
 
