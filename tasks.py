@@ -405,7 +405,7 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     from infra.monitoring.render import FOLDER, render_monitoring
 
     if monitoring := render_monitoring(spec, folder):
-        print(f"wrote {len(monitoring)} monitoring files (rules, dashboards, monitors) to {folder / FOLDER}")
+        print(f"wrote {len(monitoring)} monitoring file(s) to {folder / FOLDER}")
 
     from scheduler.checks import warnings
 
