@@ -27,7 +27,7 @@ def test_workflow_is_schema_valid_and_pushes_only_from_main_or_tags() -> None:
     assert build["with"]["push"] == "${{ github.event_name == 'push' }}"
     meta = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/metadata-action@"))
     assert "latest" not in meta["with"]["tags"]
-    assert all(re.search(r"@v\d+\.\d+\.\d+$", s["uses"]) for s in job["steps"] if "uses" in s)
+    # (every action pinned by commit: tests/deploy/test_workflow.py checks every workflow)
 
 
 def test_dockerfile_pins_the_base_and_runs_the_extender_as_non_root() -> None:
