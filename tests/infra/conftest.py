@@ -53,6 +53,14 @@ def _outputs(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         out["latestVersion"] = 1
     elif typ == "aws:ec2/placementGroup:PlacementGroup":
         out.setdefault("name", name)
+    elif typ == "aws:sqs/queue:Queue":
+        queue = out["name"]
+        out |= {
+            "arn": f"arn:aws:sqs:us-east-1:{ACCOUNT}:{queue}",
+            "url": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/{queue}",
+        }
+    elif typ == "aws:cloudwatch/eventRule:EventRule":
+        out.setdefault("name", f"{name}-rule")
     elif typ == "kubernetes:helm.sh/v3:Release":
         out["status"] = {"status": "deployed", "name": out.get("name", name)}
     return out

@@ -14,6 +14,7 @@ from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from scheduler.validation import load_crd_schemas
 from tests.conftest import EXAMPLE_STACKS, ROOT
+from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
 
 # The AWS build of the CRDs (core schema plus the AWS label-domain CEL rules); `core/` is the provider-neutral
 # copy and must not shadow it (SOURCES.md of the reference data).

@@ -3,9 +3,7 @@ node role and access entry, discovery tags, NodePools/EC2NodeClasses and their d
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pulumi
@@ -28,36 +26,7 @@ CLUSTER = "gpufleet-karpenter"
 QUEUE_ARN = f"arn:aws:sqs:us-east-1:{ACCOUNT}:{CLUSTER}"
 
 
-class KarpenterMocks(Mocks):
-    """The shared mocks plus the output-only properties the Karpenter component reads (queue URL and ARN,
-    rule names), as AWS returns them."""
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        rid, out = super().new_resource(args)
-        if args.typ == "aws:sqs/queue:Queue":
-            queue = args.inputs["name"]
-            out |= {
-                "arn": f"arn:aws:sqs:us-east-1:{ACCOUNT}:{queue}",
-                "url": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/{queue}",
-            }
-        elif args.typ == "aws:cloudwatch/eventRule:EventRule":
-            out.setdefault("name", f"{args.name}-rule")
-        return rid, out
-
-
-@pytest.fixture
-def kmocks() -> Iterator[KarpenterMocks]:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    m = KarpenterMocks()
-    pulumi.runtime.set_mocks(m, project="gpufleet", stack="test", preview=False)
-    m.watch(pulumi.runtime.settings.get_monitor())
-    yield m
-    loop.close()
-    asyncio.set_event_loop(None)
-
-
-def _run(m: KarpenterMocks, spec: Any, check: Any) -> pulumi.Output[Any]:
+def _run(m: Mocks, spec: Any, check: Any) -> pulumi.Output[Any]:
     outputs = build(spec)
     return pulumi.Output.all(after_registration(lambda: check(m)), outputs)
 
@@ -67,9 +36,9 @@ def _named(m: Mocks, typ: str, suffix: str) -> Recorded:
     return found
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_controller_release_on_the_system_pool_with_irsa(kmocks: KarpenterMocks) -> pulumi.Output[Any]:
+def test_controller_release_on_the_system_pool_with_irsa(mocks: Mocks) -> pulumi.Output[Any]:
     """Chart and image pinned from the versions recipe; IRSA: the trust policy admits only
     system:serviceaccount:kube-system:karpenter, the role the chart's service account is annotated with."""
     spec = load_example("example-karpenter")
@@ -101,13 +70,13 @@ def test_controller_release_on_the_system_pool_with_irsa(kmocks: KarpenterMocks)
         assert crds.inputs["version"] == inputs["version"] and inputs["skipCrds"] is True
         assert {system.urn, policy.urn, crds.urn} <= set(release.dependencies)
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
 def test_controller_policy_is_scoped_to_the_cluster_queue_and_node_role(
-    kmocks: KarpenterMocks,
+    mocks: Mocks,
 ) -> pulumi.Output[Any]:
     """As the upstream CloudFormation template at v1.14.1: writes only on resources tagged as this cluster's
     (kubernetes.io/cluster/<name>: owned) and a NodePool's / EC2NodeClass's, PassRole only for the node role,
@@ -153,12 +122,12 @@ def test_controller_policy_is_scoped_to_the_cluster_queue_and_node_role(
             == f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{CLUSTER}"
         )
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_interruption_queue_and_rules(kmocks: KarpenterMocks) -> pulumi.Output[Any]:
+def test_interruption_queue_and_rules(mocks: Mocks) -> pulumi.Output[Any]:
     """The queue and the five EventBridge rules of Karpenter's getting-started template (v1.14.1): Spot
     interruption, rebalance, AWS Health scheduled change, instance state change, capacity-reservation
     interruption, each targeting the queue; SSE on, 300 s retention, plain HTTP denied."""
@@ -187,12 +156,12 @@ def test_interruption_queue_and_rules(kmocks: KarpenterMocks) -> pulumi.Output[A
         assert {t.inputs["rule"] for t in targets} == {f"{name}-rule" for name in rules}
         assert all(t.inputs["arn"] == QUEUE_ARN for t in targets)
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_node_role_access_entry_and_discovery_tags(kmocks: KarpenterMocks) -> pulumi.Output[Any]:
+def test_node_role_access_entry_and_discovery_tags(mocks: Mocks) -> pulumi.Output[Any]:
     """Karpenter's nodes join through an EC2_LINUX access entry for their role (EKS access entries;
     Karpenter getting-started "grant access"); every EC2NodeClass selects subnets and security groups by
     `karpenter.sh/discovery: <cluster>`, so the private subnets and the cluster security group carry it."""
@@ -220,12 +189,12 @@ def test_node_role_access_entry_and_discovery_tags(kmocks: KarpenterMocks) -> pu
         assert len(private) == 3 and private <= {t["resourceId"] for t in tags}
         assert f"sg-{CLUSTER}" in {t["resourceId"] for t in tags}
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_nodepools_and_the_destroy_order(kmocks: KarpenterMocks) -> pulumi.Output[Any]:
+def test_nodepools_and_the_destroy_order(mocks: Mocks) -> pulumi.Output[Any]:
     """Pulumi deletes dependents first: a NodePool before its EC2NodeClass, the EC2NodeClass (whose
     termination finalizer waits until no NodeClaim uses it, karpenter-provider-aws v1.14.1
     pkg/controllers/nodeclass/controller.go) before the controller release, the node role's access entry
@@ -251,12 +220,12 @@ def test_nodepools_and_the_destroy_order(kmocks: KarpenterMocks) -> pulumi.Outpu
         (policy,) = m.of_type("kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy")
         assert "h100-train" in policy.inputs["spec"]["matchConditions"][0]["expression"]
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_invoke_destroy_removes_nodepools_before_the_controller(kmocks: KarpenterMocks) -> pulumi.Output[Any]:
+def test_invoke_destroy_removes_nodepools_before_the_controller(mocks: Mocks) -> pulumi.Output[Any]:
     """`invoke destroy` runs targeted phases (infra.deploy.destroy_phases, on `pulumi stack export`): the
     program's NodePools and EC2NodeClasses form the first phase, so the Karpenter release (next phase) still
     runs while their finalizers terminate the instances."""
@@ -273,13 +242,13 @@ def test_invoke_destroy_removes_nodepools_before_the_controller(kmocks: Karpente
         (release,) = [r for r in m.of_type(RELEASE) if r.inputs["name"] == "karpenter"]
         assert release.urn in phases[1]
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
 def test_shared_gpu_pools_stay_node_groups_with_the_cluster_autoscaler(
-    kmocks: KarpenterMocks,
+    mocks: Mocks,
 ) -> pulumi.Output[Any]:
     spec = load_example("example-karpenter")
 
@@ -289,12 +258,12 @@ def test_shared_gpu_pools_stay_node_groups_with_the_cluster_autoscaler(
         charts = {r.inputs["chart"].rsplit("/", 1)[-1] for r in m.of_type(RELEASE)}
         assert {"karpenter", "cluster-autoscaler", "gpu-operator"} <= charts
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
-@pytest.mark.usefixtures("kmocks")
+@pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_only_karpenter_when_every_pool_uses_whole_gpus(kmocks: KarpenterMocks) -> pulumi.Output[Any]:
+def test_only_karpenter_when_every_pool_uses_whole_gpus(mocks: Mocks) -> pulumi.Output[Any]:
     spec = parse_config(as_karpenter(example_config("dev")), "dev")
 
     def check(m: Mocks) -> None:
@@ -306,7 +275,7 @@ def test_only_karpenter_when_every_pool_uses_whole_gpus(kmocks: KarpenterMocks) 
         for component in [r for r in m.resources if r.typ == "gpufleet:aws:Karpenter"]:
             assert all(c.name.startswith(component.name) for c in m.children(component))
 
-    return _run(kmocks, spec, check)
+    return _run(mocks, spec, check)
 
 
 def _paths(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
