@@ -209,15 +209,18 @@ def test_the_compiler_refuses_an_unpinned_extender_image() -> None:
         compile(policy, PROD_POOLS)  # none given
 
 
+def _render(stack: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """`invoke render` as a user runs it."""
+    command = [sys.executable, "-m", "invoke", "render", "--stack", str(stack), "--out", str(out)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
 def test_render_with_a_bad_strategy_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     config = {"config": copy.deepcopy(fragmentation_aware_config("dev"))}
     config["config"]["gpufleet:scheduling"]["placement"]["strategy"] = "Fragmented"
     stack = tmp_path / "Pulumi.bad.yaml"
     stack.write_text(yaml.safe_dump(config))
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "render", "--stack", str(stack), "--out", str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = _render(stack, tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert "gpufleet:scheduling.placement.strategy" in result.stderr
     assert "FragmentationAware" in result.stderr and "Traceback" not in result.stderr
@@ -228,10 +231,7 @@ def test_render_writes_the_extender(tmp_path: Path) -> None:
     config = {"config": fragmentation_aware_config("metal")}
     stack = tmp_path / "Pulumi.fa.yaml"
     stack.write_text(yaml.safe_dump(config))
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "render", "--stack", str(stack), "--out", str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = _render(stack, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     docs = [yaml.safe_load(p.read_text()) for p in (tmp_path / "out").glob("*.yaml")]
     assert {("Deployment", NAME), ("Service", NAME)} <= {
