@@ -220,6 +220,51 @@ def simulate(
         print(f"wrote {json}")
 
 
+# ---- The twin: the stack's cluster on real components (infra.twin) ---------------------------------------
+
+
+@task(
+    help={
+        "stack": STACK_HELP,
+        "minor": "Kubernetes minor to run (default: the stack's kubernetesVersion; built: 1.35, 1.36)",
+        "nodes": "nodes per autoscaled pool: desired (default), min, max or a number",
+        "bare": "control plane, nodes and Kueue only; do not deploy the stack's policy",
+        "run": "run this command in the twin (KUBECONFIG set, the twin's kubectl on PATH), then stop it; "
+        "exit with the command's status",
+    }
+)
+def twin(
+    c: Context, stack: str = "dev", minor: str = "", nodes: str = "desired", bare: bool = False, run: str = ""
+) -> None:
+    """Bring up the stack's cluster on real Kubernetes components as local processes (docs/twin.md)."""
+    from infra.twin import launch
+
+    with user_errors():
+        path = stack_file(stack)
+        spec = load(stack)
+        started = launch.start(
+            path, spec, BUILD / spec.stack / "twin", minor=minor, nodes=nodes, bare=bare, run=run
+        )
+    if run:
+        code = started.process.wait()
+        started.stop()
+        if code:
+            raise Exit(code=code)
+        return
+    code = launch.serve(started)
+    if code:
+        raise Exit(f"the twin stopped (exit {code}); logs in {started.folder / 'logs'}", code=1)
+
+
+@task(help={"minor": "build only this Kubernetes minor's control plane (default: every minor the twin runs)"})
+def twin_build(c: Context, minor: str = "") -> None:
+    """Build the twin's toolchain from Go modules into the cache outside the clone (what is missing only)."""
+    from infra.twin.toolchain import main as build_main
+
+    with user_errors():
+        build_main([minor] if minor else [])
+
+
 # ---- AWS: preflight and the Pulumi lifecycle (infra.preflight, infra.deploy) ----------------------------
 
 BACKEND_HELP = (

@@ -345,6 +345,26 @@ def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
             )
 
 
+def _addons(spec: ClusterSpec, problems: list[str]) -> None:
+    """`addons` chooses between installing and adopting on a cluster gpufleet did not create."""
+    addons, at = spec.cluster.addons, "gpufleet:cluster.addons"
+    adopted = [
+        key
+        for key, value in (("gpuOperator", addons.gpu_operator), ("kueue", addons.kueue))
+        if value != "install"
+    ]
+    if spec.platform == "aws" and adopted:
+        problems.append(
+            f"{at}.{adopted[0]}: existing is for platform existing; on aws gpufleet installs the add-ons on the "
+            "cluster it creates (accepted here: install)"
+        )
+    if addons.gpu_operator == "existing" and spec.cluster.driver_managed_by == "operator":
+        problems.append(
+            f"{at}.gpuOperator: existing leaves the GPU operator's configuration to whoever installed it, so "
+            "gpufleet:cluster.driverManagedBy: operator cannot be honoured; use host, or gpuOperator: install"
+        )
+
+
 def _monitoring(spec: ClusterSpec, problems: list[str]) -> None:
     """Dashboards and idle reclaim read gpufleet's metrics and alerts: they need a Prometheus."""
     mon, at = spec.cluster.monitoring, "gpufleet:cluster.monitoring"
@@ -402,6 +422,7 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
         _system_pool(spec, problems)
     elif not spec.cluster.kubeconfig:
         problems.append(f"{at}.kubeconfig: required for platform existing (path to the cluster's kubeconfig)")
+    _addons(spec, problems)
     pools = [
         _aws_pool(i, p, spec, problems) if spec.platform == "aws" else _existing_pool(i, p, problems)
         for i, p in enumerate(spec.node_pools)

@@ -127,6 +127,19 @@ class Monitoring(Model):
         return self.prometheus != "none"
 
 
+class Addons(Model):
+    """existing platform: which of the in-cluster add-ons gpufleet installs, and which it adopts.
+
+    `install` (default): gpufleet installs the pinned chart. `existing`: the cluster already runs it (another
+    team's release, a GitOps install, the twin); gpufleet installs nothing for it, and preflight checks that it
+    runs at the pinned version (its Deployment's `app.kubernetes.io/version`), since the objects gpufleet
+    creates are written for that version's API.
+    """
+
+    gpu_operator: Literal["install", "existing"] = "install"
+    kueue: Literal["install", "existing"] = "install"
+
+
 class Cluster(Model):
     name: Annotated[str, Field(pattern=r"^[a-zA-Z][a-zA-Z0-9-]{0,99}$")]
     kubernetes_version: str = DEFAULT_KUBERNETES
@@ -143,6 +156,7 @@ class Cluster(Model):
     # aws: which autoscaler provisions GPU nodes (docs/aws.md, "Choosing an autoscaler").
     autoscaler: Literal["cluster-autoscaler", "karpenter"] = "cluster-autoscaler"
     driver_managed_by: Literal["host", "operator"] = "host"  # existing platform: Ansible or the GPU operator
+    addons: Addons = Addons()  # existing platform: install or adopt the GPU operator and Kueue
 
 
 class SystemPool(Model):

@@ -133,3 +133,73 @@ PROVISIONING_REQUEST_CRD = (
 
 def provisioning_request_crd(autoscaler_image: str) -> str:
     return PROVISIONING_REQUEST_CRD.format(version=autoscaler_image.removeprefix("v"))
+
+
+# ---- The twin's toolchain (infra/twin, `invoke twin`): real components built from their Go modules ---------
+# Each is built by the wrapper module in toolchain/<wrapper>/ (its go.mod names the same version; a test keeps
+# them equal) and cached outside the clone, keyed by version. Checked against the Go module proxy 2026-12-01.
+
+
+@dataclass(frozen=True)
+class GoBuild:
+    """One twin component: a version, the wrapper module that builds it, and the programs it yields."""
+
+    name: str
+    version: str
+    wrapper: str  # folder under toolchain/
+    programs: tuple[str, ...]
+    module: str  # the upstream module whose version this is (data files are read from its zip)
+    note: str = ""
+
+
+# etcd: the newest 3.6 patch the proxy serves; kubeadm maps Kubernetes 1.34-1.36 to etcd 3.6
+# (cmd/kubeadm/app/constants SupportedEtcdVersion) and kwok v0.8.0 to 3.6.10 (pkg/kwokctl/components/etcd_version.go).
+TWIN_ETCD = GoBuild("etcd", "v3.6.16", "etcd", ("etcd",), "go.etcd.io/etcd/server/v3")
+# kwok: plays the kubelet for fake nodes (node heartbeats, pod phases).
+TWIN_KWOK = GoBuild("kwok", "v0.8.0", "kwok", ("kwok",), "sigs.k8s.io/kwok")
+# Kueue: the controller at the chart version the stacks deploy (Versions.kueue_chart; the proxy serves v0.19.2).
+TWIN_KUEUE = GoBuild("kueue", "v0.19.2", "kueue", ("kueue",), "sigs.k8s.io/kueue")
+# Helm renders the Kueue chart (from the Kueue module's charts/kueue) exactly as the stack's release would;
+# v3.18.6 is the Helm the pulumi-kubernetes provider below embeds (its provider/go.mod).
+TWIN_HELM = GoBuild("helm", "v3.18.6", "helm", ("helm",), "helm.sh/helm/v3")
+# The Pulumi engine. The CLI may be newer than the Python SDK, never older (automation/_minimum_version.py);
+# pyproject's pulumi pin stays at or below it. (The language host is not needed: the twin's programs are inline.)
+TWIN_PULUMI = GoBuild("pulumi", "v3.274.1", "pulumi", ("pulumi",), "github.com/pulumi/pulumi/pkg/v3")
+# pulumi-resource-kubernetes: the provider module has no tags of its own, only pseudo-versions, and the proxy
+# serves only the one of release v4.25.0 (commit f47bc2d6f199, tag v4.25.0); the pulumi-kubernetes SDK pin in
+# pyproject.toml is moved to the same release (v4.26.0 ... v4.32.0 pseudo-versions are refused, 403).
+TWIN_PULUMI_KUBERNETES = GoBuild(
+    "pulumi-kubernetes",
+    "4.25.0",
+    "pulumi-kubernetes",
+    ("pulumi-resource-kubernetes",),
+    "github.com/pulumi/pulumi-kubernetes/provider/v4",
+    note="v4.0.0-20260115033456-f47bc2d6f199",
+)
+
+
+# The Prometheus operator kube-prometheus-stack 88.5.3 deploys (its CRDs serve gpufleet's monitors and rules on
+# the twin; `invoke twin --monitoring` runs the operator itself).
+TWIN_PROMETHEUS_OPERATOR = GoBuild(
+    "prometheus-operator",
+    "v0.93.1",
+    "prometheus-operator",
+    ("prometheus-operator",),
+    "github.com/prometheus-operator/prometheus-operator",
+)
+
+
+def twin_kubernetes(minor: str) -> GoBuild:
+    """The control plane (apiserver, controller-manager, scheduler, kubectl) at a minor's pinned patch."""
+    version = PER_MINOR[minor].kubernetes_patch
+    return GoBuild(
+        "kubernetes",
+        version,
+        f"kube-{minor}",
+        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+        "k8s.io/kubernetes",
+    )
+
+
+# The minors the twin is built for: the example stacks' minor and the next (MutatingAdmissionPolicy v1).
+TWIN_MINORS: tuple[str, ...] = ("1.35", "1.36")

@@ -68,6 +68,7 @@ class GpuScheduling(pulumi.ComponentResource):
         pools: Sequence[PoolView],
         *,
         chart_repository: str = KUEUE_CHART_REPOSITORY,
+        install_kueue: bool = True,
         external_dependencies: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -83,19 +84,26 @@ class GpuScheduling(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(external_dependencies)),
             )
         before_kueue = [*external_dependencies, *([self.provisioning_crd] if self.provisioning_crd else [])]
-        self.kueue = Release(
-            f"{name}-kueue",
-            name=RELEASE_NAME,
-            chart=f"{chart_repository.rstrip('/')}/kueue",
-            version=policy.kueue_version,
-            namespace=KUEUE_NAMESPACE,
-            create_namespace=True,
-            values=kueue_values(policy),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=before_kueue),
-        )
+        # install_kueue=False: the cluster runs Kueue already (`cluster.addons.kueue: existing`); its CRDs and
+        # webhooks serve, so the custom resources wait only for the external dependencies.
+        self.kueue: Release | None = None
+        if install_kueue:
+            self.kueue = Release(
+                f"{name}-kueue",
+                name=RELEASE_NAME,
+                chart=f"{chart_repository.rstrip('/')}/kueue",
+                version=policy.kueue_version,
+                namespace=KUEUE_NAMESPACE,
+                create_namespace=True,
+                values=kueue_values(policy),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=before_kueue),
+            )
+        kueue_ready: list[pulumi.Resource] = [self.kueue] if self.kueue else before_kueue
+        #: what "Kueue serves" means for objects that come after this component (its release, if any)
+        self.ready: list[pulumi.Resource] = [self.kueue] if self.kueue else []
         self.resources: dict[str, pulumi.Resource] = {}
         for obj, deps in dependency_plan(objects):
-            after = [self.kueue if d == RELEASE else self.resources[d] for d in deps]
+            after = [r for d in deps for r in (kueue_ready if d == RELEASE else [self.resources[d]])]
             key = object_key(obj)
             self.resources[key] = ConfigGroup(
                 f"{name}-{key}",
@@ -104,7 +112,7 @@ class GpuScheduling(pulumi.ComponentResource):
             )
         # Resolves once every object is registered: a handle for "all scheduling objects applied".
         self.object_count = pulumi.Output.all(*(r.urn for r in self.resources.values())).apply(len)
-        self.kueue_status = self.kueue.status
+        self.kueue_status = self.kueue.status if self.kueue else pulumi.Output.from_input("existing")
         self.register_outputs({"kueueStatus": self.kueue_status, "objectCount": self.object_count})
 
 

@@ -75,33 +75,35 @@ class GpuStack(pulumi.ComponentResource):
             spec,
             pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on)),
         )
-        self.gpu_operator = chart_release(
-            f"{name}-gpu-operator",
-            spec,
-            "gpu-operator",
-            GPU_OPERATOR_NAMESPACE,
-            gpu_operator_values(spec),
-            # Explicit on the release (a component's own dependencies do not reach its children).
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=provider,
-                depends_on=[*depends_on, *([self.metrics] if self.metrics else [])],
-            ),
-        )
+        after_metrics = [*depends_on, *([self.metrics] if self.metrics else [])]
+        # `cluster.addons.gpuOperator: existing`: the cluster runs the operator already; adopt it.
+        self.gpu_operator: k8s.helm.v3.Release | None = None
+        if spec.cluster.addons.gpu_operator == "install":
+            self.gpu_operator = chart_release(
+                f"{name}-gpu-operator",
+                spec,
+                "gpu-operator",
+                GPU_OPERATOR_NAMESPACE,
+                gpu_operator_values(spec),
+                # Explicit on the release (a component's own dependencies do not reach its children).
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after_metrics),
+            )
+        operator = [self.gpu_operator] if self.gpu_operator else after_metrics
         policy, pools = scheduler_inputs(spec)
         # The scheduling objects target the operator's device-plugin config and the GPU nodes it labels.
         self.scheduling = GpuScheduling(
             f"{name}-scheduling",
             policy,
             pools,
-            external_dependencies=[self.gpu_operator],
+            install_kueue=spec.cluster.addons.kueue == "install",
+            external_dependencies=operator,
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
         # Rules, monitors, dashboards and NVSentinel once the operator and Kueue (its namespace) are there.
         self.operations = Operations(
             f"{name}-operations",
             spec,
-            depends_on=[self.gpu_operator, self.scheduling.kueue],
+            depends_on=[*operator, *self.scheduling.ready],
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
-        self.register_outputs({"gpu_operator": self.gpu_operator.status})
+        self.register_outputs({"gpu_operator": self.gpu_operator.status if self.gpu_operator else "existing"})

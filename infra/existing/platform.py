@@ -46,7 +46,8 @@ class ExistingCluster(pulumi.ComponentResource):
             for host in pool.hosts or []
         ]
         self.stack = GpuStack(name, spec, self.provider, self.labels, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({"gpu_operator": self.stack.gpu_operator.status})
+        operator = self.stack.gpu_operator
+        self.register_outputs({"gpu_operator": operator.status if operator else "existing"})
 
 
 def build_existing(spec: ClusterSpec) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Run the extender: ``python -m scheduler.extender [--port 8888] [--trace pods.csv] [--replicas N]``.
 
 Serves the WSGI app with the standard library's threading WSGI server (one thread per request; the view is
-locked) and keeps the view from the API server (in-cluster service account).
+locked) and keeps the view from the API server (the in-cluster service account, or $KUBECONFIG outside a cluster).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class _Server(ThreadingMixIn, WSGIServer):
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a server
     parser = argparse.ArgumentParser(prog="gpufleet-extender", description=__doc__)
     parser.add_argument("--port", type=int, default=8888)
+    parser.add_argument("--host", default="", help="address to listen on (default: every interface)")
     parser.add_argument(
         "--trace", help="expected workload: a pod CSV (default: the last --window pods bound)"
     )
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
     from scheduler.extender import watch
 
     watch.start(view)
-    make_server("", args.port, make_app(view), server_class=_Server).serve_forever()
+    make_server(args.host, args.port, make_app(view), server_class=_Server).serve_forever()
 
 
 if __name__ == "__main__":

@@ -65,10 +65,14 @@ def _watch(
 
 
 def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an API server
-    """Load the in-cluster config, start the Node and Pod watches, install the binder; returns a stop event."""
+    """Load the in-cluster config (or $KUBECONFIG outside a cluster, as on the twin), start the Node and Pod
+    watches, install the binder; returns a stop event."""
     from kubernetes import client, config
 
-    config.load_incluster_config()
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
     core = client.CoreV1Api()
     stop = threading.Event()
 
@@ -84,5 +88,6 @@ def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an
         (core.list_node, apply_node_event),
         (core.list_pod_for_all_namespaces, apply_pod_event),
     ):
-        threading.Thread(target=_watch, args=(view, list_fn, apply, stop), daemon=True).start()
+        listed = threading.Event()
+        threading.Thread(target=_watch, args=(view, list_fn, apply, stop, listed), daemon=True).start()
     return stop

@@ -1,0 +1,197 @@
+"""Bringing the twin up and down: the order of the parts, and what each waits for.
+
+1. the control plane (etcd, kube-apiserver, kube-controller-manager, the default kube-scheduler);
+2. kwok and the stack's nodes (`infra.twin.nodes`), waited for until Ready;
+3. what the real platform runs before gpufleet arrives: Kueue from the stack's chart values with the real
+   controller (`infra.twin.kueue`), and on the existing platform the GPU operator's stand-in (its Deployment:
+   the twin's nodes already advertise what its device plugin would);
+4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`infra.twin.lifecycle`), then
+   the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
+   (`infra.twin.secondary`), and the extender when placement is FragmentationAware.
+Down is the reverse; processes are stopped by their own process groups.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.errors import CheckFailed
+from infra.spec import ClusterSpec
+from infra.twin import kueue as kueue_part
+from infra.twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
+from infra.twin.kubectl import Kubectl
+from infra.twin.kwok import start_kwok
+from infra.twin.nodes import NodeCount, TwinNode, twin_nodes
+from infra.twin.processes import Supervisor, wait_until
+from infra.twin.standins import gpu_operator_standin
+from infra.twin.toolchain import Toolchain, locate
+from infra.versions import PER_MINOR
+from scheduler.labels import KUEUE_NAMESPACE
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class TwinOptions:
+    spec: ClusterSpec
+    folder: Path
+    minor: str = ""  # default: the stack's Kubernetes minor
+    nodes: NodeCount = "desired"
+    bare: bool = False
+    api_port: int = 0  # 0: any free port; the launcher passes the port it forwards from the machine
+
+    @property
+    def kubernetes_minor(self) -> str:
+        return self.minor or self.spec.cluster.kubernetes_version
+
+
+@dataclass
+class Twin:
+    options: TwinOptions
+    say: Say = print
+    tools: Toolchain | None = None
+    plane: ControlPlane | None = None
+    kubectl: Kubectl | None = None
+    nodes: list[TwinNode] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    changes: dict[str, int] = field(default_factory=dict)
+    sup: Supervisor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.options.folder.mkdir(parents=True, exist_ok=True)
+        self.sup = Supervisor(self.options.folder)
+
+    # ---- the parts -----------------------------------------------------------------------------------
+
+    def _step(self, name: str, action: Callable[[], Any]) -> Any:
+        start = time.monotonic()
+        self.say(f"twin: {name} ...")
+        result = action()
+        self.timings[name] = round(time.monotonic() - start, 2)
+        return result
+
+    def up(self) -> Twin:
+        opts = self.options
+        minor = opts.kubernetes_minor
+        tools = self.tools = locate(minor, self.say)
+        try:
+            self.plane = self._step(
+                "control plane",
+                lambda: start_control_plane(tools, self.sup, opts.folder, minor, opts.api_port),
+            )
+            self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
+            self._step("kwok nodes", self._nodes)
+            self._step("Kueue", self._kueue)
+            if opts.spec.platform == "existing":
+                self._step("GPU operator stand-in", self._gpu_operator)
+            if opts.spec.cluster.monitoring.enabled:
+                self._step("monitoring CRDs", self._monitoring_crds)
+            if not opts.bare:
+                self.changes = self._step("policy (pulumi up)", self.deploy)
+                self._step("gpu-binpack scheduler", self._secondary)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _nodes(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        start_kwok(
+            self.tools["kwok"], self.tools.data["stages"], self.plane.admin, self.sup, self.options.folder
+        )
+        self.nodes = twin_nodes(self.options.spec, self.options.nodes)
+        self.kubectl.apply([n.manifest() for n in self.nodes])
+        names = {n.name for n in self.nodes}
+        kubectl = self.kubectl
+
+        def ready() -> bool:
+            items = json.loads(kubectl.run("get", "nodes", "-o", "json"))["items"]
+            done = {
+                i["metadata"]["name"]
+                for i in items
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in i["status"].get("conditions", [])
+                )
+            }
+            return names <= done
+
+        wait_until(ready, f"{len(names)} nodes Ready", self.sup.processes[-1], 60)
+        # The ServiceAccount admission plugin refuses pods until the controller-manager made `default`.
+        wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", "default", check=False)),
+                   "the default ServiceAccount", None, 60)  # fmt: skip
+
+    def _kueue(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        from infra.scheduling import scheduler_inputs
+        from scheduler.kueue_config import kueue_values
+
+        folder = self.options.folder
+        policy, _ = scheduler_inputs(self.options.spec)
+        patch = PER_MINOR[self.options.kubernetes_minor].kubernetes_patch
+        rendered = kueue_part.render_chart(
+            self.tools["helm"], self.tools.data["chart"], kueue_values(policy), patch, folder
+        )
+        ports = kueue_part.new_ports()
+        objects = kueue_part.for_loopback(rendered, f"https://127.0.0.1:{ports.webhook}", self.plane.ca.pem)
+        self.kubectl.run("create", "namespace", KUEUE_NAMESPACE)
+        self.kubectl.apply_crds_first(objects)
+        kueue_part.serving_certificates(self.plane.ca, folder / "kueue-webhook")
+        token = self.kubectl.token(kueue_part.SERVICE_ACCOUNT, KUEUE_NAMESPACE)
+        config = write_kubeconfig(
+            folder / "kueue.kubeconfig",
+            kubeconfig(self.plane.server, self.plane.ca.cert_path, "kueue", token=token),
+        )
+        local = kueue_part.local_configuration(
+            kueue_part.manager_configuration(rendered), ports, folder / "kueue-webhook"
+        )
+        kueue_part.start_kueue(self.tools["kueue"], local, config, self.sup, folder, ports)
+        self.kueue_ports = ports
+
+    def _gpu_operator(self) -> None:
+        assert self.kubectl
+        self.kubectl.apply_crds_first(gpu_operator_standin(self.options.spec))
+
+    def _monitoring_crds(self) -> None:
+        """The Prometheus operator's CRDs (from its module zip at the version the stack's chart ships): what a
+        cluster with `monitoring.prometheus` serves, so gpufleet's monitors and rules can be created."""
+        assert self.kubectl and self.tools
+        import yaml
+
+        crds = sorted(self.tools.data["monitoring-crds"].glob("*.yaml"))
+        self.kubectl.apply_crds_first([d for f in crds for d in yaml.safe_load_all(f.read_text()) if d])
+
+    def deploy(self) -> dict[str, int]:
+        """The stack's policy through the real Pulumi engine (`infra.twin.lifecycle`)."""
+        assert self.tools and self.plane
+        from infra.twin.lifecycle import deploy, twin_spec
+
+        return deploy(
+            twin_spec(self.options.spec, self.plane.admin), self.options.folder, self.tools, self.say
+        )
+
+    def _secondary(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        from infra.scheduling import scheduler_inputs
+        from infra.twin.secondary import start_extender, start_secondary_scheduler
+
+        policy, _ = scheduler_inputs(self.options.spec)
+        if not policy.uses_secondary_scheduler:
+            return
+        port = None
+        if policy.placement_strategy == "FragmentationAware":
+            _, port = start_extender(self.plane, self.kubectl, self.sup, self.options.folder)
+        start_secondary_scheduler(self.tools, self.plane, self.kubectl, self.sup, self.options.folder, port)
+
+    def down(self) -> None:
+        self.sup.stop_all()
+
+    def check(self) -> None:
+        """Fail if a component has exited."""
+        dead = self.sup.check_alive()
+        if dead is not None:
+            raise CheckFailed(f"the twin's {dead.name} exited:\n{dead.log_tail()}")

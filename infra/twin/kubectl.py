@@ -1,0 +1,59 @@
+"""kubectl of the twin's own minor, for the twin's bulk work: apply what a chart or a stack renders, wait.
+
+Objects are applied server-side (`kubectl apply --server-side`) under one field manager, so reapplying is a
+no-op and nothing the stack's own deploy owns is taken over; CRDs are applied and waited for (Established)
+before the objects they serve.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra.errors import CheckFailed
+
+FIELD_MANAGER = "gpufleet-twin"
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    binary: Path
+    kubeconfig: Path
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120) -> str:
+        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args]
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=timeout)
+        if check and done.returncode != 0:
+            raise CheckFailed(f"kubectl {' '.join(args[:3])} failed: {(done.stderr or done.stdout).strip()}")
+        return done.stdout
+
+    def apply(self, objects: Sequence[dict[str, Any]], *extra: str) -> str:
+        if not objects:
+            return ""
+        doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+        return self.run("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+                        *extra, "-f", "-", stdin=doc)  # fmt: skip
+
+    def apply_crds_first(self, objects: Iterable[dict[str, Any]]) -> None:
+        """CRDs, waited for until Established, then everything else."""
+        items = list(objects)
+        crds = [o for o in items if o["kind"] == "CustomResourceDefinition"]
+        self.apply(crds)
+        if crds:
+            names = [f"crd/{o['metadata']['name']}" for o in crds]
+            self.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+        self.apply([o for o in items if o["kind"] != "CustomResourceDefinition"])
+
+    def get(self, kind: str, name: str = "", namespace: str = "") -> dict[str, Any]:
+        args = ["get", kind, *([name] if name else []), "-o", "json"]
+        if namespace:
+            args += ["-n", namespace]
+        return dict(json.loads(self.run(*args)))
+
+    def token(self, service_account: str, namespace: str, hours: int = 48) -> str:
+        """A TokenRequest token of a ServiceAccount (`kubectl create token`)."""
+        return self.run("create", "token", service_account, "-n", namespace, f"--duration={hours}h").strip()
