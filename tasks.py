@@ -284,36 +284,48 @@ def preflight(c: Context, stack: str = "dev") -> None:
         raise_on_errors(findings, spec.stack)
 
 
-@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP})
-def deploy(c: Context, stack: str = "dev", backend: str = "") -> None:
+KUBECONFIG_HELP = "platform existing: deploy to the cluster of this kubeconfig instead of cluster.kubeconfig"
+
+
+@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "kubeconfig": KUBECONFIG_HELP})
+def deploy(c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "") -> None:
     """Preflight, then create or update the stack (`pulumi up`), streaming resource changes."""
     from infra import deploy as lifecycle
 
     with user_errors():
-        changes = lifecycle.deploy(load(stack), ROOT, backend or None, console())
+        spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
+        changes = lifecycle.deploy(spec, ROOT, backend or None, console())
     print(f"deployed stack {stack!r}: {changes}")
 
 
-@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP})
-def preview(c: Context, stack: str = "dev", backend: str = "") -> None:
+@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "kubeconfig": KUBECONFIG_HELP})
+def preview(c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "") -> None:
     """Show what `invoke deploy` would change, without changing anything."""
     from infra import deploy as lifecycle
 
     with user_errors():
-        changes = lifecycle.preview(load(stack), ROOT, backend or None, console())
+        spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
+        changes = lifecycle.preview(spec, ROOT, backend or None, console())
     print(f"preview of stack {stack!r}: {changes}")
 
 
 @task(
-    help={"stack": STACK_HELP, "backend": BACKEND_HELP, "yes": "confirm: destroy every resource of the stack"}
+    help={
+        "stack": STACK_HELP,
+        "backend": BACKEND_HELP,
+        "yes": "confirm: destroy every resource of the stack",
+        "kubeconfig": KUBECONFIG_HELP,
+    }
 )
-def destroy(c: Context, stack: str = "dev", backend: str = "", yes: bool = False) -> None:
+def destroy(
+    c: Context, stack: str = "dev", backend: str = "", yes: bool = False, kubeconfig: str = ""
+) -> None:
     """Delete the stack's resources: in-cluster add-ons first, then node groups, cluster and network."""
     from infra import deploy as lifecycle
     from infra.errors import ConfigError
 
     with user_errors():
-        spec = load(stack)
+        spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
         if not yes:
             raise ConfigError(
                 f"destroy deletes every resource of stack {stack!r}; rerun with --yes to confirm"

@@ -42,6 +42,7 @@ PASSPHRASE_HINT = (
     "export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE)"
 )
 KUBECONFIG_OUTPUT = "kubeconfig"
+PROJECT = "gpufleet"  # Pulumi.yaml `name`
 
 
 # ---- prerequisites (pure or environment-only) ----------------------------------------------------------
@@ -158,13 +159,48 @@ def event_printer(console: Console) -> Callable[[EngineEvent], None]:
 # ---- operations ----------------------------------------------------------------------------------------
 
 
+def program(spec: ClusterSpec) -> Callable[[], None]:
+    """The stack's program, inline: `infra.program.build` of the spec already loaded and checked.
+
+    The same function `infra/__main__.py` runs for `pulumi up` in the project folder; inline, the Automation
+    API serves it to the CLI itself (`--client`), so no Python language host is started and every override
+    given on the command line (`--kubeconfig`) is the spec the program builds."""
+
+    def run() -> None:
+        import pulumi
+
+        from infra.program import build
+
+        for key, value in build(spec).items():
+            pulumi.export(key, value)
+
+    return run
+
+
+def with_kubeconfig(spec: ClusterSpec, kubeconfig: str | None) -> ClusterSpec:
+    """`--kubeconfig PATH` for an existing-platform stack: this cluster instead of `cluster.kubeconfig`."""
+    if not kubeconfig:
+        return spec
+    if spec.platform != "existing":
+        raise ConfigError(
+            f"--kubeconfig: stack {spec.stack!r} is platform {spec.platform}; its kubeconfig comes from the "
+            "cluster the stack creates (only platform existing takes one)"
+        )
+    if not Path(kubeconfig).expanduser().is_file():
+        raise ConfigError(f"--kubeconfig: {kubeconfig} is not a file")
+    path = str(Path(kubeconfig).expanduser().resolve())
+    return spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"kubeconfig": path})})
+
+
 def select_stack(spec: ClusterSpec, root: Path, backend_url: str) -> Stack:
     from pulumi import automation as auto
 
     if backend_url.startswith("file://"):
         Path(backend_url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     opts = auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": backend_url})
-    return auto.create_or_select_stack(stack_name=spec.stack, work_dir=str(root), opts=opts)
+    return auto.create_or_select_stack(
+        stack_name=spec.stack, project_name=PROJECT, program=program(spec), opts=opts
+    )
 
 
 def _engine(op: str, spec: ClusterSpec, action: Callable[[], Any]) -> Any:

@@ -60,6 +60,7 @@ class ClusterReader(Protocol):
 
     def node(self, name: str) -> dict[str, Any] | None: ...
     def daemonsets(self) -> Iterable[dict[str, Any]]: ...
+    def deployments(self, label_selector: str) -> Iterable[dict[str, Any]]: ...
 
 
 def check_gpu_taints(spec: ClusterSpec, cluster: ClusterReader) -> list[Finding]:
@@ -138,13 +139,78 @@ class KubernetesReader:
     def daemonsets(self) -> Iterable[dict[str, Any]]:
         return self._serialize(self._apps.list_daemon_set_for_all_namespaces()).get("items", [])
 
+    def deployments(self, label_selector: str) -> Iterable[dict[str, Any]]:
+        listed = self._apps.list_deployment_for_all_namespaces(label_selector=label_selector)
+        return self._serialize(listed).get("items", [])
+
+
+# An adopted add-on is found by the labels its chart puts on its Deployment: Kueue's chart (kueue v0.19.2
+# charts/kueue/templates/manager/manager.yaml, `kueue.labels` + component controller) and the GPU operator's
+# (NVIDIA/gpu-operator v26.7.0 deployments/gpu-operator/templates/operator.yaml); both carry the release's
+# `app.kubernetes.io/version` (Kueue "v0.19.2", the operator "v26.7.0").
+ADOPTED = {
+    "kueue": ("app.kubernetes.io/name=kueue,app.kubernetes.io/component=controller", "Kueue"),
+    "gpuOperator": ("app.kubernetes.io/component=gpu-operator", "the NVIDIA GPU operator"),
+}
+
+
+def _running_version(deployment: dict[str, Any]) -> str:
+    labels = deployment.get("metadata", {}).get("labels") or {}
+    if labels.get("app.kubernetes.io/version"):
+        return str(labels["app.kubernetes.io/version"])
+    containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [{}]
+    image = str(containers[0].get("image", ""))
+    return image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
+
+
+def check_adopted_addons(spec: ClusterSpec, cluster: ClusterReader) -> list[Finding]:
+    """`cluster.addons.<x>: existing`: the add-on runs, at the version gpufleet's objects are written for."""
+    addons = spec.cluster.addons
+    pinned = {"kueue": f"v{spec.versions.kueue_chart}", "gpuOperator": spec.versions.gpu_operator_chart}
+    out: list[Finding] = []
+    for key, value in (("kueue", addons.kueue), ("gpuOperator", addons.gpu_operator)):
+        if value != "existing":
+            continue
+        selector, what = ADOPTED[key]
+        subject = f"gpufleet:cluster.addons.{key}"
+        found = list(cluster.deployments(selector))
+        if not found:
+            out.append(
+                error(
+                    subject,
+                    f"existing, but {what} does not run (no Deployment labelled {selector})",
+                    f"install it, or set {key}: install and let gpufleet install it",
+                )
+            )
+            continue
+        deployment = found[0]
+        where = f"{deployment['metadata'].get('namespace', '')}/{deployment['metadata']['name']}"
+        version = _running_version(deployment)
+        if version != pinned[key]:
+            versions_key = "kueueChart" if key == "kueue" else "gpuOperatorChart"
+            out.append(
+                error(
+                    subject,
+                    f"{what} runs {version or 'an unknown version'} ({where}); gpufleet's objects are "
+                    f"written for {pinned[key]}",
+                    f"upgrade it to {pinned[key]}, or set gpufleet:versions.{versions_key} to the version that runs",
+                )
+            )
+        else:
+            out.append(ok(subject, f"{what} {version} runs ({where}); adopted"))
+    return out
+
 
 def check_existing_cluster(spec: ClusterSpec, cluster: ClusterReader | None = None) -> list[Finding]:
     """The in-cluster checks; a warning (the checks were skipped) when the cluster cannot be read."""
     try:
         path = str(Path(spec.cluster.kubeconfig or "").expanduser())
         reader = cluster or KubernetesReader(path, spec.cluster.kubeconfig_context)
-        return check_gpu_taints(spec, reader) + check_network_policy_enforcement(reader)
+        return (
+            check_gpu_taints(spec, reader)
+            + check_network_policy_enforcement(reader)
+            + check_adopted_addons(spec, reader)
+        )
     except Exception as exc:  # any client or connection failure: report it, do not crash
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [

@@ -50,8 +50,7 @@ def check_options(spec: ClusterSpec, minor: str, nodes: str) -> None:
         raise ConfigError(problems)
 
 
-def _take_lock(stack: str) -> IO[str]:
-    path = lock_path()
+def _take_lock(stack: str, path: Path) -> IO[str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
     try:
@@ -112,12 +111,13 @@ def start(
     run: str = "",
     say: Callable[[str], None] = print,
     stdout: int | IO[bytes] | None = None,
+    lock: Path | None = None,
 ) -> RunningTwin:
     """Check, lock, and start a twin; returns once it is up (or, with `run`, once it has started)."""
     check_options(spec, minor, nodes)
     locate(minor or spec.cluster.kubernetes_version, say)  # exit 3 before anything starts
     netns.check_namespaces()
-    lock = _take_lock(spec.stack)
+    held = _take_lock(spec.stack, lock or lock_path())
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     ready = folder / "ready.json"
@@ -133,7 +133,7 @@ def start(
         netns.enter(argv), pass_fds=(listener.fileno(),), start_new_session=True, stdout=stdout, stderr=stdout
     )
     listener.close()
-    twin = RunningTwin(process, folder, lock=lock)
+    twin = RunningTwin(process, folder, lock=held)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready.is_file():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -141,10 +141,10 @@ def start(
             raise CheckFailed(f"the twin did not come up (exit {code}); logs in {folder / 'logs'}")
         time.sleep(0.2)
     twin.info = json.loads(ready.read_text())
-    lock.seek(0)
-    lock.truncate()
-    lock.write(json.dumps({"stack": spec.stack, "pid": process.pid, "kubeconfig": twin.info["kubeconfig"]}))
-    lock.flush()
+    held.seek(0)
+    held.truncate()
+    held.write(json.dumps({"stack": spec.stack, "pid": process.pid, "kubeconfig": twin.info["kubeconfig"]}))
+    held.flush()
     return twin
 
 
