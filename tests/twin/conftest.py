@@ -1,0 +1,66 @@
+"""The e2e tier: tests that run on the twin, the stack's cluster on real Kubernetes components.
+
+Each twin is a session fixture started the way `invoke twin` starts one (its own network namespace, the API
+server forwarded to the machine's loopback) with its own lock file, so a developer's own `invoke twin` does not
+collide with the tests. `invoke test` builds the toolchain first; a missing toolchain fails under CI=true and
+skips elsewhere (with what to run).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.errors import ToolMissing
+from infra.stackfile import load_stack
+from infra.twin import launch
+from infra.twin.launch import RunningTwin
+from infra.twin.toolchain import Toolchain, locate
+from tests.conftest import ROOT
+from tests.twin.kube import Kube
+
+
+def toolchain(minor: str) -> Toolchain:
+    try:
+        return locate(minor, lambda _line: None)
+    except ToolMissing as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the twin's toolchain is missing: {exc}")
+        pytest.skip(f"the twin's toolchain is missing ({exc}); run `invoke twin-build`")
+
+
+def start_twin(
+    tmp: pytest.TempPathFactory, stack: str, *, bare: bool = False, minor: str = "", nodes: str = "desired"
+) -> RunningTwin:
+    spec = load_stack(ROOT / f"Pulumi.{stack}.yaml")
+    toolchain(minor or spec.cluster.kubernetes_version)
+    folder = tmp.mktemp(f"twin-{stack}")
+    log = (folder.parent / f"{folder.name}.out").open("wb")
+    return launch.start(
+        ROOT / f"Pulumi.{stack}.yaml", spec, folder / "twin", minor=minor, nodes=nodes, bare=bare,
+        stdout=log, lock=folder.parent / f"{folder.name}.lock", say=lambda _line: None,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def metal_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    """The metal stack (existing platform, Kubernetes 1.35) with its policy deployed."""
+    twin = start_twin(tmp_path_factory, "metal")
+    yield Kube.of(twin)
+    twin.stop()
+
+
+@pytest.fixture(scope="session")
+def prod_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    """example-prod (aws: capacity-block EFA, time-sliced, MIG pools; 1.35) with its policy deployed."""
+    twin = start_twin(tmp_path_factory, "example-prod", nodes="max")
+    yield Kube.of(twin)
+    twin.stop()
+
+
+def twin_log(twin: RunningTwin, name: str) -> str:
+    path = Path(twin.folder) / "logs" / f"{name}.log"
+    return path.read_text(errors="replace") if path.is_file() else ""
