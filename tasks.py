@@ -295,7 +295,7 @@ def deploy(c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = 
     with user_errors():
         spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
         changes = lifecycle.deploy(spec, ROOT, backend or None, console())
-    print(f"deployed stack {stack!r}: {changes}")
+    print(f"deployed stack {spec.stack!r}: {changes}")
 
 
 @task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "kubeconfig": KUBECONFIG_HELP})
@@ -306,7 +306,7 @@ def preview(c: Context, stack: str = "dev", backend: str = "", kubeconfig: str =
     with user_errors():
         spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
         changes = lifecycle.preview(spec, ROOT, backend or None, console())
-    print(f"preview of stack {stack!r}: {changes}")
+    print(f"preview of stack {spec.stack!r}: {changes}")
 
 
 @task(
@@ -331,7 +331,7 @@ def destroy(
                 f"destroy deletes every resource of stack {stack!r}; rerun with --yes to confirm"
             )
         changes = lifecycle.destroy(spec, ROOT, backend or None, console())
-    print(f"destroyed stack {stack!r}: {changes}")
+    print(f"destroyed stack {spec.stack!r}: {changes}")
 
 
 @task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "show_secrets": "print secret outputs in clear"})

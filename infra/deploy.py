@@ -73,6 +73,11 @@ def require_passphrase(backend_url: str) -> None:
 
 
 def require_stack_file(spec: ClusterSpec, root: Path) -> None:
+    """An aws stack's file must be the project's: the AWS provider reads its settings (`aws:region`) from the
+    stack's Pulumi configuration. An existing-platform stack may live anywhere: the program runs inline from
+    the spec already loaded, and its Kubernetes provider takes the kubeconfig explicitly."""
+    if spec.platform == "existing":
+        return
     if not (root / f"Pulumi.{spec.stack}.yaml").is_file():
         raise ConfigError(
             f"stack {spec.stack!r}: Pulumi reads Pulumi.{spec.stack}.yaml from the project folder; put the stack "
@@ -197,7 +202,16 @@ def select_stack(spec: ClusterSpec, root: Path, backend_url: str) -> Stack:
 
     if backend_url.startswith("file://"):
         Path(backend_url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-    opts = auto.LocalWorkspaceOptions(work_dir=str(root), env_vars={"PULUMI_BACKEND_URL": backend_url})
+    work, settings = root, None
+    if not (root / f"Pulumi.{spec.stack}.yaml").is_file():
+        # A stack file outside the project (existing platform): a workspace of its own under build/, so the
+        # engine's stack settings (its encryption salt) are written there, never beside someone's file.
+        work = root / "build" / spec.stack / "pulumi"
+        work.mkdir(parents=True, exist_ok=True)
+        settings = auto.ProjectSettings(name=PROJECT, runtime="python")
+    opts = auto.LocalWorkspaceOptions(
+        work_dir=str(work), project_settings=settings, env_vars={"PULUMI_BACKEND_URL": backend_url}
+    )
     return auto.create_or_select_stack(
         stack_name=spec.stack, project_name=PROJECT, program=program(spec), opts=opts
     )
@@ -245,8 +259,21 @@ def destroy(spec: ClusterSpec, root: Path, backend: str | None, console: Console
     url = prepare(spec, root, backend, needs_aws=True)
     stack = select_stack(spec, root, url)
     on_event = event_printer(console)
-    resources = (stack.export_stack().deployment or {}).get("resources", [])
-    for i, targets in enumerate(destroy_phases(resources), start=1):
+
+    def remaining() -> list[list[str]]:
+        # Read again before every phase: a phase's dependents (everything that waits for the nodes' labels,
+        # say) may already have gone with an earlier one, and targeting a URN that is gone is an error.
+        return destroy_phases((stack.export_stack().deployment or {}).get("resources", []))
+
+    i, previous = 0, None
+    while phases := remaining():
+        i += 1
+        targets = phases[0]
+        if targets == previous:
+            raise CheckFailed(
+                f"destroy of stack {spec.stack!r} left {len(targets)} in-cluster resource(s) in place"
+            )
+        previous = targets
         console.print(f"destroy phase {i}: {len(targets)} in-cluster resource(s) and their dependents")
         phase = partial(
             stack.destroy, target=targets, target_dependents=True, on_event=on_event, color="never"

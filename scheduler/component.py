@@ -18,6 +18,7 @@ from pulumi_kubernetes.helm.v3 import Release
 from pulumi_kubernetes.yaml.v2 import ConfigFile, ConfigGroup
 
 from scheduler.compiler import apply_key, compile, is_custom_resource
+from scheduler.kueue import as_stored
 from scheduler.kueue_config import RELEASE_NAME, kueue_values
 from scheduler.labels import KUEUE_NAMESPACE
 from scheduler.model import PoolView, SchedulingPolicy
@@ -107,7 +108,7 @@ class GpuScheduling(pulumi.ComponentResource):
             key = object_key(obj)
             self.resources[key] = ConfigGroup(
                 f"{name}-{key}",
-                objs=[obj],
+                objs=[as_stored(obj)],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*external_dependencies, *after]),
             )
         # Resolves once every object is registered: a handle for "all scheduling objects applied".

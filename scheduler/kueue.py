@@ -52,6 +52,35 @@ def quantity(value: float) -> int | str:
     return int(value) if float(value).is_integer() else str(value)
 
 
+QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+
+
+def as_stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ClusterQueue or Cohort with its quotas and fair-sharing weight as the API server stores them.
+
+    They are `resource.Quantity` fields, which always serialize as strings (k8s.io/apimachinery
+    pkg/api/resource Quantity.MarshalJSON), so `16` is stored and read back as `"16"`. Applied as numbers,
+    every later `pulumi up` would see the live string differ from the number it sent and update the object
+    again; written as the stored form, a second deploy changes nothing (tests/twin/test_lifecycle.py).
+    Other kinds are returned unchanged; the compiler's own objects keep numbers (its checks do arithmetic)."""
+    if obj.get("kind") not in ("ClusterQueue", "Cohort"):
+        return obj
+    import copy
+
+    out = copy.deepcopy(obj)
+    spec = out.get("spec", {})
+    for group in spec.get("resourceGroups", []):
+        for flavor in group.get("flavors", []):
+            for resource in flavor.get("resources", []):
+                for key in QUANTITY_FIELDS:
+                    if isinstance(resource.get(key), int | float):
+                        resource[key] = str(resource[key])
+    sharing = spec.get("fairSharing") or {}
+    if isinstance(sharing.get("weight"), int | float):
+        sharing["weight"] = str(sharing["weight"])
+    return out
+
+
 TOPOLOGY_QUEUE = "topology"  # the LocalQueue of each team for topology-aware gangs
 TOPOLOGY_SUFFIX = "-topology"  # its ClusterQueue: <team>-topology
 

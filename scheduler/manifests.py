@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from scheduler.compiler import KIND_ORDER, apply_key
+from scheduler.kueue import as_stored
 from scheduler.yamltext import NoAliasDumper
 
 KUSTOMIZATION = "kustomization.yaml"
@@ -42,7 +43,8 @@ _Dumper.add_representer(str, _str)
 
 
 def dump(obj: dict[str, Any]) -> str:
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+    """One object as YAML, in the form the API server stores it (quantities as strings)."""
+    return yaml.dump(as_stored(obj), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
 
 
 def render(

@@ -1,0 +1,107 @@
+"""The real Pulumi lifecycle on the existing platform: `invoke deploy / preview / destroy` against a bare twin.
+
+The twin plays an already-equipped cluster (it runs Kueue and the GPU operator's release), so the stack adopts
+both (`cluster.addons: {gpuOperator: existing, kueue: existing}`); everything else gpufleet creates for real,
+through the Pulumi CLI and the Kubernetes provider the twin builds, against the twin's API server.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.twin.lifecycle import pulumi_env
+from tests.conftest import ROOT
+from tests.twin.conftest import start_twin, toolchain
+from tests.twin.kube import Kube, eventually
+
+STACK = "twin-metal"
+MANAGED = "app.kubernetes.io/managed-by=gpufleet"
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    twin = start_twin(tmp_path_factory, "metal", bare=True)
+    yield Kube.of(twin)
+    twin.stop()
+
+
+def stack_file(folder: Path, kubeconfig: Path) -> Path:
+    doc = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())
+    cluster = doc["config"]["gpufleet:cluster"]
+    cluster["kubeconfig"] = str(kubeconfig)
+    cluster["addons"] = {"gpuOperator": "existing", "kueue": "existing"}
+    # NVSentinel is a chart from a registry the twin cannot reach (and must not try to).
+    cluster["monitoring"] = {"selfHealing": "off"}
+    path = folder / f"Pulumi.{STACK}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def invoke(task: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invoke", task, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, **env}, check=False)  # fmt: skip
+
+
+def counts(stdout: str, verb: str) -> dict[str, int]:
+    """The change summary the task prints last: `<verb> stack '<name>': {'create': 101}`."""
+    match = re.search(rf"{verb} stack '{STACK}': (\{{.*\}})", stdout)
+    assert match, stdout[-2000:]
+    return dict(ast.literal_eval(match.group(1)))
+
+
+def managed(kube: Kube) -> list[str]:
+    """Every object labelled as gpufleet's, of every listable kind."""
+    kinds = kube.ok("api-resources", "--verbs=list", "-o", "name").split()
+    found = []
+    for kind in kinds:
+        if kind in ("events", "events.events.k8s.io"):
+            continue
+        out = kube.run("get", kind, "-A", "-l", MANAGED, "-o", "name")
+        found += [line for line in out.out.split() if line]
+    return found
+
+
+def test_deploy_again_preview_destroy(bare: Kube, tmp_path: Path) -> None:
+    """Create everything; a second deploy and a preview change nothing; destroy leaves no gpufleet object and
+    no gpufleet label on the hosts (Pulumi `up`/`preview`/`destroy` through the Automation API)."""
+    assert bare.twin is not None
+    env = {**pulumi_env(toolchain("1.35")), "PULUMI_CONFIG_PASSPHRASE": "test"}
+    path = stack_file(tmp_path, bare.kubeconfig)
+    backend = ["--backend", f"file://{tmp_path / 'state'}"]
+    assert not managed(bare), "a bare twin has no gpufleet objects"
+
+    first = invoke("deploy", "--stack", str(path), *backend, env=env)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    created = counts(first.stdout, "deployed")
+    assert created.get("create", 0) > 50 and set(created) <= {"create", "same"}
+    assert "Kueue v0.19.2 runs" in first.stdout and "the NVIDIA GPU operator v26.7.0 runs" in first.stdout
+    queues = {q["metadata"]["name"] for q in bare.items("clusterqueues.kueue.x-k8s.io")}
+    assert {"vision", "nlp"} <= queues
+    assert bare.get("node", "gpu-h100-01")["metadata"]["labels"]["gpufleet.io/pool"] == "h100"
+
+    second = invoke("deploy", "--stack", str(path), *backend, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert set(counts(second.stdout, "deployed")) == {"same"}, [l for l in second.stdout.splitlines() if l.startswith("~") or "update" in l][:20]
+
+    preview = invoke("preview", "--stack", str(path), *backend, env=env)
+    assert preview.returncode == 0, preview.stderr[-3000:]
+    assert set(counts(preview.stdout, "preview of")) == {"same"}
+
+    gone = invoke("destroy", "--stack", str(path), "--yes", *backend, env=env)
+    assert gone.returncode == 0, [l for l in gone.stdout.splitlines() if l.startswith("!") or "destroy" in l][-15:] + gone.stderr.splitlines()[-6:]
+    eventually(lambda: not managed(bare), "every gpufleet object to be gone", 120, 2)
+    labels = bare.get("node", "gpu-h100-01")["metadata"]["labels"]
+    assert "gpufleet.io/pool" not in labels
+    # What the twin runs itself was adopted, never owned: it is still there.
+    assert bare.items("deployments", "kueue-system") and bare.items("deployments", "gpu-operator")
+    assert json.loads(bare.ok("get", "crd", "clusterqueues.kueue.x-k8s.io", "-o", "json"))
