@@ -12,6 +12,7 @@ import yaml
 
 from scheduler import SchedulerConfigError, compile
 from scheduler.component import RELEASE, dependency_plan, object_key
+from scheduler.kueue import as_stored
 from tests.scheduler.examples import METAL, METAL_POOLS, PROD, PROD_POOLS
 
 
@@ -71,7 +72,7 @@ def test_installs_pinned_kueue_and_one_resource_per_compiled_object(recorder: Re
         }
         assert set(groups) == {f"sched-{object_key(o)}" for o in objects}
         for obj in objects:
-            assert groups[f"sched-{object_key(obj)}"]["objs"] == [obj]
+            assert groups[f"sched-{object_key(obj)}"]["objs"] == [as_stored(obj)]
 
     return pulumi.Output.all(component.kueue_status, component.object_count).apply(check)
 

@@ -8,6 +8,7 @@ import yaml
 from syrupy.assertion import SnapshotAssertion
 
 from scheduler import compile, kueue_values, render
+from scheduler.kueue import as_stored
 from tests.scheduler.examples import PROD, PROD_POOLS, SMALL, SMALL_POOLS
 
 
@@ -24,7 +25,8 @@ def test_one_file_per_object_listed_in_apply_order(tmp_path: Path) -> None:
     files = kustomization["resources"]
     assert len(files) == len(objects) == len(set(files))
     assert files == sorted(files)  # the rank prefix makes a directory listing the apply order
-    assert [yaml.safe_load((tmp_path / f).read_text()) for f in files] == objects
+    # Written as the API server stores them (Kueue quotas as quantity strings, scheduler.kueue.as_stored).
+    assert [yaml.safe_load((tmp_path / f).read_text()) for f in files] == [as_stored(o) for o in objects]
     assert "00-namespace-team-llm.yaml" in files
     assert "16-clusterqueue-llm-training.yaml" in files
     assert "17-localqueue-team-llm-default.yaml" in files
