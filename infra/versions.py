@@ -189,6 +189,11 @@ TWIN_PROMETHEUS_OPERATOR = GoBuild(
 )
 
 
+# Karpenter's CRDs as the AWS provider ships them (the Karpenter version the stacks deploy): data only, read from
+# the module zip (pkg/apis/crds), so the twin's API server validates the stack's NodePools and EC2NodeClasses.
+TWIN_KARPENTER_CRDS = GoBuild("karpenter-crds", "v1.14.1", "", (), "github.com/aws/karpenter-provider-aws")
+
+
 def twin_kubernetes(minor: str) -> GoBuild:
     """The control plane (apiserver, controller-manager, scheduler, kubectl) at a minor's pinned patch."""
     version = PER_MINOR[minor].kubernetes_patch

@@ -2,9 +2,10 @@
 
 1. the control plane (etcd, kube-apiserver, kube-controller-manager, the default kube-scheduler);
 2. kwok and the stack's nodes (`infra.twin.nodes`), waited for until Ready;
-3. what the real platform runs before gpufleet arrives: Kueue from the stack's chart values with the real
-   controller (`infra.twin.kueue`), and on the existing platform the GPU operator's stand-in (its Deployment:
-   the twin's nodes already advertise what its device plugin would);
+3. what the stack's cluster runs besides gpufleet's own objects, in the order the stack installs it: the CRDs
+   of the Prometheus operator (`monitoring.prometheus`) and of Karpenter, the GPU operator's stand-in (its
+   release; the twin's nodes already advertise what its device plugin would), then Kueue from the stack's chart
+   values with the real controller (`infra.twin.kueue`);
 4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`infra.twin.lifecycle`), then
    the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
    (`infra.twin.secondary`), and the extender when placement is FragmentationAware.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import CheckFailed
+from infra.karpenter.facts import uses_karpenter
 from infra.spec import ClusterSpec
 from infra.twin import kueue as kueue_part
 from infra.twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
@@ -86,11 +88,14 @@ class Twin:
             )
             self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
             self._step("kwok nodes", self._nodes)
-            self._step("Kueue", self._kueue)
-            if opts.spec.platform == "existing":
-                self._step("GPU operator stand-in", self._gpu_operator)
+            # In the order the stack installs them: the metrics stack's CRDs, the GPU operator, then Kueue
+            # (whose chart creates a ServiceMonitor when metrics are on).
             if opts.spec.cluster.monitoring.enabled:
-                self._step("monitoring CRDs", self._monitoring_crds)
+                self._step("monitoring CRDs", self._monitoring)
+            if uses_karpenter(opts.spec):
+                self._step("Karpenter CRDs", lambda: self._crds("karpenter-crds"))
+            self._step("GPU operator stand-in", self._gpu_operator)
+            self._step("Kueue", self._kueue)
             if not opts.bare:
                 self.changes = self._step("policy (pulumi up)", self.deploy)
                 self._step("gpu-binpack scheduler", self._secondary)
@@ -152,18 +157,23 @@ class Twin:
         kueue_part.start_kueue(self.tools["kueue"], local, config, self.sup, folder, ports)
         self.kueue_ports = ports
 
+    def _monitoring(self) -> None:
+        """A cluster with `monitoring.prometheus` has the Prometheus operator's CRDs and its namespace."""
+        assert self.kubectl
+        self._crds("monitoring-crds")
+        namespace = self.options.spec.cluster.monitoring.namespace
+        self.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+
     def _gpu_operator(self) -> None:
         assert self.kubectl
         self.kubectl.apply_crds_first(gpu_operator_standin(self.options.spec))
 
-    def _monitoring_crds(self) -> None:
-        """The Prometheus operator's CRDs (from its module zip at the version the stack's chart ships): what a
-        cluster with `monitoring.prometheus` serves, so gpufleet's monitors and rules can be created."""
+    def _crds(self, data: str) -> None:
+        """CRDs of what the stack's cluster runs and the twin does not: the Prometheus operator's (a cluster with
+        `monitoring.prometheus`), Karpenter's (`cluster.autoscaler: karpenter`), from their module zips at the
+        versions the stack deploys, so the objects the stack creates for them are validated for real."""
         assert self.kubectl and self.tools
-        import yaml
-
-        crds = sorted(self.tools.data["monitoring-crds"].glob("*.yaml"))
-        self.kubectl.apply_crds_first([d for f in crds for d in yaml.safe_load_all(f.read_text()) if d])
+        self.kubectl.apply_crd_files(self.tools.data[data].glob("*.yaml"))
 
     def deploy(self) -> dict[str, int]:
         """The stack's policy through the real Pulumi engine (`infra.twin.lifecycle`)."""

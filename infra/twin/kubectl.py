@@ -48,6 +48,19 @@ class Kubectl:
             self.run("wait", "--for=condition=Established", "--timeout=60s", *names)
         self.apply([o for o in items if o["kind"] != "CustomResourceDefinition"])
 
+    def apply_crd_files(self, paths: Iterable[Path]) -> None:
+        """CRD files as they are (kubectl parses them: some upstream CRDs use YAML that PyYAML's safe loader
+        refuses, such as a bare `=` enum value), waited for until Established."""
+        files = sorted(paths)
+        if not files:
+            return
+        args = [a for f in files for a in ("-f", str(f))]
+        out = self.run("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+                       *args, "-o", "name")  # fmt: skip
+        names = [n for n in out.split() if n.startswith("customresourcedefinition")]
+        if names:
+            self.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+
     def get(self, kind: str, name: str = "", namespace: str = "") -> dict[str, Any]:
         args = ["get", kind, *([name] if name else []), "-o", "json"]
         if namespace:

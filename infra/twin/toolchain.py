@@ -31,6 +31,7 @@ from infra.versions import (
     TWIN_KUEUE,
     TWIN_KWOK,
     TWIN_MINORS,
+    TWIN_KARPENTER_CRDS,
     TWIN_PROMETHEUS_OPERATOR,
     TWIN_PULUMI,
     TWIN_PULUMI_KUBERNETES,
@@ -52,6 +53,7 @@ DATA: dict[str, tuple[tuple[str, str], ...]] = {
     "kueue": (("charts/kueue", "chart"), ("config/components/crd/bases", "crds")),
     "kwok": (("kustomize/stage", "stages"),),
     "prometheus-operator": (("example/prometheus-operator-crd", "monitoring-crds"),),
+    "karpenter-crds": (("pkg/apis/crds", "karpenter-crds"),),
 }
 Say = Callable[[str], None]
 
@@ -74,6 +76,7 @@ def components(minors: Iterable[str] = TWIN_MINORS) -> list[GoBuild]:
         TWIN_PULUMI,
         TWIN_PULUMI_KUBERNETES,
         TWIN_PROMETHEUS_OPERATOR,
+        TWIN_KARPENTER_CRDS,
     ]
 
 
@@ -222,7 +225,7 @@ def build(c: GoBuild, say: Say = print) -> Path:
     try:
         if c.name == "pulumi-kubernetes":
             _build_pulumi_kubernetes(c, out, scratch)
-        else:
+        elif c.programs:  # a component without programs is data only
             _build_wrapper(c, out)
         _copy_data(c, out)
         missing = [p for p in c.programs if not (out / p).is_file()]
