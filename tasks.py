@@ -82,7 +82,23 @@ def test(c: Context, pytest_args: str = "") -> None:
     # the pinned upstream reference data (traces, published curves, CRDs, chart values): ../shared or
     # GPUFLEET_SHARED offline, otherwise fetched, verified against benchmarks/reference-data.json and cached
     shared = c.run(f"{py} benchmarks/reference_data.py", hide="out").stdout.strip()
+    _twin_toolchain(c, py)
     c.run(f"{py} -m pytest {pytest_args}", pty=False, env={"GPUFLEET_SHARED": shared})
+
+
+def _twin_toolchain(c: Context, py: str) -> None:
+    """The e2e tier's toolchain (tests/twin): built from Go modules where missing, into the cache outside the
+    clone. Without Go, or when a build fails, the e2e tests say so: they fail under CI=true, skip elsewhere."""
+    import os
+    import shutil
+
+    if shutil.which("go") is None:
+        print("twin toolchain: Go is not installed; the e2e tier (tests/twin) cannot run", file=sys.stderr)
+        return
+    print("twin toolchain: building what is missing (`invoke twin-build`)", flush=True)
+    built = c.run(f"{py} -m infra.twin.toolchain", warn=True, pty=False)
+    if (built is None or built.exited != 0) and os.environ.get("CI", "").lower() == "true":
+        raise Exit("twin toolchain: the build failed (see above)", code=1)
 
 
 def _int_list(text: str, what: str) -> list[int]:

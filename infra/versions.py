@@ -194,6 +194,17 @@ TWIN_PROMETHEUS_OPERATOR = GoBuild(
 TWIN_KARPENTER_CRDS = GoBuild("karpenter-crds", "v1.14.1", "", (), "github.com/aws/karpenter-provider-aws")
 
 
+# The CRDs of the job frameworks Kueue integrates (kueue_config.FRAMEWORKS) that a cluster gets from their
+# operators: Kueue sets up an integration only when its API is served (kueue jobframework/setup.go, "No
+# matching API in the server for job framework, deferring"), so the twin serves them and Kueue admits such
+# jobs for real (no operator runs them: they create no pods). The stacks do not pin these operators; these are
+# the newest releases the Go module proxy serves.
+TWIN_TRAINING_OPERATOR_CRDS = GoBuild(
+    "training-operator-crds", "v1.9.3", "", (), "github.com/kubeflow/training-operator"
+)
+TWIN_KUBERAY_CRDS = GoBuild("kuberay-crds", "v1.5.0", "", (), "github.com/ray-project/kuberay/ray-operator")
+
+
 def twin_kubernetes(minor: str) -> GoBuild:
     """The control plane (apiserver, controller-manager, scheduler, kubectl) at a minor's pinned patch."""
     version = PER_MINOR[minor].kubernetes_patch

@@ -5,8 +5,10 @@ Validating (admissionregistration.k8s.io/v1, every supported Kubernetes version)
 - no container sets `NVIDIA_VISIBLE_DEVICES` (with the envvar device-list strategy, or a toolkit that accepts
   the variable from unprivileged containers, it would expose every GPU of the node);
 - a pod that tolerates the GPU taint requests a GPU resource, unless Kueue's topology-aware scheduling places it
-  (it carries Kueue's `kueue.x-k8s.io/topology` scheduling gate, which only Kueue lifts after admitting it, and
-  which an update cannot add); an update may not add such a toleration otherwise;
+  (a job controller's pod with Kueue's `kueue.x-k8s.io/topology` gate and without its admission gate); an
+  update may add such a toleration only as Kueue's own ServiceAccount;
+- only Kueue's ServiceAccount removes Kueue's scheduling gates, and no pod is created with `spec.nodeName`
+  (both would let a pod skip the queue);
 - a container requests at most one time-sliced GPU (`nvidia.com/gpu.shared`);
 - no pod uses the `system-node-critical` / `system-cluster-critical` PriorityClasses (any namespace may by
   default, and kube-scheduler would preempt other teams' pods for them);
@@ -14,7 +16,9 @@ Validating (admissionregistration.k8s.io/v1, every supported Kubernetes version)
   `placement.strategy: FragmentationAware`), a GPU pod names it (`schedulerName: gpu-binpack`), so GPUs are
   only ever bound by one scheduler;
 - no Service of type LoadBalancer or NodePort, unless the team's `allowExternalServices` is set (its namespace
-  then carries `gpufleet.io/external-services=allowed` and the policy does not match it).
+  then carries `gpufleet.io/external-services=allowed`, which the policy reads), and no `externalIPs` at all.
+
+What these decide is tested on the real API server with Kueue's real webhooks (tests/twin).
 
 Mutating (admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, GA and served by default from Kubernetes
 1.36; before that the API is beta and off by default, so nothing is rendered and the docs say what to do):
@@ -32,6 +36,7 @@ from scheduler.kueue_config import FRAMEWORKS, QUEUE_MANAGED_LABEL
 from scheduler.labels import (
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
+    KUEUE_NAMESPACE,
     SECONDARY_SCHEDULER_NAME,
     SHARED_GPU_RESOURCE,
     metadata,
@@ -47,6 +52,10 @@ EXTERNAL_SERVICES_LABEL = "gpufleet.io/external-services"
 PRIORITY_LABEL = "gpufleet.io/default-priority"  # on each team namespace: the team's default priority class
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"  # Kueue's TopologySchedulingGate (apis/kueue/v1beta2, v0.19.2)
+ADMISSION_GATE = (
+    "kueue.x-k8s.io/admission"  # Kueue's pod-integration gate (pkg/controller/jobs/pod/constants)
+)
+KUEUE_SERVICE_ACCOUNT = "kueue-controller-manager"  # the chart's `<release>-controller-manager`
 SYSTEM_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 MUTATING_ADMISSION_POLICY_SINCE = (1, 36)  # admissionregistration.k8s.io/v1, on by default
@@ -96,11 +105,38 @@ def _tolerates_gpu_taint(var: str) -> str:
 
 
 NO_VISIBLE_DEVICES = _containers("object", f"!has(c.env) || c.env.all(e, e.name != '{VISIBLE_DEVICES}')")
-TOPOLOGY_GATED = f"(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{TOPOLOGY_GATE}'))"
+KUEUE_USER = f"system:serviceaccount:{KUEUE_NAMESPACE}:{KUEUE_SERVICE_ACCOUNT}"
+BY_KUEUE = f"request.userInfo.username == '{KUEUE_USER}'"
+
+
+def _gated(var: str, gate: str) -> str:
+    return f"(has({var}.spec.schedulingGates) && {var}.spec.schedulingGates.exists(g, g.name == '{gate}'))"
+
+
+# A pod Kueue places with topology-aware scheduling for a job integration: created by its job's controller
+# (a controller ownerReference) from the template Kueue wrote when it admitted the job, with the topology gate
+# and without the admission gate. Kueue's pod webhook adds the topology gate to *every* pod it manages (bare,
+# Deployment, StatefulSet pods) while TAS is on, but those also carry the admission gate until Kueue admits
+# them (kueue v0.19.2 pkg/controller/jobs/pod/pod_webhook.go), so the gate alone proves nothing.
+PLACED_BY_KUEUE_TAS = (
+    f"({_gated('object', TOPOLOGY_GATE)} && !{_gated('object', ADMISSION_GATE)} && "
+    "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller))"
+)
 GPU_TOLERATION_NEEDS_GPU = (
     f"!{_tolerates_gpu_taint('object')} || !({_no_gpu_request('object')}) || "
-    f"{TOPOLOGY_GATED} || (request.operation != 'CREATE' && {_tolerates_gpu_taint('oldObject')})"
+    f"(request.operation == 'CREATE' && {PLACED_BY_KUEUE_TAS}) || "
+    f"(request.operation != 'CREATE' && ({_tolerates_gpu_taint('oldObject')} || {BY_KUEUE}))"
 )
+# Only Kueue lifts its gates: it does when it admits the pod's workload. Kueue's own webhook does not check
+# gates on update (pod_webhook.go ValidateUpdate), so without this a member ungates their own pod and skips
+# the queue.
+KEEPS_KUEUE_GATES = f"request.operation == 'CREATE' || {BY_KUEUE} || " + " && ".join(
+    f"(!{_gated('oldObject', g)} || {_gated('object', g)})" for g in (ADMISSION_GATE, TOPOLOGY_GATE)
+)
+# Binding is the scheduler's (pods/binding); a pod created with spec.nodeName skips it, and with it the
+# queue's placement and every NoSchedule taint (the kubelet checks only NoExecute taints,
+# kubernetes pkg/kubelet/lifecycle/predicate.go).
+NO_NODE_NAME = "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''"
 # Time-sliced GPUs: the device plugin refuses more than one replica per container (failRequestsGreaterThanOne,
 # scheduler.sharing), but only on the node, after Kueue admitted the job; refuse it up front instead. Extended
 # resources are whole numbers, written by the API server as plain integer strings.
@@ -120,7 +156,16 @@ GPU_PODS_USE_PACKING_SCHEDULER = (
     f"request.operation != 'CREATE' || ({_no_gpu_request('object')}) || "
     f"(has(object.spec.schedulerName) && object.spec.schedulerName == '{SECONDARY_SCHEDULER_NAME}')"
 )
-NO_EXTERNAL_SERVICE = "!has(object.spec.type) || !(object.spec.type in ['LoadBalancer', 'NodePort'])"
+EXTERNAL_ALLOWED = (
+    f"(has(namespaceObject.metadata.labels) && '{EXTERNAL_SERVICES_LABEL}' in namespaceObject.metadata.labels "
+    f"&& namespaceObject.metadata.labels['{EXTERNAL_SERVICES_LABEL}'] == 'allowed')"
+)
+NO_EXTERNAL_SERVICE = (
+    f"{EXTERNAL_ALLOWED} || !has(object.spec.type) || !(object.spec.type in ['LoadBalancer', 'NodePort'])"
+)
+# A Service's externalIPs make kube-proxy capture that address for every pod and node of the cluster
+# (CVE-2020-8554, kubernetes/kubernetes#97076, no fix upstream): refused for every team.
+NO_EXTERNAL_IPS = "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0"
 
 
 def _rule(group: str, resources: list[str], operations: list[str]) -> dict[str, Any]:
@@ -141,6 +186,15 @@ def pod_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
             GPU_TOLERATION_NEEDS_GPU,
             f"a pod that tolerates the {GPU_TAINT_KEY}={GPU_TAINT_VALUE} taint must request a GPU resource; "
             "Kueue adds the toleration when it admits a GPU job",
+        ),
+        _validation(
+            KEEPS_KUEUE_GATES,
+            "only Kueue removes its scheduling gates (kueue.x-k8s.io/admission, kueue.x-k8s.io/topology), "
+            "when it admits the pod's workload",
+        ),
+        _validation(
+            NO_NODE_NAME,
+            "team pods may not set spec.nodeName: the scheduler binds them after Kueue admits their workload",
         ),
         _validation(
             AT_MOST_ONE_SHARED,
@@ -244,20 +298,17 @@ def team_admission(policy: SchedulingPolicy) -> list[dict[str, Any]]:
     """Every admission policy and binding for team namespaces (none when there is no team)."""
     if not policy.teams:
         return []
-    services_selector = {
-        "matchExpressions": [
-            *TEAM_NAMESPACES["matchExpressions"],
-            {"key": EXTERNAL_SERVICES_LABEL, "operator": "NotIn", "values": ["allowed"]},
-        ]
-    }
     pods = [_rule("", ["pods", "pods/ephemeralcontainers"], ["CREATE", "UPDATE"])]
     services = [_rule("", ["services"], ["CREATE", "UPDATE"])]
     no_external = _validation(
         NO_EXTERNAL_SERVICE,
         "LoadBalancer and NodePort Services are not allowed in this team namespace (teams[].allowExternalServices)",
     )
+    no_ips = _validation(
+        NO_EXTERNAL_IPS, "Services in team namespaces may not set externalIPs (CVE-2020-8554)"
+    )
     return [
         *_validating(PODS, pods, TEAM_NAMESPACES, pod_validations(policy)),
-        *_validating(SERVICES, services, services_selector, [no_external]),
+        *_validating(SERVICES, services, TEAM_NAMESPACES, [no_external, no_ips]),
         *mutating_policies(policy),
     ]

@@ -59,6 +59,34 @@ def dependency_plan(objects: Sequence[dict[str, Any]]) -> list[tuple[dict[str, A
     return plan
 
 
+def sdk_lacks(obj: dict[str, Any]) -> bool:
+    """A built-in kind newer than the pinned pulumi-kubernetes SDK's schema (MutatingAdmissionPolicy v1 on
+    1.36 with SDK 4.25, whose schema is Kubernetes 1.33): the provider applies it, but a ConfigGroup's result
+    names a type the SDK cannot construct ("unknown resource type", pulumi_kubernetes/_utilities.py), so such
+    objects are applied as generic resources (`apiextensions.CustomResource`, any apiVersion and kind)."""
+    import importlib
+
+    group, _, version = obj["apiVersion"].rpartition("/")
+    package = (group.split(".")[0] if group else "core") + f".{version}"
+    try:
+        module = importlib.import_module(f"pulumi_kubernetes.{package}")
+    except ImportError:
+        return False  # a custom resource's group: the SDK handles those generically
+    return not hasattr(module, obj["kind"])
+
+
+def apply_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """One object: a ConfigGroup (typed by the SDK), or a generic resource where the SDK lacks its kind."""
+    if sdk_lacks(obj):
+        from pulumi_kubernetes.apiextensions import CustomResource
+
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        return CustomResource(
+            name, api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj["metadata"], opts=opts, **body
+        )
+    return ConfigGroup(name, objs=[obj], opts=opts)
+
+
 class GpuScheduling(pulumi.ComponentResource):
     """Kueue plus every object `scheduler.compile(policy, pools)` produces, applied in dependency order."""
 
@@ -106,10 +134,10 @@ class GpuScheduling(pulumi.ComponentResource):
         for obj, deps in dependency_plan(objects):
             after = [r for d in deps for r in (kueue_ready if d == RELEASE else [self.resources[d]])]
             key = object_key(obj)
-            self.resources[key] = ConfigGroup(
+            self.resources[key] = apply_object(
                 f"{name}-{key}",
-                objs=[as_stored(obj)],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*external_dependencies, *after]),
+                as_stored(obj),
+                pulumi.ResourceOptions(parent=self, depends_on=[*external_dependencies, *after]),
             )
         # Resolves once every object is registered: a handle for "all scheduling objects applied".
         self.object_count = pulumi.Output.all(*(r.urn for r in self.resources.values())).apply(len)

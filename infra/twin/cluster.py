@@ -38,6 +38,23 @@ from scheduler.labels import KUEUE_NAMESPACE
 Say = Callable[[str], None]
 
 
+def default_scheduler_plugins(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """On aws the managed control plane's scheduler runs the stack's NodeResourcesFit scoring, as EKS takes it
+    (`infra.aws.scheduler_config`: the strategy and the weights EKS accepts); an existing cluster's default
+    scheduler is not gpufleet's and keeps upstream's defaults."""
+    if spec.platform != "aws":
+        return []
+    from infra.aws.scheduler_config import eks_scoring_resources
+    from scheduler.model import fit_strategy
+
+    placement = spec.scheduling.placement
+    scoring = {
+        "type": fit_strategy(placement.strategy),
+        "resources": eks_scoring_resources(placement.weights),
+    }
+    return [{"name": "NodeResourcesFit", "args": {"scoringStrategy": scoring}}]
+
+
 @dataclass
 class TwinOptions:
     spec: ClusterSpec
@@ -84,7 +101,9 @@ class Twin:
         try:
             self.plane = self._step(
                 "control plane",
-                lambda: start_control_plane(tools, self.sup, opts.folder, minor, opts.api_port),
+                lambda: start_control_plane(
+                    tools, self.sup, opts.folder, minor, opts.api_port, default_scheduler_plugins(opts.spec)
+                ),
             )
             self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
             self._step("kwok nodes", self._nodes)
@@ -95,6 +114,7 @@ class Twin:
             if uses_karpenter(opts.spec):
                 self._step("Karpenter CRDs", lambda: self._crds("karpenter-crds"))
             self._step("GPU operator stand-in", self._gpu_operator)
+            self._step("job framework CRDs", self._frameworks)
             self._step("Kueue", self._kueue)
             if not opts.bare:
                 self.changes = self._step("policy (pulumi up)", self.deploy)
@@ -164,6 +184,12 @@ class Twin:
         namespace = self.options.spec.cluster.monitoring.namespace
         self.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
 
+    def _frameworks(self) -> None:
+        """The CRDs of the job frameworks Kueue integrates beyond the built-in kinds (PyTorchJob, MPIJob, ...,
+        RayJob, RayCluster), served before Kueue starts so it sets those integrations up."""
+        self._crds("training-crds")
+        self._crds("kuberay-crds")
+
     def _gpu_operator(self) -> None:
         assert self.kubectl
         self.kubectl.apply_crds_first(gpu_operator_standin(self.options.spec))
@@ -173,16 +199,16 @@ class Twin:
         `monitoring.prometheus`), Karpenter's (`cluster.autoscaler: karpenter`), from their module zips at the
         versions the stack deploys, so the objects the stack creates for them are validated for real."""
         assert self.kubectl and self.tools
-        self.kubectl.apply_crd_files(self.tools.data[data].glob("*.yaml"))
+        files = [f for f in self.tools.data[data].glob("*.yaml") if f.name != "kustomization.yaml"]
+        self.kubectl.apply_crd_files(files)
 
     def deploy(self) -> dict[str, int]:
         """The stack's policy through the real Pulumi engine (`infra.twin.lifecycle`)."""
         assert self.tools and self.plane
         from infra.twin.lifecycle import deploy, twin_spec
 
-        return deploy(
-            twin_spec(self.options.spec, self.plane.admin), self.options.folder, self.tools, self.say
-        )
+        spec = twin_spec(self.options.spec, self.plane.admin, self.options.kubernetes_minor)
+        return deploy(spec, self.options.folder, self.tools, self.say)
 
     def _secondary(self) -> None:
         assert self.tools and self.plane and self.kubectl

@@ -71,9 +71,15 @@ class ControlPlane:
 
 
 def start_control_plane(
-    tools: Toolchain, sup: Supervisor, folder: Path, minor: str, api_port: int = 0
+    tools: Toolchain,
+    sup: Supervisor,
+    folder: Path,
+    minor: str,
+    api_port: int = 0,
+    plugin_config: list[dict[str, Any]] | None = None,
 ) -> ControlPlane:
-    """`api_port`: the API server's port (0: any free one); the twin passes the port it forwards from."""
+    """`api_port`: the API server's port (0: any free one); the twin passes the port it forwards from.
+    `plugin_config`: the default scheduler profile's pluginConfig (what a managed control plane is given)."""
     pki = folder / "pki"
     ca = CertificateAuthority(pki)
     sa = service_account_keys(pki)
@@ -173,6 +179,7 @@ def start_control_plane(
                 "kind": "KubeSchedulerConfiguration",
                 "clientConnection": {"kubeconfig": str(sched_kubeconfig)},
                 "leaderElection": {"leaderElect": False},
+                "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": plugin_config or []}],
             }
         )
     )

@@ -29,8 +29,13 @@ PASSPHRASE = "gpufleet-twin"  # the twin's throwaway state backend; nothing secr
 PROJECT = "gpufleet"
 
 
-def twin_spec(spec: ClusterSpec, kubeconfig: Path) -> ClusterSpec:
-    """The spec as deployed to the twin: its kubeconfig, the add-ons the twin runs adopted."""
+PER_MINOR_VERSIONS = ("al2023_nvidia_ami_release", "bottlerocket_nvidia_release", "cluster_autoscaler_image",
+                      "kube_scheduler_image")  # fmt: skip
+
+
+def twin_spec(spec: ClusterSpec, kubeconfig: Path, minor: str = "") -> ClusterSpec:
+    """The spec as deployed to the twin: its kubeconfig, the add-ons the twin runs adopted, and, when the twin
+    runs another minor (`--minor`), that minor with its pinned images (what an upgraded cluster would run)."""
     mon = spec.cluster.monitoring
     monitoring = mon.model_copy(
         update={
@@ -45,9 +50,15 @@ def twin_spec(spec: ClusterSpec, kubeconfig: Path) -> ClusterSpec:
             "kubeconfig_context": None,
             "addons": addons,
             "monitoring": monitoring,
+            "kubernetes_version": minor or spec.cluster.kubernetes_version,
         }
     )
-    return spec.model_copy(update={"cluster": cluster})
+    versions = spec.versions
+    if cluster.kubernetes_version != spec.cluster.kubernetes_version:
+        versions = versions.model_copy(update=dict.fromkeys(PER_MINOR_VERSIONS)).resolved(
+            cluster.kubernetes_version
+        )
+    return spec.model_copy(update={"cluster": cluster, "versions": versions})
 
 
 def program(spec: ClusterSpec) -> Callable[[], None]:

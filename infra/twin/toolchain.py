@@ -28,13 +28,15 @@ from infra.errors import ToolMissing
 from infra.versions import (
     TWIN_ETCD,
     TWIN_HELM,
+    TWIN_KARPENTER_CRDS,
+    TWIN_KUBERAY_CRDS,
     TWIN_KUEUE,
     TWIN_KWOK,
     TWIN_MINORS,
-    TWIN_KARPENTER_CRDS,
     TWIN_PROMETHEUS_OPERATOR,
     TWIN_PULUMI,
     TWIN_PULUMI_KUBERNETES,
+    TWIN_TRAINING_OPERATOR_CRDS,
     GoBuild,
     twin_kubernetes,
 )
@@ -54,6 +56,8 @@ DATA: dict[str, tuple[tuple[str, str], ...]] = {
     "kwok": (("kustomize/stage", "stages"),),
     "prometheus-operator": (("example/prometheus-operator-crd", "monitoring-crds"),),
     "karpenter-crds": (("pkg/apis/crds", "karpenter-crds"),),
+    "training-operator-crds": (("manifests/base/crds", "training-crds"),),
+    "kuberay-crds": (("config/crd/bases", "kuberay-crds"),),
 }
 Say = Callable[[str], None]
 
@@ -77,6 +81,8 @@ def components(minors: Iterable[str] = TWIN_MINORS) -> list[GoBuild]:
         TWIN_PULUMI_KUBERNETES,
         TWIN_PROMETHEUS_OPERATOR,
         TWIN_KARPENTER_CRDS,
+        TWIN_TRAINING_OPERATOR_CRDS,
+        TWIN_KUBERAY_CRDS,
     ]
 
 

@@ -149,41 +149,6 @@ def _requests(template: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize("example", WORKLOADS, ids=lambda e: f"{e['kind']}-{e['metadata']['name']}")
-def test_workload_examples_pass_admission_and_get_flavors(example: dict[str, Any]) -> None:
-    """Each pod set of a documented job gets flavors from the model of Kueue's flavor assignment, and its pods,
-    with the flavors' tolerations added as Kueue does on admission, pass the team-pod admission policy."""
-    from scheduler.admission import PODS
-    from scheduler.kueue_config import manager_config
-    from tests.scheduler.helpers import find
-    from tests.scheduler.kueue_model import Cluster, PodSet, assign
-    from tests.scheduler.test_admission import admitted
-
-    objects = compile(PROD, PROD_POOLS)
-    policy = find(objects, "ValidatingAdmissionPolicy", PODS)
-    flavors = {f["metadata"]["name"]: f for f in of_kind(objects, "ResourceFlavor")}
-    cluster = Cluster(objects, tuple(manager_config(PROD)["resources"]["excludeResourcePrefixes"]))
-    queue = example["metadata"].get("labels", {}).get(QUEUE_LABEL, "default")
-    cq = find(objects, "LocalQueue", queue, example["metadata"]["namespace"])["spec"]["clusterQueue"]
-    topologies = {t["metadata"]["name"]: t for t in of_kind(objects, "Topology")}
-    for replicas, template in pod_templates(example):
-        requests = {k: v * replicas for k, v in _requests(template).items()}
-        annotations = template.get("metadata", {}).get("annotations", {})
-        level = annotations.get(TOPOLOGY_REQUIRED) or annotations.get(TOPOLOGY_PREFERRED)
-        selector = template["spec"].get("nodeSelector", {})
-        assigned = assign(cluster, cq, PodSet(requests, selector, topology=level))
-        assert isinstance(assigned, dict), assigned
-        if level:  # the level must be one of the assigned flavor's Topology levels
-            (flavor,) = set(assigned.values())
-            levels = topologies[flavors[flavor]["spec"]["topologyName"]]["spec"]["levels"]
-            assert level in [lv["nodeLabel"] for lv in levels]
-        pod = as_pod(example, template)
-        pod["spec"]["tolerations"] = [
-            t for name in set(assigned.values()) for t in flavors[name]["spec"].get("tolerations", [])
-        ]
-        assert admitted(policy, pod)
-
-
 def test_slice_warning_uses_the_documented_slice_jobs() -> None:
     from scheduler.checks import EXAMPLE_SLICE_REQUESTS
 
@@ -205,32 +170,3 @@ def test_sharing_pools_too_small_for_the_documented_jobs_are_warned_about() -> N
     from scheduler.checks import warnings
 
     assert [w.split(" ")[0] for w in warnings(PROD_POOLS)] == ["gpufleet:nodePools[3]"]
-
-
-def test_existing_platform_example_passes_admission_and_gets_its_pool() -> None:
-    """docs/existing.md's GPU Job, on the metal policy: valid, admitted by the team-pod policy (which there
-    requires schedulerName: gpu-binpack for GPU pods), and given its pool by the flavor model."""
-    from scheduler.admission import PODS
-    from scheduler.kueue_config import manager_config
-    from tests.scheduler.examples import METAL, METAL_POOLS
-    from tests.scheduler.helpers import find
-    from tests.scheduler.kueue_model import Cluster, PodSet, assign
-    from tests.scheduler.test_admission import admitted
-
-    text = (DOC.parent / "existing.md").read_text()
-    (job,) = [
-        d for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) for d in yaml.safe_load_all(b) if d
-    ]
-    assert core_problems(job, METAL.kubernetes_version) == []
-    objects = compile(METAL, METAL_POOLS)
-    template = job["spec"]["template"]
-    cluster = Cluster(objects, tuple(manager_config(METAL)["resources"]["excludeResourcePrefixes"]))
-    assigned = assign(cluster, "vision", PodSet(_requests(template), template["spec"]["nodeSelector"]))
-    assert isinstance(assigned, dict) and assigned["nvidia.com/gpu"] == "h100"
-    flavor = find(objects, "ResourceFlavor", "h100")
-    pod = as_pod(job, template)
-    pod["spec"]["tolerations"] = flavor["spec"]["tolerations"]
-    policy = find(objects, "ValidatingAdmissionPolicy", PODS)
-    assert admitted(policy, pod)
-    del pod["spec"]["schedulerName"]
-    assert not admitted(policy, pod)

@@ -22,7 +22,7 @@ from infra.simulation import placement_profile
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from infra.versions import PROJECT_VERSION
-from scheduler import compile
+from scheduler import admission, compile
 from scheduler.admission import DEFAULT_SCHEDULER, PODS
 from scheduler.extender.manifests import IMAGE_REPOSITORY, NAME, service_url
 from scheduler.labels import SECONDARY_SCHEDULER_NAME
@@ -34,7 +34,6 @@ from tests.conftest import ROOT
 from tests.extender.go_types import load_types
 from tests.scheduler.examples import PROD, PROD_POOLS
 from tests.scheduler.helpers import find, of_kind
-from tests.scheduler.test_admission import GPU, admitted, pod
 
 WORKFLOW = ROOT / ".github" / "workflows" / "extender-image.yml"
 
@@ -123,19 +122,16 @@ def test_other_strategies_deploy_no_extender(strategy: str) -> None:
 def test_team_gpu_pods_are_routed_to_the_secondary_scheduler_on_aws() -> None:
     """The EKS control plane's scheduler calls no extender (EKS API Reference, `KubeSchedulerConfigRequest`: only
     `nodeResourcesFit`), so on aws a GPU pod must name `gpu-binpack` too: the
-    team-pod policy refuses one that does not (CEL evaluated with cel-python), and from 1.36 the mutating
-    policy sets the name on pods that leave it at the API server's default."""
+    team-pod policy carries the rule that refuses one that does not (what the rule decides is the API server's:
+    tests/twin/test_admission_rules.py), and from 1.36 the mutating policy sets the name on pods that leave it
+    at the API server's default."""
     policy, pools = scheduler_inputs(fragmentation_aware_spec("dev"))
     assert policy.platform == "aws"
+    rule = admission.GPU_PODS_USE_PACKING_SCHEDULER
     pods = find(compile(policy, pools), "ValidatingAdmissionPolicy", PODS)
-    assert not admitted(pods, pod(**GPU))
-    named = pod(**GPU)
-    named["spec"]["schedulerName"] = SECONDARY_SCHEDULER_NAME
-    assert admitted(pods, named)
-    assert admitted(pods, pod())  # CPU-only pods stay with the default scheduler
-
+    assert rule in [v["expression"] for v in pods["spec"]["validations"]]
     plain = find(compile(PROD, PROD_POOLS), "ValidatingAdmissionPolicy", PODS)
-    assert admitted(plain, pod(**GPU))  # MostAllocated on aws: the control plane binds GPU pods
+    assert rule not in [v["expression"] for v in plain["spec"]["validations"]]  # the control plane binds them
 
     newer = replace(policy, kubernetes_version="1.36", kube_scheduler_image_tag="v1.36.4")
     mutating = of_kind(compile(newer, pools), "MutatingAdmissionPolicy")

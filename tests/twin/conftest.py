@@ -23,6 +23,12 @@ from tests.conftest import ROOT
 from tests.twin.kube import Kube
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/twin/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
 def toolchain(minor: str) -> Toolchain:
     try:
         return locate(minor, lambda _line: None)

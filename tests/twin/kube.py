@@ -101,7 +101,11 @@ def job(
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A batch/v1 Job with one container requesting `requests` (limits the same)."""
-    container = {"name": "main", "image": "registry.example/train:1", "resources": {"requests": requests, "limits": requests}}
+    container = {
+        "name": "main",
+        "image": "registry.example/train:1",
+        "resources": {"requests": requests, "limits": requests},
+    }
     spec = {"restartPolicy": "Never", "containers": [container], **(pod or {})}
     meta_labels = dict(labels or {})
     if queue:
@@ -119,7 +123,11 @@ def job(
 
 
 def pod(name_: str, namespace: str, requests: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    container = {"name": "main", "image": "registry.example/app:1", "resources": {"requests": requests, "limits": requests}}
+    container = {
+        "name": "main",
+        "image": "registry.example/app:1",
+        "resources": {"requests": requests, "limits": requests},
+    }
     container.update(spec.pop("container", {}))
     return {
         "apiVersion": "v1",

@@ -91,14 +91,18 @@ def test_deploy_again_preview_destroy(bare: Kube, tmp_path: Path) -> None:
 
     second = invoke("deploy", "--stack", str(path), *backend, env=env)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert set(counts(second.stdout, "deployed")) == {"same"}, [l for l in second.stdout.splitlines() if l.startswith("~") or "update" in l][:20]
+    assert set(counts(second.stdout, "deployed")) == {"same"}, [
+        ln for ln in second.stdout.splitlines() if ln.startswith("~") or "update" in ln
+    ][:20]
 
     preview = invoke("preview", "--stack", str(path), *backend, env=env)
     assert preview.returncode == 0, preview.stderr[-3000:]
     assert set(counts(preview.stdout, "preview of")) == {"same"}
 
     gone = invoke("destroy", "--stack", str(path), "--yes", *backend, env=env)
-    assert gone.returncode == 0, [l for l in gone.stdout.splitlines() if l.startswith("!") or "destroy" in l][-15:] + gone.stderr.splitlines()[-6:]
+    assert gone.returncode == 0, [
+        ln for ln in gone.stdout.splitlines() if ln.startswith("!") or "destroy" in ln
+    ][-15:] + gone.stderr.splitlines()[-6:]
     eventually(lambda: not managed(bare), "every gpufleet object to be gone", 120, 2)
     labels = bare.get("node", "gpu-h100-01")["metadata"]["labels"]
     assert "gpufleet.io/pool" not in labels

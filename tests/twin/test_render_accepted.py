@@ -29,7 +29,12 @@ def rendered(stack: str, out: Path) -> list[tuple[str, dict[str, object]]]:
     found = []
     for path in sorted(out.rglob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if isinstance(doc, dict) and "kind" in doc and "apiVersion" in doc and doc["kind"] != "Kustomization":
+            if (
+                isinstance(doc, dict)
+                and "kind" in doc
+                and "apiVersion" in doc
+                and doc["kind"] != "Kustomization"
+            ):
                 found.append((str(path.relative_to(out)), doc))
     return found
 
@@ -40,7 +45,9 @@ def ordered(objects: list[tuple[str, dict[str, object]]]) -> list[tuple[str, dic
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
-def test_every_rendered_object_is_accepted(stack: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_every_rendered_object_is_accepted(
+    stack: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     objects = rendered(stack, tmp_path / "out")
     assert len(objects) > 20
     twin = start_twin(tmp_path_factory, stack, bare=True)
@@ -50,7 +57,9 @@ def test_every_rendered_object_is_accepted(stack: str, tmp_path: Path, tmp_path_
         for file, obj in ordered(objects):
             doc = yaml.safe_dump(obj)
             for mode in (["--dry-run=server"], []):
-                result = kube.run("apply", "--server-side", "--field-manager=render-test", *mode, "-f", "-", stdin=doc)
+                result = kube.run(
+                    "apply", "--server-side", "--field-manager=render-test", *mode, "-f", "-", stdin=doc
+                )
                 if not result.ok or "Warning" in result.err:
                     problems.append(f"{file} {' '.join(mode) or 'apply'}: {result.err.strip()}")
                     break

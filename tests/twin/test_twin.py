@@ -19,7 +19,9 @@ from tests.twin.kube import Kube, eventually, name, pod
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
-def invoke(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def invoke(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*INVOKE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})}, check=False,
@@ -84,7 +86,9 @@ def test_nothing_leaves_the_machine(metal_twin: Kube) -> None:
         pytest.skip("entering the twin's namespace needs nsenter and root")
     assert metal_twin.twin is not None
     pid = str(metal_twin.twin.info["pid"])
-    pod_ip = next(p["status"]["podIP"] for p in metal_twin.items("pods", "kueue-system") if p["status"].get("podIP"))
+    pod_ip = next(
+        p["status"]["podIP"] for p in metal_twin.items("pods", "kueue-system") if p["status"].get("podIP")
+    )
     node_ip = metal_twin.get("node", "gpu-h100-01")["status"]["addresses"][0]["address"]
     probe = (
         "import json,socket\n"
@@ -118,7 +122,9 @@ def test_run_exits_with_the_commands_status_and_stops_everything(tmp_path: Path)
     assert done.returncode == 7, done.stderr
     assert "node/gpu-h100-01" in done.stdout and "node/gpu-l40s-03" in done.stdout
     assert '"gitVersion": "v1.35.8"' in done.stdout
-    again = invoke("twin", "--stack", "metal", "--bare", "--run", "kubectl get ns kueue-system -o name", env=env)
+    again = invoke(
+        "twin", "--stack", "metal", "--bare", "--run", "kubectl get ns kueue-system -o name", env=env
+    )
     assert again.returncode == 0 and "namespace/kueue-system" in again.stdout
 
 

@@ -1,0 +1,355 @@
+"""docs/scheduling.md, "What a team can and cannot do", row by row, acted out by a team member on the twin.
+
+The member is impersonated with the team's group (kubernetes.io "User impersonation"), so the real API server's
+RBAC, the project's ValidatingAdmissionPolicies and Kueue's real webhooks and controller all act on the request
+as they would on the real cluster. What the left column allows is created and runs its course; what the right
+column forbids is refused with a message, also when the pod is created by a Job's or a Deployment's
+controller, and when the pod is checked after Kueue's webhook mutated it.
+
+metal (existing platform, 1.35): teams `vision` (group vision-team: h100 16 GPUs, l40s 4, borrowing 8) and
+`nlp`; GPU pods are bound by the `gpu-binpack` scheduler, which 1.35 team pods must name (no
+MutatingAdmissionPolicy before 1.36, docs/existing.md). example-prod (aws, 1.35): time-sliced, MIG and EFA pools.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.twin.kube import Kube, eventually, job, name, pod
+
+GPU = "nvidia.com/gpu"
+SHARED = "nvidia.com/gpu.shared"
+TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+BINPACK = {"schedulerName": "gpu-binpack"}
+
+
+@pytest.fixture(scope="module")
+def vision(metal_twin: Kube) -> Kube:
+    return metal_twin.as_member(("vision-team",))
+
+
+def workload_of(kube: Kube, namespace: str, owner: str) -> dict[str, Any] | None:
+    for wl in kube.items("workloads.kueue.x-k8s.io", namespace):
+        if any(ref["name"] == owner for ref in wl["metadata"].get("ownerReferences", [])):
+            return wl
+    return None
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> bool:
+    return bool(obj) and any(
+        c["type"] == kind and c["status"] == "True"
+        for c in (obj or {}).get("status", {}).get("conditions", [])
+    )
+
+
+def pods_of(kube: Kube, namespace: str, job_name: str) -> list[dict[str, Any]]:
+    return kube.items("pods", namespace, f"batch.kubernetes.io/job-name={job_name}")
+
+
+def refused(result: Any, *words: str) -> None:
+    assert not result.ok, f"expected a refusal, got: {result.out[:300]}"
+    for word in words:
+        assert word in result.err, result.err
+
+
+def failed_create_events(kube: Kube, namespace: str, owner: str) -> list[str]:
+    events = json.loads(kube.ok("get", "events", "-n", namespace, "-o", "json"))["items"]
+    return [
+        e["message"]
+        for e in events
+        if e["involvedObject"]["name"] == owner and e["reason"] in ("FailedCreate", "FailedCreatePodReason")
+    ]
+
+
+# ---- row 1: Jobs and Deployments through the team's queue -----------------------------------------------
+
+
+def test_a_member_creates_jobs_and_deployments_and_kueue_queues_them(vision: Kube, metal_twin: Kube) -> None:
+    """Role `edit` lets the team create Jobs and Deployments (kubernetes.io "User-facing roles"); Kueue's job
+    webhook suspends a Job in a managed namespace and its controller creates a Workload in the namespace's
+    LocalQueue (manageJobsWithoutQueueName with managedJobsNamespaceSelector, Kueue docs "Run A Kubernetes
+    Job" and "Setup manageJobsWithoutQueueName"); once admitted it is unsuspended and its pod bound by
+    gpu-binpack to the pool of its flavor."""
+    train = name("train")
+    made = vision.create(job(train, "vision", {"cpu": "8", "memory": "64Gi", GPU: 8}, pod=BINPACK))
+    assert made.ok
+    created = json.loads(made.out)  # the object as admitted, after Kueue's mutating webhook
+    wl = eventually(lambda: workload_of(metal_twin, "vision", train), "the Job's Workload")
+    assert wl["spec"]["queueName"] == "default"
+    eventually(lambda: condition(workload_of(metal_twin, "vision", train), "Admitted"), "admission")
+    assert created["spec"]["suspend"] is True  # suspended at creation, by Kueue's webhook
+    bound = eventually(lambda: [p for p in pods_of(metal_twin, "vision", train) if p["spec"].get("nodeName")],
+                       "the Job's pod to be bound")  # fmt: skip
+    assert bound[0]["spec"]["nodeName"].startswith("gpu-h100-")
+    events = json.loads(metal_twin.ok("get", "events", "-n", "vision", "-o", "json"))["items"]
+    binders = {e.get("reportingComponent") for e in events if e["reason"] == "Scheduled"
+               and e["involvedObject"]["name"] == bound[0]["metadata"]["name"]}  # fmt: skip
+    assert binders == {"gpu-binpack"}
+
+    web = name("web")
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": web, "namespace": "vision"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": web}},
+            "template": {
+                "metadata": {"labels": {"app": web}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "registry.example/web:1",
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    assert vision.create(deployment).ok
+    running = eventually(lambda: [p for p in vision.items("pods", "vision", f"app={web}")
+                                  if p["status"].get("phase") == "Running"], "the Deployment's pod")  # fmt: skip
+    assert running[0]["metadata"]["labels"].get("kueue.x-k8s.io/managed") == "true"
+    for kind, obj in (("job", train), ("deployment", web)):
+        vision.delete(kind, obj, "vision")
+
+
+def test_nothing_runs_in_a_team_namespace_outside_the_queue(vision: Kube, metal_twin: Kube) -> None:
+    """A Job asking not to be suspended is suspended anyway and waits for its Workload's admission; a bare
+    pod is held by Kueue's `kueue.x-k8s.io/admission` scheduling gate (Kueue pod integration, pod_webhook.go);
+    a member cannot lift that gate, nor skip the scheduler with `spec.nodeName` (the kubelet checks only
+    NoExecute taints, kubelet lifecycle/predicate.go, so nodeName would bypass quota and taints)."""
+    eager = name("eager")
+    doc = job(eager, "vision", {"cpu": "1", "memory": "1Gi"})
+    doc["spec"]["suspend"] = False
+    made = vision.create(doc)
+    assert made.ok and json.loads(made.out)["spec"]["suspend"] is True
+    assert eventually(lambda: workload_of(metal_twin, "vision", eager), "its Workload")
+
+    bare = name("bare")
+    # A queue that does not exist: its Workload waits forever, so the pod keeps Kueue's gate.
+    waiting = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "no-such-queue"}}}
+    made = vision.create(pod(bare, "vision", {"cpu": "1", "memory": "1Gi"}, **waiting))
+    assert made.ok
+    gates = [g["name"] for g in json.loads(made.out)["spec"].get("schedulingGates", [])]
+    assert "kueue.x-k8s.io/admission" in gates
+    ungate = vision.run("patch", "pod", bare, "-n", "vision", "--type=json",
+                        "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')  # fmt: skip
+    refused(ungate, "scheduling gates")
+
+    pinned = name("pinned")
+    refused(vision.create(pod(pinned, "vision", {"cpu": "1", "memory": "1Gi"}, nodeName="gpu-h100-03")),
+            "nodeName")  # fmt: skip
+    for kind, obj in (("job", eager), ("pod", bare)):
+        vision.delete(kind, obj, "vision")
+
+
+# ---- row 2: quota, borrowing, and the namespace's ceiling ------------------------------------------------
+
+
+def test_a_team_borrows_idle_gpus_up_to_its_limit_and_no_further(vision: Kube, metal_twin: Kube) -> None:
+    """vision has 16 H100s and may borrow 8 of nlp's idle ones (ClusterQueue borrowingLimit, Kueue docs
+    "Cluster Queue", Borrowing): a 24-GPU job is admitted while nlp is idle; a 32-GPU job stays pending."""
+    wide, too_wide = name("wide"), name("toowide")
+    eight = {"cpu": "8", "memory": "64Gi", GPU: 8}
+    assert vision.create(job(wide, "vision", eight, pod=BINPACK, parallelism=3)).ok
+    wl = eventually(lambda: workload_of(metal_twin, "vision", wide), "the 24-GPU Workload")
+    eventually(lambda: condition(workload_of(metal_twin, "vision", wide), "Admitted"), "the 24-GPU admission")
+    wl = workload_of(metal_twin, "vision", wide)
+    usage = wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"][GPU]
+    assert usage == "24"
+    vision.delete("job", wide, "vision")
+    eventually(lambda: not workload_of(metal_twin, "vision", wide), "the 24-GPU Workload to go")
+    assert vision.create(job(too_wide, "vision", eight, pod=BINPACK, parallelism=4)).ok
+    pending = eventually(lambda: workload_of(metal_twin, "vision", too_wide), "the 32-GPU Workload")
+    eventually(lambda: condition(workload_of(metal_twin, "vision", too_wide), "QuotaReserved") is False
+               and (workload_of(metal_twin, "vision", too_wide) or {}).get("status", {}).get("conditions"),
+               "Kueue to report the 32-GPU Workload pending")  # fmt: skip
+    assert not condition(workload_of(metal_twin, "vision", too_wide), "Admitted"), pending
+    vision.delete("job", too_wide, "vision")
+
+
+def test_the_gpu_ceiling_holds_even_without_kueue(vision: Kube) -> None:
+    """The namespace's `gpu-ceiling` ResourceQuota is charged when a pod is created, gated or not
+    (kubernetes.io "Resource Quotas": the quota system tracks usage at creation and refuses requests that
+    exceed it, 403 "exceeded quota"), so at most quota + borrowing (24 H100s for vision) can ever exist."""
+    made = []
+    for _ in range(3):
+        p = name("ceiling")
+        assert vision.create(pod(p, "vision", {"cpu": "1", "memory": "1Gi", GPU: 8}, **BINPACK)).ok
+        made.append(p)
+    over = vision.create(pod(name("ceiling"), "vision", {"cpu": "1", "memory": "1Gi", GPU: 8}, **BINPACK))
+    refused(over, "exceeded quota", "gpu-ceiling")
+    for p in made:
+        vision.delete("pod", p, "vision")
+
+
+# ---- row 3: read the queues, change nothing of others -----------------------------------------------------
+
+
+def test_members_read_the_queues_and_change_no_one_elses(vision: Kube) -> None:
+    """The queue-reader ClusterRole grants get/list on ClusterQueues, ResourceFlavors, WorkloadPriorityClasses
+    and Cohorts; nothing grants writes on them, nor any access to another team's namespace (RBAC is
+    deny-by-default, kubernetes.io "Using RBAC Authorization")."""
+    for kind in ("clusterqueues", "resourceflavors", "workloadpriorityclasses", "cohorts"):
+        assert vision.run("get", f"{kind}.kueue.x-k8s.io").ok, kind
+    refused(vision.run("patch", "clusterqueue.kueue.x-k8s.io", "vision", "--type=merge",
+                       "-p", '{"spec": {"stopPolicy": "Hold"}}'), "forbidden")  # fmt: skip
+    refused(vision.run("delete", "resourceflavor.kueue.x-k8s.io", "h100"), "forbidden")
+    refused(vision.create(job(name("elsewhere"), "nlp", {"cpu": "1"})), "forbidden")
+    refused(vision.run("get", "workloads.kueue.x-k8s.io", "-n", "nlp"), "forbidden")
+    refused(vision.run("patch", "localqueue.kueue.x-k8s.io", "default", "-n", "nlp", "--type=merge",
+                       "-p", '{"spec": {"stopPolicy": "Hold"}}'), "forbidden")  # fmt: skip
+
+
+# ---- row 4: workload priorities yes, system priorities no --------------------------------------------------
+
+
+def test_members_pick_workload_priorities_not_system_ones(vision: Kube, metal_twin: Kube) -> None:
+    """A job's `kueue.x-k8s.io/priority-class` label selects a WorkloadPriorityClass (Kueue docs "Workload
+    Priority Class"); the system PriorityClasses, which any namespace may use by default (kubernetes.io "Pod
+    Priority and Preemption", system-node-critical/system-cluster-critical), are refused in team pods."""
+    urgent = name("urgent")
+    labelled = job(
+        urgent,
+        "vision",
+        {"cpu": "1", "memory": "1Gi"},
+        labels={"kueue.x-k8s.io/priority-class": "production"},
+    )
+    assert vision.create(labelled).ok
+    wl = eventually(lambda: workload_of(metal_twin, "vision", urgent), "its Workload")
+    assert wl["spec"]["priorityClassRef"]["name"] == "production" and wl["spec"]["priority"] == 1000
+    for klass in ("system-node-critical", "system-cluster-critical"):
+        refused(vision.create(pod(name("vip"), "vision", {"cpu": "1"}, priorityClassName=klass)), klass)
+    controller = name("vipjob")
+    assert vision.create(
+        job(controller, "vision", {"cpu": "1"}, pod={"priorityClassName": "system-cluster-critical"})
+    ).ok
+    eventually(lambda: condition(workload_of(metal_twin, "vision", controller), "Admitted"), "admission")
+    messages = eventually(
+        lambda: failed_create_events(metal_twin, "vision", controller), "the Job's refused pod"
+    )
+    assert any("system-cluster-critical" in m for m in messages)
+    assert not pods_of(metal_twin, "vision", controller)
+    for j in (urgent, controller):
+        vision.delete("job", j, "vision")
+
+
+# ---- row 5: GPUs only by asking for them ---------------------------------------------------------------------
+
+
+def test_members_request_whole_and_time_sliced_gpus(vision: Kube, metal_twin: Kube) -> None:
+    """Whole GPUs on h100 and one time-sliced replica (`nvidia.com/gpu.shared`) on l40s are admitted and bound
+    to their pools; more than one replica per container is refused up front (the device plugin would refuse
+    it on the node, failRequestsGreaterThanOne, NVIDIA k8s-device-plugin "Shared Access to GPUs")."""
+    slice_ = name("slice")
+    assert vision.create(job(slice_, "vision", {"cpu": "2", "memory": "8Gi", SHARED: 1}, pod=BINPACK)).ok
+    bound = eventually(lambda: [p for p in pods_of(metal_twin, "vision", slice_) if p["spec"].get("nodeName")],
+                       "the sliced pod to be bound")  # fmt: skip
+    assert bound[0]["spec"]["nodeName"].startswith("gpu-l40s-")
+    refused(vision.create(pod(name("greedy"), "vision", {"cpu": "1", SHARED: 2}, **BINPACK)), "at most one")
+    vision.delete("job", slice_, "vision")
+
+
+def test_no_gpu_without_a_gpu_request(vision: Kube, metal_twin: Kube) -> None:
+    """NVIDIA_VISIBLE_DEVICES in a container, or the GPU taint tolerated without a GPU request, is refused:
+    in a bare pod, in the pods a Job's controller creates, and after Kueue's pod webhook has mutated the pod
+    (it adds the `kueue.x-k8s.io/topology` gate to every pod it manages while topology-aware scheduling is on,
+    kueue v0.19.2 pkg/controller/jobs/pod/pod_webhook.go, so that gate cannot be taken as Kueue's placement)."""
+    env = {"container": {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}}
+    refused(vision.create(pod(name("peek"), "vision", {"cpu": "1"}, **env)), "NVIDIA_VISIBLE_DEVICES")
+    sneaky = {"tolerations": TOLERATE_GPU, "nodeSelector": {"gpufleet.io/pool": "h100"}}
+    refused(vision.create(pod(name("sneak"), "vision", {"cpu": "1"}, **sneaky)), "must request a GPU")
+    by_job = name("sneakjob")
+    assert vision.create(job(by_job, "vision", {"cpu": "1", "memory": "1Gi"}, pod=sneaky)).ok
+    messages = eventually(lambda: failed_create_events(metal_twin, "vision", by_job), "the Job's refused pod")
+    assert any("must request a GPU" in m for m in messages)
+    assert not [p for p in pods_of(metal_twin, "vision", by_job) if p["spec"].get("nodeName")]
+    vision.delete("job", by_job, "vision")
+
+
+def test_prod_members_request_mig_slices_and_efa(prod_twin: Kube) -> None:
+    """example-prod: a MIG slice (`nvidia.com/mig-1g.10gb`, the mixed strategy's resource) is admitted to the
+    h100-mig flavor and bound there; EFA interfaces (`vpc.amazonaws.com/efa`) with whole GPUs to h100-train."""
+    research = prod_twin.as_member(("researchers",))
+    mig = name("mig")
+    assert research.create(
+        job(mig, "team-research", {"cpu": "2", "memory": "8Gi", "nvidia.com/mig-1g.10gb": 1})
+    ).ok
+    bound = eventually(lambda: [p for p in pods_of(prod_twin, "team-research", mig) if p["spec"].get("nodeName")],
+                       "the MIG pod to be bound", 90)  # fmt: skip
+    assert "h100-mig" in bound[0]["spec"]["nodeName"]
+    efa = name("efa")
+    ask = {"cpu": "32", "memory": "256Gi", GPU: 8, "vpc.amazonaws.com/efa": 32}
+    assert research.create(job(efa, "team-research", ask, queue="topology")).ok
+    wl = eventually(lambda: workload_of(prod_twin, "team-research", efa), "the EFA Workload")
+    eventually(
+        lambda: condition(workload_of(prod_twin, "team-research", efa), "Admitted"), "the EFA admission", 90
+    )
+    wl = workload_of(prod_twin, "team-research", efa)
+    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"][GPU] == "h100-train"
+    for j in (mig, efa):
+        research.delete("job", j, "team-research")
+
+
+# ---- row 6: Services ------------------------------------------------------------------------------------
+
+
+def test_cluster_ip_services_only(vision: Kube) -> None:
+    """ClusterIP Services are the team's; LoadBalancer and NodePort (unless allowExternalServices) and
+    `externalIPs` are refused: a ClusterIP Service with externalIPs lets kube-proxy capture that address for
+    every pod and node (CVE-2020-8554, kubernetes/kubernetes#97076)."""
+
+    def service(kind: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name("svc"), "namespace": "vision"},
+                "spec": {"type": kind, "selector": {"app": "x"}, "ports": [{"port": 80}], **spec}}  # fmt: skip
+
+    ok = service("ClusterIP")
+    assert vision.create(ok).ok
+    for kind in ("LoadBalancer", "NodePort"):
+        refused(vision.create(service(kind)), "LoadBalancer and NodePort")
+    refused(vision.create(service("ClusterIP", externalIPs=["203.0.113.7"])), "externalIPs")
+    vision.delete("service", ok["metadata"]["name"], "vision")
+
+
+# ---- row 7: CPU-only work, and GPUs only in team namespaces -----------------------------------------------------
+
+
+def test_cpu_work_uses_cpu_only_and_stays_off_gpu_nodes(vision: Kube, metal_twin: Kube) -> None:
+    """A CPU-only job is admitted to the `cpu-only` flavor and lands on an untainted node: the GPU nodes'
+    NoSchedule taint keeps every pod that does not tolerate it off them (kubernetes.io "Taints and Tolerations")."""
+    batch = name("cpu")
+    assert vision.create(job(batch, "vision", {"cpu": "2", "memory": "4Gi"})).ok
+    eventually(lambda: condition(workload_of(metal_twin, "vision", batch), "Admitted"), "admission")
+    wl = workload_of(metal_twin, "vision", batch)
+    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"] == "cpu-only"
+    bound = eventually(lambda: [p for p in pods_of(metal_twin, "vision", batch) if p["spec"].get("nodeName")],
+                       "the CPU pod to be bound")  # fmt: skip
+    assert bound[0]["spec"]["nodeName"].startswith("twin-cpu-")
+    vision.delete("job", batch, "vision")
+
+
+def test_gpu_pods_are_refused_outside_team_namespaces(metal_twin: Kube) -> None:
+    """Even the cluster admin cannot create a GPU pod in a namespace Kueue does not manage (gpufleet's
+    cluster-wide guard, scheduler/guard.py), except kube-system and gpu-operator."""
+    ns = name("scratch")
+    metal_twin.ok("create", "namespace", ns)
+    eventually(lambda: metal_twin.run("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
+    refused(metal_twin.create(pod(name("gpu"), ns, {"cpu": "1", GPU: 1}, tolerations=TOLERATE_GPU)),
+            "GPU pods must run in a team namespace")  # fmt: skip
+    metal_twin.ok("delete", "namespace", ns, "--wait=false")
+
+
+# ---- row 8: one scheduler for GPUs -----------------------------------------------------------------------------------
+
+
+def test_gpu_pods_name_the_packing_scheduler(vision: Kube) -> None:
+    """Where gpu-binpack runs, a GPU pod naming any other scheduler (or none, on 1.35, where no
+    MutatingAdmissionPolicy fills it in) is refused: two schedulers binding the same GPUs would race."""
+    for spec in ({}, {"schedulerName": "default-scheduler"}, {"schedulerName": "my-scheduler"}):
+        refused(vision.create(pod(name("gpu"), "vision", {"cpu": "1", GPU: 1}, **spec)), "gpu-binpack")
