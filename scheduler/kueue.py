@@ -53,13 +53,48 @@ def quantity(value: float) -> int | str:
 
 
 QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_SUFFIX = {v: k for k, v in _DECIMAL.items()}
+_BINARY_SUFFIX = {v: k for k, v in _BINARY.items()}
+
+
+def canonical_quantity(value: int | float | str) -> str:
+    """A quantity as the API server writes it back (k8s.io/apimachinery pkg/api/resource, Quantity.String ->
+    CanonicalizeBytes): zero is "0"; a binary-suffixed value keeps the largest binary suffix that leaves an
+    integer (6144Gi -> 6Ti, 5248Gi stays) unless it is below 1024 or not whole, when it is written decimally;
+    a decimal value takes the largest exponent that is a multiple of 3 and leaves an integer (1000 -> 1k,
+    544 stays, 0.5 -> 500m)."""
+    from decimal import Decimal
+
+    text = str(value).strip()
+    suffix = next((s for s in _BINARY if text.endswith(s)), None)
+    if suffix is None:
+        suffix = next((s for s in sorted(_DECIMAL, key=len, reverse=True) if s and text.endswith(s)), "")
+    number = Decimal(text[: len(text) - len(suffix)] if suffix else text)
+    amount = number * (Decimal(1024) ** _BINARY[suffix] if suffix in _BINARY else Decimal(10) ** _DECIMAL[suffix])
+    if amount == 0:
+        return "0"
+    if suffix in _BINARY and abs(amount) >= 1024 and amount == amount.to_integral_value():
+        whole, exp = int(amount), 0
+        while whole % 1024 == 0 and exp < 6:
+            whole //= 1024
+            exp += 1
+        return f"{whole}{_BINARY_SUFFIX[exp]}"
+    exp = next(e for e in range(-9, 21, 3) if (amount * Decimal(10) ** -e) % 1 == 0)  # nano at the finest
+    mantissa = int(amount * Decimal(10) ** -exp)
+    while mantissa % 1000 == 0 and exp < 18:
+        mantissa //= 1000
+        exp += 3
+    return f"{mantissa}{_DECIMAL_SUFFIX[exp]}"
 
 
 def as_stored(obj: dict[str, Any]) -> dict[str, Any]:
     """A ClusterQueue or Cohort with its quotas and fair-sharing weight as the API server stores them.
 
-    They are `resource.Quantity` fields, which always serialize as strings (k8s.io/apimachinery
-    pkg/api/resource Quantity.MarshalJSON), so `16` is stored and read back as `"16"`. Applied as numbers,
+    They are `resource.Quantity` fields. Kueue's ClusterQueue webhook decodes the object into its Go types and
+    writes it back, and a Quantity always serializes as a string in canonical form (k8s.io/apimachinery
+    pkg/api/resource Quantity.MarshalJSON), so `16` is read back as `"16"` and `"6144Gi"` as `"6Ti"`. Applied as numbers,
     every later `pulumi up` would see the live string differ from the number it sent and update the object
     again; written as the stored form, a second deploy changes nothing (tests/twin/test_lifecycle.py).
     Other kinds are returned unchanged; the compiler's own objects keep numbers (its checks do arithmetic)."""
@@ -73,11 +108,11 @@ def as_stored(obj: dict[str, Any]) -> dict[str, Any]:
         for flavor in group.get("flavors", []):
             for resource in flavor.get("resources", []):
                 for key in QUANTITY_FIELDS:
-                    if isinstance(resource.get(key), int | float):
-                        resource[key] = str(resource[key])
+                    if key in resource:
+                        resource[key] = canonical_quantity(resource[key])
     sharing = spec.get("fairSharing") or {}
-    if isinstance(sharing.get("weight"), int | float):
-        sharing["weight"] = str(sharing["weight"])
+    if "weight" in sharing:
+        sharing["weight"] = canonical_quantity(sharing["weight"])
     return out
 
 

@@ -109,3 +109,71 @@ def test_deploy_again_preview_destroy(bare: Kube, tmp_path: Path) -> None:
     # What the twin runs itself was adopted, never owned: it is still there.
     assert bare.items("deployments", "kueue-system") and bare.items("deployments", "gpu-operator")
     assert json.loads(bare.ok("get", "crd", "clusterqueues.kueue.x-k8s.io", "-o", "json"))
+
+
+def test_an_aws_stacks_kubernetes_side_goes_through_the_same_lifecycle(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """example-prod's Kubernetes side (GpuStack on a provider for the twin: the scheduling component and the
+    monitoring objects) is created by `pulumi up`, changes nothing on a second one and leaves no gpufleet
+    object after `pulumi destroy` (the AWS resources themselves stay under Pulumi's mocks, tests/infra)."""
+    from infra.stackfile import load_stack
+    from infra.twin.lifecycle import stack, twin_spec
+
+    twin = start_twin(tmp_path_factory, "example-prod", bare=True)
+    try:
+        kube = Kube.of(twin)
+        spec = twin_spec(load_stack(ROOT / "Pulumi.example-prod.yaml"), twin.kubeconfig)
+        target = stack(spec, twin.folder / "lifecycle", toolchain("1.35"))
+        first = target.up(color="never")
+        assert first.summary.resource_changes.get("create", 0) > 50
+        rules = kube.items("prometheusrules.monitoring.coreos.com", "monitoring")
+        assert rules and all(r["metadata"]["labels"].get("release") == "kube-prometheus-stack" for r in rules)
+        again = target.up(color="never")
+        assert set(again.summary.resource_changes) == {"same"}
+        target.destroy(color="never")
+        eventually(lambda: not managed(kube), "every gpufleet object to be gone", 120, 2)
+    finally:
+        twin.stop()
+
+
+VALUES = [
+    0,
+    "0Gi",
+    544,
+    1000,
+    "6144Gi",
+    "5248Gi",
+    "1.5",
+    "0.5",
+    "192Gi",
+    "1024",
+    "1536Mi",
+    "2Ti",
+    "100m",
+    "1000m",
+]
+
+
+def test_quantities_are_written_as_the_api_server_reads_them_back(metal_twin: Kube) -> None:
+    """`scheduler.kueue.canonical_quantity` against the real components: each value, stored as a ClusterQueue's
+    nominal quota, reads back exactly as the function writes it. Kueue's mutating webhook for ClusterQueues
+    decodes the object into its Go types (resource.Quantity) and writes it back in apimachinery's canonical
+    form; the API server alone keeps an int-or-string CRD field as it was sent."""
+    from scheduler.kueue import canonical_quantity
+
+    name = "quantity-probe"
+    resources = [{"name": f"example.com/r{i}", "nominalQuota": v} for i, v in enumerate(VALUES)]
+    cohort = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {"resourceGroups": [{"coveredResources": [r["name"] for r in resources],
+                                     "flavors": [{"name": "probe", "resources": resources}]}]},
+    }  # fmt: skip
+    assert metal_twin.create(cohort).ok
+    try:
+        stored = metal_twin.get("clusterqueue.kueue.x-k8s.io", name)["spec"]["resourceGroups"][0]["flavors"][0]
+        assert [r["nominalQuota"] for r in stored["resources"]] == [canonical_quantity(v) for v in VALUES]
+    finally:
+        metal_twin.run("delete", "clusterqueue.kueue.x-k8s.io", name)
