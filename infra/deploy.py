@@ -242,14 +242,14 @@ def deploy(spec: ClusterSpec, root: Path, backend: str | None, console: Console)
     findings = run_preflight(spec)
     print_findings(findings, console, spec.stack)
     raise_on_errors(findings, spec.stack)
-    stack = select_stack(spec, root, url)
+    stack = _engine("stack select", spec, lambda: select_stack(spec, root, url))
     result = _engine("up", spec, lambda: stack.up(on_event=event_printer(console), color="never"))
     return dict(result.summary.resource_changes or {})
 
 
 def preview(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
     url = prepare(spec, root, backend, needs_aws=True)
-    stack = select_stack(spec, root, url)
+    stack = _engine("stack select", spec, lambda: select_stack(spec, root, url))
     result = _engine("preview", spec, lambda: stack.preview(on_event=event_printer(console), color="never"))
     return {op.value if hasattr(op, "value") else str(op): n for op, n in result.change_summary.items()}
 
@@ -257,7 +257,7 @@ def preview(spec: ClusterSpec, root: Path, backend: str | None, console: Console
 def destroy(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
     """In-cluster resources phase by phase (see the module docstring), then everything else."""
     url = prepare(spec, root, backend, needs_aws=True)
-    stack = select_stack(spec, root, url)
+    stack = _engine("stack select", spec, lambda: select_stack(spec, root, url))
     on_event = event_printer(console)
 
     def remaining() -> list[list[str]]:
@@ -286,7 +286,7 @@ def destroy(spec: ClusterSpec, root: Path, backend: str | None, console: Console
 
 def outputs(spec: ClusterSpec, root: Path, backend: str | None) -> dict[str, OutputValue]:
     url = prepare(spec, root, backend, needs_aws=False)
-    stack = select_stack(spec, root, url)
+    stack = _engine("stack select", spec, lambda: select_stack(spec, root, url))
     values: dict[str, OutputValue] = _engine("stack output", spec, stack.outputs)
     return values
 
