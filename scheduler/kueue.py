@@ -72,7 +72,9 @@ def canonical_quantity(value: int | float | str) -> str:
     if suffix is None:
         suffix = next((s for s in sorted(_DECIMAL, key=len, reverse=True) if s and text.endswith(s)), "")
     number = Decimal(text[: len(text) - len(suffix)] if suffix else text)
-    amount = number * (Decimal(1024) ** _BINARY[suffix] if suffix in _BINARY else Decimal(10) ** _DECIMAL[suffix])
+    amount = number * (
+        Decimal(1024) ** _BINARY[suffix] if suffix in _BINARY else Decimal(10) ** _DECIMAL[suffix]
+    )
     if amount == 0:
         return "0"
     if suffix in _BINARY and abs(amount) >= 1024 and amount == amount.to_integral_value():

@@ -2,7 +2,7 @@
 
 kube-scheduler POSTs JSON to ``<urlPrefix>/<verb>`` and treats any status other than 200 as an error
 (``pkg/scheduler/extender.go``, ``HTTPExtender.send``); this app answers ``/filter``, ``/prioritize`` and
-``/bind``, plus ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the view has nodes).
+``/bind``, plus ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the first node and pod lists are both applied).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], It
         if method == "GET" and path == "/healthz":
             return _reply(start, "200 OK", {"status": "ok"})
         if method == "GET" and path == "/readyz":
-            ready = bool(view.nodes)
+            ready = view.ready
             return _reply(start, "200 OK" if ready else "503 Service Unavailable", {"nodes": len(view.nodes)})
         verbs = {"/filter", "/prioritize", "/bind"}
         if path not in verbs:

@@ -18,6 +18,7 @@ placed is its own target.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from scheduler.sim.state import ClusterState
 
 Binder = Callable[[wire.BindingArgs], None]  # posts the Binding; raises to fail it
 PENDING_MAX = 10_000  # pods remembered between prioritize and bind
+FRESH_BIND_S = 30.0  # a pod this view bound is kept through a relist that may predate the binding
+LISTS = ("nodes", "pods")  # the view is ready once both initial lists are applied
 
 
 @dataclass
@@ -96,6 +99,35 @@ class ExtenderView:
         self._since_target = 0
         self.binder = binder
         self._built: _Built | None = None
+        self._listed: set[str] = set()
+        self._bound_at: dict[str, float] = {}
+
+    @property
+    def ready(self) -> bool:
+        """Both initial lists (nodes and pods) applied: before that, answers would come from a partial view."""
+        return self._listed >= set(LISTS)
+
+    def listed(self, kind: str) -> None:
+        with self._lock:
+            self._listed.add(kind)
+
+    def retain_nodes(self, names: Iterable[str]) -> None:
+        """After a (re)list: drop the nodes the list no longer has, as client-go's reflector Replace does."""
+        keep = set(names)
+        with self._lock:
+            for name in [n for n in self.nodes if n not in keep]:
+                self.delete_node(name)
+
+    def retain_pods(self, uids: Iterable[str], now: float | None = None) -> None:
+        """After a (re)list: drop the pods the list no longer has bound (deleted or finished while the watch was
+        down), except those this view bound itself moments ago, which a list taken before it may not show."""
+        keep = set(uids)
+        clock = time.monotonic() if now is None else now
+        with self._lock:
+            fresh = {u for u, t in self._bound_at.items() if clock - t < FRESH_BIND_S}
+            self._bound_at = {u: t for u, t in self._bound_at.items() if u in fresh}
+            for uid in [u for u in self.placed if u not in keep and u not in fresh]:
+                self.pod_gone(uid)
 
     # ---- nodes and pods (from the watch, or from full Node objects in ExtenderArgs) ---------------------
 
@@ -316,6 +348,7 @@ class ExtenderView:
             if args.node not in self.nodes:
                 return wire.binding_result(f"node {args.node} is not in the GPU extender's view")
             self.pod_bound(args.pod_uid, args.node, req)  # count it at once
+            self._bound_at[args.pod_uid] = time.monotonic()
         if self.binder is not None:
             try:
                 self.binder(args)

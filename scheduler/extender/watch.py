@@ -1,7 +1,8 @@
 """Keep an :class:`~scheduler.extender.view.ExtenderView` from the API server, and bind pods through it.
 
 Uses the official ``kubernetes`` client: list then watch Nodes and Pods (``resourceVersion`` resumes a watch;
-a 410 Gone restarts with a fresh list, as client-go's reflector does). Bound pods (``spec.nodeName`` set, not
+a 410 Gone restarts with a fresh list, as client-go's reflector does; a list replaces what the view held, so
+what disappeared meanwhile leaves it). Bound pods (``spec.nodeName`` set, not
 Succeeded/Failed) count in the view; deleted or finished pods leave it. ``bind`` posts a ``v1.Binding``
 (``pods/binding`` subresource), what kube-scheduler's DefaultBinder does.
 """
@@ -38,9 +39,27 @@ def apply_node_event(view: ExtenderView, kind: str, node: dict[str, Any]) -> Non
         view.set_node(node)
 
 
-def _watch(
-    view: ExtenderView, list_fn: Any, apply: Any, stop: threading.Event, listed_once: threading.Event
-) -> None:  # pragma: no cover - needs an API server
+def replace_nodes(view: ExtenderView, nodes: list[dict[str, Any]]) -> None:
+    """A full node list: apply each node, drop the ones it no longer has, mark the node list applied."""
+    for node in nodes:
+        apply_node_event(view, "ADDED", node)
+    view.retain_nodes(str((n.get("metadata") or {}).get("name", "")) for n in nodes)
+    view.listed("nodes")
+
+
+def replace_pods(view: ExtenderView, pods: list[dict[str, Any]]) -> None:
+    """A full pod list: apply each pod, drop the placed pods it no longer shows bound and running."""
+    kept = []
+    for pod in pods:
+        apply_pod_event(view, "ADDED", pod)
+        phase = (pod.get("status") or {}).get("phase")
+        if (pod.get("spec") or {}).get("nodeName") and phase not in TERMINAL:
+            kept.append(str((pod.get("metadata") or {}).get("uid", "")))
+    view.retain_pods(kept)
+    view.listed("pods")
+
+
+def _watch(view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: threading.Event) -> None:
     from kubernetes import watch
     from kubernetes.client import ApiClient
     from kubernetes.client.exceptions import ApiException
@@ -49,10 +68,8 @@ def _watch(
     while not stop.is_set():
         try:
             listed = list_fn()
-            for item in listed.items:
-                apply(view, "ADDED", sanitize(item))
+            replace(view, [sanitize(item) for item in listed.items])
             version = listed.metadata.resource_version
-            listed_once.set()
             for event in watch.Watch().stream(list_fn, resource_version=version, timeout_seconds=300):
                 apply(view, event["type"], sanitize(event["object"]))
                 if stop.is_set():
@@ -84,10 +101,9 @@ def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an
         core.create_namespaced_binding(args.pod_namespace, body, _preload_content=False)
 
     view.binder = bind
-    for list_fn, apply in (
-        (core.list_node, apply_node_event),
-        (core.list_pod_for_all_namespaces, apply_pod_event),
+    for list_fn, replace, apply in (
+        (core.list_node, replace_nodes, apply_node_event),
+        (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event),
     ):
-        listed = threading.Event()
-        threading.Thread(target=_watch, args=(view, list_fn, apply, stop, listed), daemon=True).start()
+        threading.Thread(target=_watch, args=(view, list_fn, replace, apply, stop), daemon=True).start()
     return stop

@@ -50,3 +50,44 @@ def test_replicas_spread_as_the_device_plugin_spreads_them() -> None:
     for i in range(3):
         apply_pod_event(view, "ADDED", bound(f"r{i}", "n1", 1, 250))
     assert sorted(free(view, "n1")) == [500, 750]  # 2 replicas on one GPU, 1 on the other
+
+
+def test_a_relist_drops_what_disappeared_between_two_watches() -> None:
+    """review scheduling.md MAJOR 5: a pod deleted (or a node removed) while no watch ran is gone from the next
+    list; the view must drop it, as client-go's reflector `Replace` does, or the GPUs stay taken forever."""
+    from scheduler.extender.watch import replace_nodes, replace_pods
+
+    view = ExtenderView()
+    nodes = [node_object("n1", 8000, 16384, 2, "A10", 1), node_object("n2", 8000, 16384, 2, "A10", 1)]
+    replace_nodes(view, nodes)
+    replace_pods(view, [bound("gone", "n1", 2), bound("stays", "n2", 1)])
+    assert view.ready
+    replace_pods(view, [bound("stays", "n2", 1)])  # "gone" was deleted while the watch was down
+    assert view.placement("gone") is None and free(view, "n1") == [1000, 1000]
+    replace_nodes(view, nodes[1:])
+    assert "n1" not in view.nodes and view.placement("stays") is not None
+    view._build().state.check()
+
+
+def test_a_pod_just_bound_survives_a_list_taken_before_its_binding() -> None:
+    from scheduler.extender import wire
+    from scheduler.extender.watch import replace_nodes, replace_pods
+
+    view = ExtenderView()
+    replace_nodes(view, [node_object("n1", 8000, 16384, 2, "A10", 1)])
+    replace_pods(view, [])
+    pod = pod_object("fresh", 1000, 1024, 1, 1000, "")
+    view.filter(wire.parse_args({"pod": pod, "nodenames": ["n1"]}))
+    view.bind(wire.parse_binding({"podName": "fresh", "podNamespace": "t", "podUID": "fresh", "node": "n1"}))
+    replace_pods(view, [])  # a list from before the binding
+    assert view.placement("fresh") is not None
+
+
+def test_ready_only_after_both_lists() -> None:
+    from scheduler.extender.watch import replace_nodes, replace_pods
+
+    view = ExtenderView()
+    replace_nodes(view, [node_object("n1", 8000, 16384, 2, "A10", 1)])
+    assert not view.ready  # nodes known, pods not yet: answers would ignore every running pod
+    replace_pods(view, [])
+    assert view.ready
