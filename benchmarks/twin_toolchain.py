@@ -62,7 +62,9 @@ def main() -> None:
               f"module cache {int(result['module_cache_bytes']) // 2**20} MiB")  # type: ignore[call-overload]  # fmt: skip
     if args.startup:
         times = startup(args.startup)
-        print(f"warm start-up of the metal twin (policy deployed): median {statistics.median(times)} s, runs {times}")
+        print(
+            f"warm start-up of the metal twin (policy deployed): median {statistics.median(times)} s, runs {times}"
+        )
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ def test_quantities_are_written_as_the_api_server_reads_them_back(metal_twin: Ku
     }  # fmt: skip
     assert metal_twin.create(cohort).ok
     try:
-        stored = metal_twin.get("clusterqueue.kueue.x-k8s.io", name)["spec"]["resourceGroups"][0]["flavors"][0]
+        spec = metal_twin.get("clusterqueue.kueue.x-k8s.io", name)["spec"]
+        stored = spec["resourceGroups"][0]["flavors"][0]
         assert [r["nominalQuota"] for r in stored["resources"]] == [canonical_quantity(v) for v in VALUES]
     finally:
         metal_twin.run("delete", "clusterqueue.kueue.x-k8s.io", name)
