@@ -173,7 +173,13 @@ def secondary_scheduler(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> 
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(SECONDARY_SCHEDULER_NAME),
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(APP)}},
+        # A replica that is not Ready (its extender still listing, say) may always be evicted, so a drain never
+        # waits on it (kubernetes.io "Specifying a Disruption Budget", unhealthyPodEvictionPolicy; GA in 1.31).
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": dict(APP)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
     }
     return [ns, *_rbac(), config, _deployment(policy), pdb]
 

@@ -218,10 +218,9 @@ class Twin:
         policy, _ = scheduler_inputs(self.options.spec)
         if not policy.uses_secondary_scheduler:
             return
-        port = None
         if policy.placement_strategy == "FragmentationAware":
-            _, port = start_extender(self.plane, self.kubectl, self.sup, self.options.folder)
-        start_secondary_scheduler(self.tools, self.plane, self.kubectl, self.sup, self.options.folder, port)
+            start_extender(self.plane, self.kubectl, self.sup, self.options.folder)
+        start_secondary_scheduler(self.tools, self.plane, self.kubectl, self.sup, self.options.folder)
 
     def down(self) -> None:
         self.sup.stop_all()

@@ -5,10 +5,11 @@ on kwok nodes and do nothing, and the same programs run here instead, each as it
 TokenRequest token), so the project's RBAC for them is what they have:
 
 - kube-scheduler of the twin's minor with the configuration the stack deployed, read back from its ConfigMap
-  (`gpu-binpack-config`), with two changes a process outside the cluster needs: `clientConnection.kubeconfig`
-  (kube-scheduler ignores `--kubeconfig` once `--config` is given, kubernetes/kubernetes#98211) and, for
-  FragmentationAware, the extender's `urlPrefix` pointed at its loopback port instead of the Service name;
-- the extender (`python -m scheduler.extender`), with the kubeconfig of its ServiceAccount.
+  (`gpu-binpack-config`), with the one change a process outside the cluster needs: `clientConnection.kubeconfig`
+  (kube-scheduler ignores `--kubeconfig` once `--config` is given, kubernetes/kubernetes#98211);
+- for FragmentationAware, the extender (`python -m scheduler.extender`) with the arguments of its sidecar
+  container, on the loopback port the configuration calls (the twin's namespace has it free), as the scheduler
+  pod's ServiceAccount.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from infra.twin.controlplane import ControlPlane, kubeconfig, write_kubeconfig
 from infra.twin.kubectl import Kubectl
 from infra.twin.processes import Process, Supervisor, free_port, http_ok, https_ok, wait_until
 from infra.twin.toolchain import Toolchain
-from scheduler.extender.manifests import NAME as EXTENDER
+from scheduler.extender.manifests import CONTAINER as EXTENDER
 from scheduler.labels import SCHEDULER_NAMESPACE, SECONDARY_SCHEDULER_NAME
 from scheduler.placement import CONFIG_FILE
 
@@ -36,40 +37,37 @@ def _service_account_kubeconfig(plane: ControlPlane, kubectl: Kubectl, folder: P
     )
 
 
-def start_extender(
-    plane: ControlPlane, kubectl: Kubectl, sup: Supervisor, folder: Path
-) -> tuple[Process, int]:
-    port = free_port()
-    config = _service_account_kubeconfig(plane, kubectl, folder, EXTENDER)
-    proc = sup.start(
-        "extender",
-        [sys.executable, "-m", "scheduler.extender", "--port", str(port), "--host", "127.0.0.1"],
-        env={"KUBECONFIG": str(config)},
-    )
+def sidecar_args(kubectl: Kubectl) -> list[str]:
+    """The extender's arguments as the deployed scheduler pod's sidecar container has them."""
+    deployment = kubectl.get("deployment", SECONDARY_SCHEDULER_NAME, SCHEDULER_NAMESPACE)
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    (sidecar,) = [c for c in containers if c["name"] == EXTENDER]
+    return [str(a) for a in sidecar.get("args", [])]
+
+
+def start_extender(plane: ControlPlane, kubectl: Kubectl, sup: Supervisor, folder: Path) -> Process:
+    args = sidecar_args(kubectl)
+    port = int(args[args.index("--port") + 1])
+    config = _service_account_kubeconfig(plane, kubectl, folder, SECONDARY_SCHEDULER_NAME)
+    command = [sys.executable, "-m", "scheduler.extender", *args]
+    proc = sup.start("extender", command, env={"KUBECONFIG": str(config)})
     wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/readyz"), "the extender /readyz", proc, 60)
-    return proc, port
+    return proc
 
 
-def scheduler_configuration(
-    deployed: str, kubeconfig_path: Path, extender_port: int | None
-) -> dict[str, object]:
-    """The deployed KubeSchedulerConfiguration, with the client connection and extender URL of a local run."""
+def scheduler_configuration(deployed: str, kubeconfig_path: Path) -> dict[str, object]:
+    """The deployed KubeSchedulerConfiguration, with the client connection of a local run."""
     config = dict(yaml.safe_load(deployed))
     config["clientConnection"] = {"kubeconfig": str(kubeconfig_path)}
-    if extender_port is not None:
-        config["extenders"] = [
-            {**e, "urlPrefix": f"http://127.0.0.1:{extender_port}"} for e in config.get("extenders", [])
-        ]
     return config
 
 
 def start_secondary_scheduler(
-    tools: Toolchain, plane: ControlPlane, kubectl: Kubectl, sup: Supervisor, folder: Path,
-    extender_port: int | None = None,
-) -> Process:  # fmt: skip
+    tools: Toolchain, plane: ControlPlane, kubectl: Kubectl, sup: Supervisor, folder: Path
+) -> Process:
     deployed = kubectl.get("configmap", f"{SECONDARY_SCHEDULER_NAME}-config", SCHEDULER_NAMESPACE)
     account = _service_account_kubeconfig(plane, kubectl, folder, SECONDARY_SCHEDULER_NAME)
-    config = scheduler_configuration(deployed["data"][CONFIG_FILE], account, extender_port)
+    config = scheduler_configuration(deployed["data"][CONFIG_FILE], account)
     path = folder / f"{SECONDARY_SCHEDULER_NAME}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     port = free_port()

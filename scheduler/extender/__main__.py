@@ -19,6 +19,18 @@ class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
+def probe(port: int, path: str) -> int:
+    """The container's exec probe: the extender listens on the pod's loopback, which HTTP probes cannot reach."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=4) as reply:
+            return 0 if reply.status == 200 else 1
+    except (urllib.error.URLError, OSError):
+        return 1
+
+
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a server
     parser = argparse.ArgumentParser(prog="gpufleet-extender", description=__doc__)
     parser.add_argument("--port", type=int, default=8888)
@@ -32,7 +44,12 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
     parser.add_argument(
         "--window", type=int, default=1000, help="recent pods that make the expected workload"
     )
+    parser.add_argument(
+        "--probe", metavar="PATH", help="GET PATH (/healthz, /readyz) on 127.0.0.1:PORT; exit 0 on 200"
+    )
     args = parser.parse_args(argv)
+    if args.probe:
+        raise SystemExit(probe(args.port, args.probe))
     logging.basicConfig(level=logging.INFO)
     expected = None
     if args.trace:

@@ -1,29 +1,35 @@
-"""The extender as Kubernetes objects: ServiceAccount, RBAC, Deployment (two replicas), Service, PDB.
+"""The extender as a sidecar of the secondary scheduler: a second container in each `gpu-binpack` pod.
 
-Pure data (no Pulumi); the stack applies them with the secondary scheduler when
+Pure data (no Pulumi); the stack applies it with the secondary scheduler when
 ``placement.strategy: FragmentationAware``. The scheduler profile that calls the extender is
-:func:`scheduler.placement.with_extender`.
+:func:`scheduler.placement.with_extender`, pointed at ``http://127.0.0.1:8888``: the extender listens on the
+pod's loopback only. Why a sidecar and not a Deployment behind a Service:
+
+- **One view per pod's placement.** kube-scheduler calls filter, prioritize and bind for a pod in turn, and the
+  extender counts a pod at bind time; behind a Service each call may reach another replica, whose view never
+  saw the pod (review scheduling.md MINOR 9). Only the scheduler replica holding the leader lease schedules, and
+  it reaches exactly its own sidecar; the standby's sidecar keeps a warm view for a failover.
+- **Reachable only by the scheduler.** The extender answers on 127.0.0.1 inside the pod, so no other pod can
+  call bind (which posts Bindings with the scheduler's rights); no Service, no port on the pod network.
+- **The scheduler's own rights.** It runs as the pod's ServiceAccount, `gpu-binpack`, whose
+  `system:kube-scheduler` role already lists and watches nodes and pods and creates bindings.
+
+Its probes are exec probes (`python -m scheduler.extender --probe`): the kubelet's HTTP probes would dial the
+pod IP, where nothing listens.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from scheduler.labels import SCHEDULER_NAMESPACE, metadata, restricted_security_context
+from scheduler.labels import restricted_security_context
 
 NAME = "gpufleet-extender"
+CONTAINER = "extender"
 PORT = 8888
-APP = {"app.kubernetes.io/name": NAME}
+URL = f"http://127.0.0.1:{PORT}"  # the sidecar, on the pod's loopback
 IMAGE_REPOSITORY = "ghcr.io/gpufleet/gpufleet-extender"  # built by .github/workflows/extender-image.yml
-
-
-def service_url(namespace: str = SCHEDULER_NAMESPACE) -> str:
-    """The urlPrefix kube-scheduler calls (cluster DNS name of the Service)."""
-    return f"http://{NAME}.{namespace}.svc:{PORT}"
-
-
-def _meta(name: str, namespace: str | None = SCHEDULER_NAMESPACE) -> dict[str, Any]:
-    return metadata(name, namespace, APP)
 
 
 def image_problem(image: str) -> str | None:
@@ -35,77 +41,29 @@ def image_problem(image: str) -> str | None:
     return None
 
 
-def extender_objects(image: str, trace_configmap: str | None = None) -> list[dict[str, Any]]:
-    """Every object the extender needs; ``image`` is a pinned reference (a tag or digest, never latest)."""
+def extender_container(image: str, trace: str | None = None) -> dict[str, Any]:
+    """The sidecar container; ``image`` is a pinned reference (a tag or digest, never latest)."""
     problem = image_problem(image)
     if problem:
         raise ValueError(problem)
-    rules = [
-        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods/binding", "bindings"], "verbs": ["create"]},
-    ]
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(NAME, None),
-            "rules": rules}  # fmt: skip
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": _meta(NAME, None),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": SCHEDULER_NAMESPACE}],
-    }
-    args = ["--port", str(PORT)]
-    mounts: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = []
-    if trace_configmap:
-        args += ["--trace", "/etc/gpufleet-extender/pods.csv"]
-        mounts.append({"name": "trace", "mountPath": "/etc/gpufleet-extender", "readOnly": True})
-        volumes.append({"name": "trace", "configMap": {"name": trace_configmap}})
-    http = {"port": PORT}
-    container = {
-        "name": "extender",
+    args = ["--port", str(PORT), "--host", "127.0.0.1"]
+    if trace:
+        args += ["--trace", trace]
+
+    def probe(path: str) -> dict[str, Any]:
+        return {
+            "exec": {"command": ["python", "-m", "scheduler.extender", "--probe", path, "--port", str(PORT)]}
+        }
+
+    return {
+        "name": CONTAINER,
         "image": image,
         "args": args,
-        "ports": [{"name": "http", "containerPort": PORT}],
-        "livenessProbe": {"httpGet": {"path": "/healthz", **http}, "periodSeconds": 10},
-        "readinessProbe": {"httpGet": {"path": "/readyz", **http}, "periodSeconds": 5},
+        "livenessProbe": {**probe("/healthz"), "periodSeconds": 10, "timeoutSeconds": 5},
+        "readinessProbe": {**probe("/readyz"), "periodSeconds": 5, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": restricted_security_context(),
-        "volumeMounts": mounts,
     }
-    pod = {
-        "serviceAccountName": NAME,
-        "priorityClassName": "system-cluster-critical",
-        "containers": [container],
-        "volumes": volumes,
-        "topologySpreadConstraints": [
-            {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
-             "labelSelector": {"matchLabels": dict(APP)}}
-        ],
-    }  # fmt: skip
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _meta(NAME),
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": dict(APP)},
-            "template": {"metadata": {"labels": dict(APP)}, "spec": pod},
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _meta(NAME),
-        "spec": {"selector": dict(APP), "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
-    }
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _meta(NAME),
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(APP)}},
-    }
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME)}
-    return [account, role, binding, deployment, service, pdb]
 
 
 def fragmentation_aware(
@@ -113,13 +71,11 @@ def fragmentation_aware(
 ) -> list[dict[str, Any]]:
     """``placement.strategy: FragmentationAware``: the secondary scheduler's objects
     (:func:`scheduler.placement.secondary_scheduler`) with its configuration calling the extender
-    (:func:`scheduler.placement.with_extender`), followed by the extender's own objects.
+    (:func:`scheduler.placement.with_extender`) at its sidecar, which is added to the scheduler's pods.
 
     The EKS control plane accepts only a NodeResourcesFit scoring strategy, not extenders, so on every
     platform the extender is called by the secondary scheduler that team pods name.
     """
-    import copy
-
     import yaml
 
     from scheduler.placement import CONFIG_FILE, with_extender
@@ -127,9 +83,11 @@ def fragmentation_aware(
 
     out = copy.deepcopy(scheduler_objects)
     configs = [o for o in out if o.get("kind") == "ConfigMap" and CONFIG_FILE in o.get("data", {})]
-    if len(configs) != 1:
-        raise ValueError("expected the secondary scheduler's one configuration ConfigMap")
+    deployments = [o for o in out if o.get("kind") == "Deployment"]
+    if len(configs) != 1 or len(deployments) != 1:
+        raise ValueError("expected the secondary scheduler's one configuration ConfigMap and one Deployment")
     data = configs[0]["data"]
     config = yaml.safe_load(data[CONFIG_FILE])
-    data[CONFIG_FILE] = dump_text(with_extender(config, service_url(), managed_resources))
-    return [*out, *extender_objects(image)]
+    data[CONFIG_FILE] = dump_text(with_extender(config, URL, managed_resources))
+    deployments[0]["spec"]["template"]["spec"]["containers"].append(extender_container(image))
+    return out

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from scheduler.extender.manifests import extender_objects, service_url
+from scheduler.extender.manifests import URL, extender_container
 from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
 from scheduler.placement import with_extender
 from tests.extender.go_types import load_types
@@ -32,7 +32,7 @@ def test_extender_entry_matches_the_scheduler_config_extender_type(extender_type
         "kind": "KubeSchedulerConfiguration",
         "profiles": [{"schedulerName": "gpu-binpack"}],
     }
-    config = with_extender(base, service_url(), [GPU_RESOURCE, SHARED_GPU_RESOURCE])
+    config = with_extender(base, URL, [GPU_RESOURCE, SHARED_GPU_RESOURCE])
     assert base.get("extenders") is None  # the input profile is left alone
     (entry,) = config["extenders"]
     allowed = {f["json"] for f in extender_type["fields"]}
@@ -52,29 +52,18 @@ def test_extender_entry_matches_the_scheduler_config_extender_type(extender_type
     assert entry["ignorable"] is True and entry["nodeCacheCapable"] is True
     assert [m["name"] for m in entry["managedResources"]] == [GPU_RESOURCE, SHARED_GPU_RESOURCE]
     assert sum(1 for e in config["extenders"] if e.get("bindVerb")) == 1
-    assert entry["urlPrefix"] == "http://gpufleet-extender.gpufleet-scheduler.svc:8888"
+    assert entry["urlPrefix"] == "http://127.0.0.1:8888"  # the sidecar, on the scheduler pod's loopback
 
 
-def test_extender_objects_validate_strictly() -> None:
-    objects = extender_objects(
-        "ghcr.io/gpufleet/gpufleet-extender:0.1.0", trace_configmap="expected-workload"
-    )
-    kinds = [o["kind"] for o in objects]
-    assert kinds == [
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Deployment",
-        "Service",
-        "PodDisruptionBudget",
-    ]
-    for obj in objects:
-        kubernetes_validate.validate(obj, "1.33", strict=True)
-    deployment = objects[3]
-    assert deployment["spec"]["replicas"] == 2
-    assert objects[5]["spec"]["minAvailable"] == 1
-    verbs = {(tuple(r["resources"]), tuple(r["verbs"])) for r in objects[1]["rules"]}
-    assert (("pods/binding", "bindings"), ("create",)) in verbs
+def test_the_sidecar_probes_by_exec_and_listens_on_loopback_only() -> None:
+    """The kubelet's httpGet probes dial the pod IP (kubernetes.io "Configure Liveness, Readiness and Startup
+    Probes": host defaults to the pod IP), where a loopback-only server does not listen: exec probes instead."""
+    container = extender_container("ghcr.io/gpufleet/gpufleet-extender:0.1.0", trace="/etc/x/pods.csv")
+    assert container["args"][container["args"].index("--host") + 1] == "127.0.0.1"
+    for kind in ("livenessProbe", "readinessProbe"):
+        assert "httpGet" not in container[kind]
+        assert container[kind]["exec"]["command"][:4] == ["python", "-m", "scheduler.extender", "--probe"]
+    assert "ports" not in container
 
 
 @pytest.mark.parametrize(
@@ -82,7 +71,7 @@ def test_extender_objects_validate_strictly() -> None:
 )
 def test_unpinned_image_is_refused(image: str) -> None:
     with pytest.raises(ValueError, match="extender image"):
-        extender_objects(image)
+        extender_container(image)
 
 
 def test_fragmentation_aware_adds_the_extender_to_the_secondary_scheduler() -> None:
@@ -100,7 +89,7 @@ def test_fragmentation_aware_adds_the_extender_to_the_secondary_scheduler() -> N
     (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
     config = yaml.safe_load(cm["data"][CONFIG_FILE])
     (entry,) = config["extenders"]
-    assert entry["urlPrefix"] == service_url() and entry["ignorable"] is True
+    assert entry["urlPrefix"] == URL and entry["ignorable"] is True
     assert {m["name"] for m in entry["managedResources"]} == set(covered_gpu_resources(PROD_POOLS))
     assert config["profiles"][0]["schedulerName"] == "gpu-binpack"
     assert "extenders" not in yaml.safe_load(

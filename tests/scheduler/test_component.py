@@ -96,7 +96,7 @@ def test_fragmentation_aware_on_aws_applies_the_secondary_scheduler_and_the_exte
     recorder: Recorder,
 ) -> pulumi.Output:
     """The EKS control plane takes no extenders, so on aws FragmentationAware applies the secondary scheduler,
-    its configuration calling the extender, and the extender, each after the namespace they live in."""
+    its configuration calling the extender at its sidecar, after the namespace it lives in."""
     from dataclasses import replace
 
     from scheduler.component import GpuScheduling
@@ -111,15 +111,14 @@ def test_fragmentation_aware_on_aws_applies_the_secondary_scheduler_and_the_exte
         created = {
             name: inputs for typ, name, inputs in recorder.created if typ == "kubernetes:yaml/v2:ConfigGroup"
         }
-        for key in ("deployment-gpufleet-scheduler-gpu-binpack", "deployment-gpufleet-scheduler-gpufleet-extender",
-                    "service-gpufleet-scheduler-gpufleet-extender"):  # fmt: skip
-            assert f"fa-{key}" in created
+        (deployment,) = created["fa-deployment-gpufleet-scheduler-gpu-binpack"]["objs"]
+        containers = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+        assert containers == ["kube-scheduler", "extender"]
         (config,) = created["fa-configmap-gpufleet-scheduler-gpu-binpack-config"]["objs"]
         (entry,) = yaml.safe_load(config["data"]["config.yaml"])["extenders"]
-        assert entry["urlPrefix"] == "http://gpufleet-extender.gpufleet-scheduler.svc:8888"
+        assert entry["urlPrefix"] == "http://127.0.0.1:8888"
         plan = {object_key(obj): deps for obj, deps in dependency_plan(compile(policy, PROD_POOLS))}
-        assert "namespace-gpufleet-scheduler" in plan["service-gpufleet-scheduler-gpufleet-extender"]
-        assert "namespace-gpufleet-scheduler" in plan["deployment-gpufleet-scheduler-gpufleet-extender"]
+        assert "namespace-gpufleet-scheduler" in plan["deployment-gpufleet-scheduler-gpu-binpack"]
 
     return component.object_count.apply(check)
 

@@ -24,7 +24,7 @@ from infra.stackfile import parse_config
 from infra.versions import PROJECT_VERSION
 from scheduler import admission, compile
 from scheduler.admission import DEFAULT_SCHEDULER, PODS
-from scheduler.extender.manifests import IMAGE_REPOSITORY, NAME, service_url
+from scheduler.extender.manifests import CONTAINER, IMAGE_REPOSITORY, NAME, PORT, URL
 from scheduler.labels import SECONDARY_SCHEDULER_NAME
 from scheduler.placement import CONFIG_FILE
 from scheduler.references import reference_problems
@@ -79,13 +79,14 @@ def test_a_fragmentation_aware_stack_renders_the_extender_and_validates_strictly
     assert validate_objects(objects, shared_dir / "crds", policy.kubernetes_version) == []
     assert reference_problems(objects, policy, pools) == []
 
-    deployment = find(objects, "Deployment", NAME, "gpufleet-scheduler")
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == f"{IMAGE_REPOSITORY}:{spec.versions.extender_image}"
-    assert deployment["spec"]["replicas"] == 2
-    assert find(objects, "Service", NAME, "gpufleet-scheduler")
-    assert find(objects, "PodDisruptionBudget", NAME, "gpufleet-scheduler")
-    assert find(objects, "Deployment", SECONDARY_SCHEDULER_NAME, "gpufleet-scheduler")
+    # The extender is a sidecar of each scheduler pod (one view per placement, loopback only): no Deployment,
+    # Service or budget of its own.
+    deployment = find(objects, "Deployment", SECONDARY_SCHEDULER_NAME, "gpufleet-scheduler")
+    scheduler, sidecar = deployment["spec"]["template"]["spec"]["containers"]
+    assert scheduler["name"] == "kube-scheduler" and sidecar["name"] == CONTAINER
+    assert sidecar["image"] == f"{IMAGE_REPOSITORY}:{spec.versions.extender_image}"
+    assert sidecar["args"][sidecar["args"].index("--host") + 1] == "127.0.0.1"
+    assert not [o for o in objects if o["metadata"]["name"] == NAME]
 
     config = scheduler_config(objects)
     (profile,) = config["profiles"]
@@ -94,7 +95,7 @@ def test_a_fragmentation_aware_stack_renders_the_extender_and_validates_strictly
     assert fit["args"]["scoringStrategy"]["type"] == "MostAllocated"  # NodeResourcesFit has no other name
     (entry,) = config["extenders"]
     assert set(entry) <= {f["json"] for f in extender_type["fields"]}
-    assert entry["urlPrefix"] == service_url()
+    assert entry["urlPrefix"] == URL == f"http://127.0.0.1:{PORT}"
     assert (entry["filterVerb"], entry["prioritizeVerb"], entry["bindVerb"]) == (
         "filter",
         "prioritize",
@@ -104,8 +105,6 @@ def test_a_fragmentation_aware_stack_renders_the_extender_and_validates_strictly
     assert entry["ignorable"] is True
     assert [m["name"] for m in entry["managedResources"]] == covered_gpu_resources(pools)
     assert all(m["ignoredByScheduler"] is False for m in entry["managedResources"])
-    port = find(objects, "Service", NAME, "gpufleet-scheduler")["spec"]["ports"][0]["port"]
-    assert entry["urlPrefix"].endswith(f"://{NAME}.gpufleet-scheduler.svc:{port}")
 
 
 @pytest.mark.parametrize("strategy", ["MostAllocated", "LeastAllocated"])
@@ -230,9 +229,9 @@ def test_render_writes_the_extender(tmp_path: Path) -> None:
     result = _render(stack, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     docs = [yaml.safe_load(p.read_text()) for p in (tmp_path / "out").glob("*.yaml")]
-    assert {("Deployment", NAME), ("Service", NAME)} <= {
-        (d.get("kind"), d.get("metadata", {}).get("name")) for d in docs
-    }
+    (deployment,) = [d for d in docs if d.get("kind") == "Deployment"]
+    names = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert names == ["kube-scheduler", CONTAINER]
 
 
 def test_the_extender_entry_in_the_docs_is_the_compiled_one() -> None:
