@@ -14,6 +14,7 @@ from infra import catalog
 from infra.aws.registries import eks_addon_registry
 from infra.aws.scheduler_config import EKS_SCHEDULER_RESOURCES
 from infra.errors import ConfigError
+from infra.karpenter.facts import karpenter_managed
 from infra.karpenter.rules import karpenter_odcr, karpenter_problems
 from infra.scheduling import (
     ACCELERATOR_LABEL,
@@ -21,6 +22,7 @@ from infra.scheduling import (
     GPU_PRESENT_LABEL,
     node_group_name,
     scheduler_inputs,
+    topology_levels,
 )
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import SUPPORTED_KUBERNETES
@@ -365,6 +367,33 @@ def _addons(spec: ClusterSpec, problems: list[str]) -> None:
         )
 
 
+def _topology_from_zero(spec: ClusterSpec, problems: list[str]) -> None:
+    """A topology-aware pool must have nodes to place on, or a way to get them before placement.
+
+    Kueue's topology-aware scheduling assigns a workload to topology domains of the nodes that exist; it waits
+    for nodes only when the flavor carries a ProvisioningRequest admission check (kueue v0.19.2
+    pkg/scheduler/flavorassigner/tas_flavorassigner.go; site/.../concepts/topology_aware_scheduling.md: "TAS
+    integrates with the ClusterAutoscaler through the Provisioning AdmissionCheck"). With no node the workload
+    is never admitted, no pod is ever created, and so nothing scales the pool up: a deadlock."""
+    for i, pool in enumerate(spec.node_pools):
+        if spec.platform != "aws" or not topology_levels(spec, pool):
+            continue
+        at = f"{NP}[{i}]"
+        if karpenter_managed(spec, pool):
+            problems.append(
+                f"{at}.topologyLabels: a Karpenter pool cannot be topology-aware: Kueue places topology gangs only "
+                "on nodes that exist and Karpenter does not implement the ProvisioningRequest check that would "
+                "let them wait; remove topologyLabels (its pods then go through the ordinary queue)"
+            )
+        elif (pool.min_size or 0) == 0 and not spec.scheduling.provisioning_requests:
+            problems.append(
+                f"{at}: topology-aware (its EFA pods are placed by network domain) with minSize 0, but Kueue "
+                "places a topology gang only on nodes that already exist, so a pool at 0 nodes never starts "
+                "one; set gpufleet:scheduling.provisioningRequests: true (the autoscaler provisions the gang's "
+                "nodes first), or minSize to the nodes a gang needs, or topologyLabels: [] to opt out"
+            )
+
+
 def _monitoring(spec: ClusterSpec, problems: list[str]) -> None:
     """Dashboards and idle reclaim read gpufleet's metrics and alerts: they need a Prometheus."""
     mon, at = spec.cluster.monitoring, "gpufleet:cluster.monitoring"
@@ -383,6 +412,7 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     _monitoring(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
+    _topology_from_zero(spec, problems)
     karpenter_problems(spec, problems)
     _scheduling(spec, problems)
     return problems

@@ -61,7 +61,9 @@ def topology_levels(spec: ClusterSpec, pool: NodePool) -> tuple[str, ...]:
     the host name is always the lowest level. Empty: the pool is not topology-aware."""
     if pool.topology_labels is not None:
         labels = tuple(pool.topology_labels)
-    elif spec.platform == "aws" and pool.efa:
+    elif spec.platform == "aws" and pool.efa and not karpenter_managed(spec, pool):
+        # Karpenter pools are not topology-aware by default: Kueue's TAS places only on nodes that exist and
+        # Karpenter cannot back the ProvisioningRequest check that would let it wait for them (infra.rules).
         labels = AWS_NETWORK_LAYERS
     else:
         labels = ()
@@ -163,7 +165,9 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         metrics=spec.cluster.monitoring.enabled,
         provisioning_request_crd=(
             provisioning_request_crd(spec.versions.cluster_autoscaler_image or "")
-            if s.provisioning_requests and spec.platform == "aws"
+            # only where gpufleet installs Kueue: Kueue sets its provisioning controller up only if the CRD is
+            # served when it starts, so a Kueue that runs already must have found it (preflight checks)
+            if s.provisioning_requests and spec.platform == "aws" and spec.cluster.addons.kueue == "install"
             else ""
         ),
         platform_namespaces=(KUEUE_NAMESPACE, *s.platform_namespaces),

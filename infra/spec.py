@@ -274,7 +274,8 @@ class NodePool(Model):
     oversubscribe: bool = False
     # Node label keys of the pool's network or NVLink domains (e.g. block, then rack), broadest first: the
     # pool gets a Kueue Topology and a topology queue. Default: the EKS network layers for EFA pools on aws.
-    topology_labels: list[LabelKey] | None = Field(default=None, min_length=1, max_length=15)
+    # `[]`: not topology-aware (served by the ordinary queue), e.g. an EFA pool that autoscales from zero.
+    topology_labels: list[LabelKey] | None = Field(default=None, max_length=15)
 
     @field_validator("topology_labels")
     @classmethod

@@ -205,6 +205,20 @@ TWIN_TRAINING_OPERATOR_CRDS = GoBuild(
 TWIN_KUBERAY_CRDS = GoBuild("kuberay-crds", "v1.5.0", "", (), "github.com/ray-project/kuberay/ray-operator")
 
 
+# The ProvisioningRequest CRD (autoscaling.x-k8s.io), served on twins of stacks with
+# `scheduling.provisioningRequests`. The cluster-autoscaler's own modules are not served by the Go module proxy
+# (every pseudo-version of its release tags is refused, 403), but its `apis` module is, at the commit Kueue
+# v0.19.2 requires (kueue go.mod); that CRD's v1 schema is the one of autoscaler 1.35.2 (the two differ only in a
+# controller-gen annotation and v1beta1's deprecation flag, kubernetes/autoscaler git diff of the file).
+TWIN_PROVISIONING_CRD = GoBuild(
+    "provisioningrequest-crd",
+    "v0.0.0-20240830133931-adfbe7e45277",
+    "",
+    (),
+    "k8s.io/autoscaler/cluster-autoscaler/apis",
+)
+
+
 def twin_kubernetes(minor: str) -> GoBuild:
     """The control plane (apiserver, controller-manager, scheduler, kubectl) at a minor's pinned patch."""
     version = PER_MINOR[minor].kubernetes_patch

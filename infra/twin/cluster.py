@@ -79,6 +79,7 @@ class Twin:
     nodes: list[TwinNode] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     changes: dict[str, int] = field(default_factory=dict)
+    autoscaler: Any = None
     sup: Supervisor = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,6 +116,11 @@ class Twin:
                 self._step("Karpenter CRDs", lambda: self._crds("karpenter-crds"))
             self._step("GPU operator stand-in", self._gpu_operator)
             self._step("job framework CRDs", self._frameworks)
+            if opts.spec.scheduling.provisioning_requests:
+                # Kueue sets up its provisioning controller only if the CRD is served when it starts.
+                self._step("ProvisioningRequest CRD", lambda: self._crds("provisioning-crds"))
+            if opts.spec.platform == "aws":
+                self._step("autoscaler stand-in", self._autoscaler)
             self._step("Kueue", self._kueue)
             if not opts.bare:
                 self.changes = self._step("policy (pulumi up)", self.deploy)
@@ -184,6 +190,20 @@ class Twin:
         namespace = self.options.spec.cluster.monitoring.namespace
         self.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
 
+    def _autoscaler(self) -> None:
+        """aws pools scale: the twin's stand-in for the autoscaler's scale-up (`infra.twin.autoscaler`)."""
+        import logging
+
+        from infra.twin.autoscaler import Autoscaler
+
+        assert self.plane
+        handler = logging.FileHandler(self.options.folder / "logs" / "autoscaler.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger = logging.getLogger("infra.twin.autoscaler")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        self.autoscaler = Autoscaler(self.options.spec, self.plane.admin).start()
+
     def _frameworks(self) -> None:
         """The CRDs of the job frameworks Kueue integrates beyond the built-in kinds (PyTorchJob, MPIJob, ...,
         RayJob, RayCluster), served before Kueue starts so it sets those integrations up."""
@@ -223,6 +243,8 @@ class Twin:
         start_secondary_scheduler(self.tools, self.plane, self.kubectl, self.sup, self.options.folder)
 
     def down(self) -> None:
+        if self.autoscaler is not None:
+            self.autoscaler.stop()
         self.sup.stop_all()
 
     def check(self) -> None:

@@ -34,6 +34,7 @@ from infra.versions import (
     TWIN_KWOK,
     TWIN_MINORS,
     TWIN_PROMETHEUS_OPERATOR,
+    TWIN_PROVISIONING_CRD,
     TWIN_PULUMI,
     TWIN_PULUMI_KUBERNETES,
     TWIN_TRAINING_OPERATOR_CRDS,
@@ -58,6 +59,7 @@ DATA: dict[str, tuple[tuple[str, str], ...]] = {
     "karpenter-crds": (("pkg/apis/crds", "karpenter-crds"),),
     "training-operator-crds": (("manifests/base/crds", "training-crds"),),
     "kuberay-crds": (("config/crd/bases", "kuberay-crds"),),
+    "provisioningrequest-crd": (("config/crd", "provisioning-crds"),),
 }
 Say = Callable[[str], None]
 
@@ -83,6 +85,7 @@ def components(minors: Iterable[str] = TWIN_MINORS) -> list[GoBuild]:
         TWIN_KARPENTER_CRDS,
         TWIN_TRAINING_OPERATOR_CRDS,
         TWIN_KUBERAY_CRDS,
+        TWIN_PROVISIONING_CRD,
     ]
 
 

@@ -40,7 +40,9 @@ def test_efa_plugin_targets_only_the_efa_pools_instance_types() -> None:
 
 def test_autoscaler_serves_provisioning_requests_only_when_kueue_asks_for_them() -> None:
     spec = load_example("example-prod")
-    assert "enable-provisioning-requests" not in cluster_autoscaler_values(spec, "arn")["extraArgs"]
+    scheduling = spec.scheduling.model_copy(update={"provisioning_requests": False})
+    off = cluster_autoscaler_values(spec.model_copy(update={"scheduling": scheduling}), "arn")["extraArgs"]
+    assert "enable-provisioning-requests" not in off
     scheduling = spec.scheduling.model_copy(update={"provisioning_requests": True})
     args = cluster_autoscaler_values(spec.model_copy(update={"scheduling": scheduling}), "arn")["extraArgs"]
     assert args["enable-provisioning-requests"] is True

@@ -164,6 +164,7 @@ def _efa_spec(capacity: str) -> dict:
         "maxSize": 2,
         "efa": True,
         "availabilityZone": "us-east-1a",
+        "topologyLabels": [],  # from zero without ProvisioningRequests (infra.rules)
     }
     return {
         "aws:region": "us-east-1",

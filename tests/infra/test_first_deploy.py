@@ -78,6 +78,7 @@ EVERY_MODE_POOLS: list[dict[str, Any]] = [
         "maxSize": 2,
         "efa": True,
         "availabilityZone": "us-east-1a",
+        "topologyLabels": [],  # at minSize 0 without ProvisioningRequests (infra.rules)
     },
     {
         "name": "rocket",
@@ -239,7 +240,7 @@ def test_efa_pools_are_pinned_to_one_zone() -> None:
     """EC2 User Guide, "Placement groups": a cluster placement group cannot span Availability Zones. An EFA
     pool on ON_DEMAND or SPOT capacity gets one, so its group must be in one zone: `availabilityZone` is
     required there (and accepted), its subnets are that zone's."""
-    efa = {"name": "e", "instanceType": "p5.48xlarge", "maxSize": 2, "efa": True}
+    efa = {"name": "e", "instanceType": "p5.48xlarge", "maxSize": 2, "efa": True, "topologyLabels": []}
     assert "gpufleet:nodePools[0].availabilityZone: required for efa pools" in _problems(_config(efa))
     assert "gpufleet:nodePools[0].availabilityZones: efa pools" in _problems(
         _config({**efa, "availabilityZones": ["us-east-1a", "us-east-1b"]})
@@ -585,6 +586,7 @@ def test_the_efa_plugin_image_comes_from_the_stacks_region(region: str, registry
         "maxSize": 1,
         "efa": True,
         "availabilityZone": f"{region}a",
+        "topologyLabels": [],
     }
     config = {
         **_config(efa),

@@ -38,8 +38,9 @@ def example_config(name: str) -> dict[str, Any]:
 
 def as_karpenter(config: dict[str, Any]) -> dict[str, Any]:
     """A stack under Karpenter: the autoscaler switched, Kubernetes 1.36 (the do-not-disrupt policy's GA),
-    no minimum sizes on whole-GPU pools (Karpenter keeps none)."""
+    no minimum sizes on whole-GPU pools (Karpenter keeps none), no ProvisioningRequests (Karpenter serves none)."""
     out = copy.deepcopy(config)
+    out.get("gpufleet:scheduling", {}).pop("provisioningRequests", None)
     cluster = out["gpufleet:cluster"]
     cluster["autoscaler"] = "karpenter"
     cluster["kubernetesVersion"] = "1.36"

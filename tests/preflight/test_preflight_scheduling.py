@@ -200,4 +200,7 @@ def test_autoscaler_chart_rbac_for_provisioning_requests(chart: str, ok: bool) -
     })  # fmt: skip
     (finding,) = check_provisioning_rbac(spec)
     assert (finding.severity is Severity.OK) is ok
-    assert check_provisioning_rbac(prod) == []  # provisioningRequests off: nothing to check
+    off = prod.model_copy(
+        update={"scheduling": prod.scheduling.model_copy(update={"provisioning_requests": False})}
+    )
+    assert check_provisioning_rbac(off) == []  # provisioningRequests off: nothing to check

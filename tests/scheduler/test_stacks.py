@@ -64,7 +64,10 @@ def test_provisioning_request_crd_follows_the_autoscaler_pin() -> None:
     from tests.conftest import load_example
 
     prod = load_example("example-prod")
-    assert scheduler_inputs(prod)[0].provisioning_request_crd == ""
+    off = prod.model_copy(
+        update={"scheduling": prod.scheduling.model_copy(update={"provisioning_requests": False})}
+    )
+    assert scheduler_inputs(off)[0].provisioning_request_crd == ""
     on = prod.model_copy(
         update={"scheduling": prod.scheduling.model_copy(update={"provisioning_requests": True})}
     )

@@ -39,14 +39,21 @@ def toolchain(minor: str) -> Toolchain:
 
 
 def start_twin(
-    tmp: pytest.TempPathFactory, stack: str, *, bare: bool = False, minor: str = "", nodes: str = "desired"
+    tmp: pytest.TempPathFactory,
+    stack: str | Path,
+    *,
+    bare: bool = False,
+    minor: str = "",
+    nodes: str = "desired",
 ) -> RunningTwin:
-    spec = load_stack(ROOT / f"Pulumi.{stack}.yaml")
+    """A twin of an example stack (by name) or of a stack file (a path)."""
+    path = stack if isinstance(stack, Path) else ROOT / f"Pulumi.{stack}.yaml"
+    spec = load_stack(path)
     toolchain(minor or spec.cluster.kubernetes_version)
-    folder = tmp.mktemp(f"twin-{stack}")
+    folder = tmp.mktemp(f"twin-{spec.stack}")
     log = (folder.parent / f"{folder.name}.out").open("wb")
     return launch.start(
-        ROOT / f"Pulumi.{stack}.yaml", spec, folder / "twin", minor=minor, nodes=nodes, bare=bare,
+        path, spec, folder / "twin", minor=minor, nodes=nodes, bare=bare,
         stdout=log, lock=folder.parent / f"{folder.name}.lock", say=lambda _line: None,
     )  # fmt: skip
 
@@ -65,6 +72,18 @@ def prod_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     twin = start_twin(tmp_path_factory, "example-prod", nodes="max")
     yield Kube.of(twin)
     twin.stop()
+
+
+def stack_variant(tmp: pytest.TempPathFactory, stack: str, name: str, **config: object) -> Path:
+    """A copy of an example stack file with some `gpufleet:` sections replaced (`scheduling={...}`)."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
+    for key, value in config.items():
+        doc["config"][f"gpufleet:{key}"] = value
+    path = tmp.mktemp("stacks") / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
 
 
 def twin_log(twin: RunningTwin, name: str) -> str:
