@@ -68,8 +68,9 @@ def metal_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
 
 @pytest.fixture(scope="session")
 def prod_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    """example-prod (aws: capacity-block EFA, time-sliced, MIG pools; 1.35) with its policy deployed."""
-    twin = start_twin(tmp_path_factory, "example-prod", nodes="max")
+    """example-prod (aws: capacity-block EFA, time-sliced, MIG pools; 1.35) with its policy deployed, its pools at
+    their desired sizes (mostly 0): jobs get their nodes through the ProvisioningRequest path, as on EKS."""
+    twin = start_twin(tmp_path_factory, "example-prod")
     yield Kube.of(twin)
     twin.stop()
 
