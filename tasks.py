@@ -124,6 +124,8 @@ def _int_list(text: str, what: str) -> list[int]:
         "as_deployed": "with --nodes: CPU-only pods off the GPU nodes, shares as one time-sliced replica",
         "replicas": "with --as-deployed: time-slicing replicas per GPU (default 2)",
         "strict": "a pod no node can ever host is an error (default: counted as failed and reported)",
+        "twin": "with --stack: also replay through the real scheduler on a twin (the gpu-binpack profile, and "
+        "FragmentationAware with the extender), next to the simulator's MostAllocated and FGD-Extender",
     }
 )
 def simulate(
@@ -138,6 +140,7 @@ def simulate(
     as_deployed: bool = False,
     replicas: int = 2,
     strict: bool = False,
+    twin: bool = False,
 ) -> None:
     """Replay a pod trace against placement policies; prints a comparison and writes build/<name>/sim/."""
     from rich.progress import Progress
@@ -153,6 +156,11 @@ def simulate(
             raise ConfigError("give --pods FILE and exactly one of --stack NAME or --nodes FILE")
         if as_deployed and stack:
             raise ConfigError("--as-deployed maps an openb trace onto --nodes; --stack is always as deployed")
+        if twin and not stack:
+            raise ConfigError(
+                "--twin replays the cluster as a stack deploys it: give --stack NAME (a trace's own nodes would "
+                "have to offer whole and time-sliced GPUs of the same GPUs at once, which no device plugin does)"
+            )
         seed_list = _int_list(seeds, "seeds") if seeds else list(sim.DEFAULT_SEEDS)
         notes: list[str] = []
         params: dict[str, dict[str, int]] = {}
@@ -207,8 +215,24 @@ def simulate(
                     share_rule="distributed" if deployed else "policy",
                     strict=strict,
                 )
+            twin_runs = []
+            if twin:
+                from infra.twin.replay import replay_stack
+
+                profiles = ["MostAllocated", "FragmentationAware"]
+                with Progress(console=console(), transient=True) as bar:
+                    job = bar.add_task(
+                        f"through the real scheduler: {len(profiles)} profiles x {len(seed_list)} seeds",
+                        total=len(profiles) * len(seed_list),
+                    )
+                    twin_runs = replay_stack(
+                        cluster, model.units, workload, profiles, seed_list, BUILD / name / "sim" / "twin",
+                        on_done=lambda _r: bar.advance(job),
+                    )  # fmt: skip
         except (sim.TraceError, sim.UnknownPolicyError) as exc:
             raise ConfigError(str(exc)) from None
+    if twin_runs:
+        print_twin_runs(twin_runs, results, name)
     table = Table(
         title=f"{name}: {cluster.size} nodes, {int(cluster.num_gpu.sum())} GPUs; {workload.size} pods"
     )
@@ -279,6 +303,30 @@ def twin_build(c: Context, minor: str = "") -> None:
 
     with user_errors():
         build_main([minor] if minor else [])
+
+
+def print_twin_runs(runs: list, results: list, name: str) -> None:  # type: ignore[type-arg]
+    """The real scheduler's replays beside the simulator's, per profile (means over the seeds)."""
+    from statistics import mean
+
+    from rich.table import Table
+
+    table = Table(title=f"{name}: through the real scheduler (twin) and in the simulator, same seeds")
+    for col in ("placement", "where", "unallocated GPU % @100", "failed pods", "pods/s"):
+        table.add_column(col, justify="left" if col in ("placement", "where") else "right")
+    twin_as = {"MostAllocated": "gpu-binpack (MostAllocated)", "FragmentationAware": "FragmentationAware"}
+    sim_as = {"MostAllocated": "gpu-binpack (MostAllocated)", "FGD-Extender": "FragmentationAware"}
+    for profile, label in twin_as.items():
+        mine = [r for r in runs if r.result.policy == profile]
+        if mine:
+            table.add_row(label, "twin", f"{mean(r.result.unallocated(100) for r in mine):.2f}",
+                          f"{mean(r.result.failed for r in mine):.1f}", f"{mean(r.pods_per_second for r in mine):.1f}")  # fmt: skip
+    for policy, label in sim_as.items():
+        mine = [r for r in results if r.policy == policy]
+        if mine:
+            table.add_row(label, "simulator", f"{mean(r.unallocated(100) for r in mine):.2f}",
+                          f"{mean(r.failed for r in mine):.1f}", "")  # fmt: skip
+    console().print(table)
 
 
 # ---- AWS: preflight and the Pulumi lifecycle (infra.preflight, infra.deploy) ----------------------------

@@ -300,3 +300,39 @@ def twin_policy(label: str, twin: ReplayTwin) -> TwinPolicy:
 
 if __name__ == "__main__":
     raise SystemExit(session())
+
+
+@dataclass(frozen=True)
+class TwinRun:
+    """One replay through the real scheduler: the simulator's result and the real scheduler's rate."""
+
+    result: Any  # scheduler.sim.RunResult
+    pods_per_second: float
+
+
+def replay_stack(
+    cluster: Cluster,
+    units: dict[str, int],
+    workload: Workload,
+    profiles: list[str],
+    seeds: list[int],
+    folder: Path,
+    on_done: Any = None,
+) -> list[TwinRun]:
+    """Every (profile, seed) replay on a fresh replay twin (the protocol's pods never leave), in order."""
+    from scheduler.sim import run_one
+
+    out = []
+    for profile in profiles:
+        for seed in seeds:
+            twin = ReplayTwin.start(cluster, units, profile, folder / f"{profile}-{seed}", target=workload)
+            try:
+                policy = twin_policy(profile, twin)
+                result = run_one(cluster, workload, policy, seed, share_rule="distributed")
+            finally:
+                twin.stop()
+            run = TwinRun(result, round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0)
+            out.append(run)
+            if on_done is not None:
+                on_done(run)
+    return out
