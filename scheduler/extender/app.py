@@ -19,7 +19,9 @@ MAX_BODY = 64 * 1024 * 1024  # a NodeList of 10,000 full Node objects fits well 
 
 
 def _reply(start: StartResponse, status: str, body: Any) -> Iterable[bytes]:
-    data = json.dumps(body, separators=(",", ":")).encode()
+    data = (
+        body.json_bytes() if hasattr(body, "json_bytes") else json.dumps(body, separators=(",", ":")).encode()
+    )
     start(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
     return [data]
 

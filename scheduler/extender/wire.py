@@ -10,8 +10,10 @@ decodes a reply (``encoding/json``). With ``nodeCacheCapable: true`` it sends ``
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 MIN_PRIORITY = 0  # MinExtenderPriority
 MAX_PRIORITY = 10  # MaxExtenderPriority
@@ -60,7 +62,7 @@ def parse_args(doc: Any) -> ExtenderArgs:
         return ExtenderArgs(pod, [str(n.get("metadata", {}).get("name", "")) for n in items], items)
     if names is None:
         names = []
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(names, list) or not set(map(type, names)) <= {str}:
         raise WireError("ExtenderArgs.NodeNames must be a list of node names")
     return ExtenderArgs(pod, names, None)
 
@@ -92,14 +94,52 @@ def filter_result(
     return result
 
 
-def host_priority_list(scores: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    """A HostPriorityList: ``[{"Host": name, "Score": 0..10}]``."""
-    out = []
-    for host, score in scores:
-        if not MIN_PRIORITY <= score <= MAX_PRIORITY:
-            raise ValueError(f"extender score {score} for {host} is outside {MIN_PRIORITY}..{MAX_PRIORITY}")
-        out.append({"Host": host, "Score": int(score)})
-    return out
+_SCORE_TAIL = [f"{s}}}" for s in range(MAX_PRIORITY + 1)]  # "7}" closes {"Host":"n","Score":7}
+_HOST_HEAD: dict[str, str] = {}  # node name -> '{"Host":"<name>","Score":', JSON-escaped once
+_HEAD_MAX = 200_000
+
+
+def _head(host: str) -> str:
+    head = _HOST_HEAD.get(host)
+    if head is None:
+        if len(_HOST_HEAD) >= _HEAD_MAX:
+            _HOST_HEAD.clear()
+        head = _HOST_HEAD[host] = '{"Host":' + json.dumps(host) + ',"Score":'
+    return head
+
+
+class HostPriorityList(Sequence[dict[str, Any]]):
+    """A HostPriorityList, ``[{"Host": name, "Score": 0..10}]``: a sequence of those dicts, and its JSON text
+    written straight from the names and scores (a 10,000-node reply is the extender's largest cost otherwise:
+    benchmarks/extender_bench.py)."""
+
+    def __init__(self, hosts: list[str], scores: list[int]) -> None:
+        if len(hosts) != len(scores):
+            raise ValueError("one score per host")
+        if scores and not MIN_PRIORITY <= min(scores) <= max(scores) <= MAX_PRIORITY:
+            bad = next(s for s in scores if not MIN_PRIORITY <= s <= MAX_PRIORITY)
+            raise ValueError(f"extender score {bad} is outside {MIN_PRIORITY}..{MAX_PRIORITY}")
+        self.hosts, self.scores = hosts, scores
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [{"Host": h, "Score": s} for h, s in zip(self.hosts[i], self.scores[i], strict=True)]
+        return {"Host": self.hosts[i], "Score": self.scores[i]}
+
+    def json_bytes(self) -> bytes:
+        body = ",".join(map(str.__add__, map(_head, self.hosts), map(_SCORE_TAIL.__getitem__, self.scores)))
+        return f"[{body}]".encode()
+
+
+def host_priority_list(hosts: list[str], scores: list[int]) -> HostPriorityList:
+    return HostPriorityList(hosts, scores)
 
 
 @dataclass(frozen=True)
