@@ -168,6 +168,106 @@ NO_EXTERNAL_SERVICE = (
 NO_EXTERNAL_IPS = "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0"
 
 
+# ---- the same rules on the pod templates of every job kind Kueue integrates ----------------------------------
+# A Job (JobSet, PyTorchJob, RayJob, Deployment...) whose template breaks a pod rule would be admitted by Kueue
+# and hold the team's quota while its controller's pod creations are refused, until waitForPodsReady evicts it,
+# requeued forever (review scheduling.md MAJOR 4). So the job is refused when it is created.
+
+# Kind (group, resource) -> CEL list of the PodTemplateSpecs in its object (each with `.spec`).
+TEMPLATES: dict[tuple[str, str], str] = {
+    ("batch", "jobs"): "[object.spec.template]",
+    ("apps", "deployments"): "[object.spec.template]",
+    ("apps", "statefulsets"): "[object.spec.template]",
+    ("jobset.x-k8s.io", "jobsets"): (
+        "has(object.spec.replicatedJobs) ? object.spec.replicatedJobs.map(r, r.template.spec.template) : []"
+    ),
+    ("kubeflow.org", "pytorchjobs"): (
+        "has(object.spec.pytorchReplicaSpecs) ? object.spec.pytorchReplicaSpecs.map(k, "
+        "object.spec.pytorchReplicaSpecs[k].template) : []"
+    ),
+    ("kubeflow.org", "mpijobs"): (
+        "has(object.spec.mpiReplicaSpecs) ? object.spec.mpiReplicaSpecs.map(k, object.spec.mpiReplicaSpecs[k].template) : []"
+    ),
+    ("ray.io", "rayclusters"): (
+        "[object.spec.headGroupSpec.template] + (has(object.spec.workerGroupSpecs) ? "
+        "object.spec.workerGroupSpecs.map(g, g.template) : [])"
+    ),
+    ("ray.io", "rayjobs"): (
+        "has(object.spec.rayClusterSpec) ? [object.spec.rayClusterSpec.headGroupSpec.template] + "
+        "(has(object.spec.rayClusterSpec.workerGroupSpecs) ? object.spec.rayClusterSpec.workerGroupSpecs.map(g, "
+        "g.template) : []) : []"
+    ),
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"): (
+        "[object.spec.leaderWorkerTemplate.workerTemplate] + (has(object.spec.leaderWorkerTemplate.leaderTemplate) "
+        "? [object.spec.leaderWorkerTemplate.leaderTemplate] : [])"
+    ),
+}
+TEMPLATE_POLICY = "gpufleet-team-pod-templates"
+# Kueue writes the admitted flavor's node selector and tolerations into a job's template when it starts it;
+# that update is Kueue's, and the toleration rule is the user's to obey at creation.
+BY_USER = f"request.userInfo.username != '{KUEUE_USER}'"
+
+
+def _template_checks(var: str) -> dict[str, str]:
+    tolerates = _tolerates_gpu_taint(var)
+    return {
+        "visible": _containers(var, f"!has(c.env) || c.env.all(e, e.name != '{VISIBLE_DEVICES}')"),
+        "shared": AT_MOST_ONE_SHARED.replace("object.", f"{var}."),
+        "priority": (
+            f"!has({var}.spec.priorityClassName) || !({var}.spec.priorityClassName in {list(SYSTEM_PRIORITY_CLASSES)!r})"
+        ),
+        "node": f"!has({var}.spec.nodeName) || {var}.spec.nodeName == ''",
+        "toleration": f"!{tolerates} || !({_no_gpu_request(var)})",
+        "scheduler": (
+            f"({_no_gpu_request(var)}) || (has({var}.spec.schedulerName) && {var}.spec.schedulerName == "
+            f"'{SECONDARY_SCHEDULER_NAME}')"
+        ),
+    }
+
+
+def template_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
+    """The pod rules, on every template of the job (`variables.templates`)."""
+    checks = _template_checks("t")
+    every = {name: f"variables.templates.all(t, {expr})" for name, expr in checks.items()}
+    out = [
+        _validation(every["visible"], f"a pod template in a team namespace sets {VISIBLE_DEVICES}; request a GPU resource instead"),
+        _validation(every["shared"], f"a pod template asks more than one {SHARED_GPU_RESOURCE} in a container (one time-sliced replica at most)"),
+        _validation(every["priority"], f"a pod template uses the {' or '.join(SYSTEM_PRIORITY_CLASSES)} PriorityClass"),
+        _validation(every["node"], "a pod template sets spec.nodeName: the scheduler binds pods after Kueue admits the job"),
+        _validation(f"!({BY_USER}) || {every['toleration']}",
+                    f"a pod template tolerates the {GPU_TAINT_KEY}={GPU_TAINT_VALUE} taint without a GPU request; "
+                    "Kueue adds the toleration when it admits a GPU job"),
+    ]  # fmt: skip
+    if policy.uses_secondary_scheduler and not supports_mutating_policies(policy.kubernetes_version):
+        out.append(
+            _validation(
+                every["scheduler"],
+                f"a pod template requests GPUs without schedulerName: {SECONDARY_SCHEDULER_NAME}, the scheduler that "
+                "packs GPUs (on this Kubernetes minor nothing fills it in); its pods would be refused after Kueue "
+                "admitted the job",
+            )
+        )
+    return out
+
+
+def template_policies(policy: SchedulingPolicy) -> list[dict[str, Any]]:
+    """One policy per job kind (its templates' CEL path differs), all bound with Deny."""
+    out: list[dict[str, Any]] = []
+    validations = template_validations(policy)
+    for framework in FRAMEWORKS:
+        key = FRAMEWORK_RESOURCES[framework]
+        if key not in TEMPLATES:
+            continue
+        group, resource = key
+        name = f"{TEMPLATE_POLICY}-{resource}"
+        objects = _validating(
+            name, [_rule(group, [resource], ["CREATE", "UPDATE"])], TEAM_NAMESPACES, validations
+        )
+        objects[0]["spec"]["variables"] = [{"name": "templates", "expression": TEMPLATES[key]}]
+        out += objects
+    return out
+
+
 def _rule(group: str, resources: list[str], operations: list[str]) -> dict[str, Any]:
     return {"apiGroups": [group], "apiVersions": ["*"], "operations": operations, "resources": resources}
 
@@ -310,5 +410,6 @@ def team_admission(policy: SchedulingPolicy) -> list[dict[str, Any]]:
     return [
         *_validating(PODS, pods, TEAM_NAMESPACES, pod_validations(policy)),
         *_validating(SERVICES, services, TEAM_NAMESPACES, [no_external, no_ips]),
+        *template_policies(policy),
         *mutating_policies(policy),
     ]

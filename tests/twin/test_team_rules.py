@@ -226,18 +226,48 @@ def test_members_pick_workload_priorities_not_system_ones(vision: Kube, metal_tw
     assert wl["spec"]["priorityClassRef"]["name"] == "production" and wl["spec"]["priority"] == 1000
     for klass in ("system-node-critical", "system-cluster-critical"):
         refused(vision.create(pod(name("vip"), "vision", {"cpu": "1"}, priorityClassName=klass)), klass)
+    # In a Job's template too: refused when the Job is created, before Kueue could admit it and hold quota
+    # for pods its controller would never get created (review scheduling.md MAJOR 4).
     controller = name("vipjob")
-    assert vision.create(
-        job(controller, "vision", {"cpu": "1"}, pod={"priorityClassName": "system-cluster-critical"})
-    ).ok
-    eventually(lambda: condition(workload_of(metal_twin, "vision", controller), "Admitted"), "admission")
-    messages = eventually(
-        lambda: failed_create_events(metal_twin, "vision", controller), "the Job's refused pod"
-    )
-    assert any("system-cluster-critical" in m for m in messages)
-    assert not pods_of(metal_twin, "vision", controller)
-    for j in (urgent, controller):
-        vision.delete("job", j, "vision")
+    vip = job(controller, "vision", {"cpu": "1"}, pod={"priorityClassName": "system-cluster-critical"})
+    refused(vision.create(vip), "system-cluster-critical")
+    assert not workload_of(metal_twin, "vision", controller)
+    vision.delete("job", urgent, "vision")
+
+
+def test_jobs_whose_pods_would_be_refused_are_refused_up_front(vision: Kube, metal_twin: Kube) -> None:
+    """review scheduling.md MAJOR 4: a job kind's templates obey the pod rules at creation, so nothing holds
+    the team's quota while its controller's pods are refused (waitForPodsReady would evict it after 30 min and
+    requeue it forever). Jobs, Deployments and the integrations the twin serves (PyTorchJob, RayJob)."""
+    two_slices = job(name("twoslice"), "vision", {"cpu": "1", SHARED: 2}, pod=BINPACK)
+    refused(vision.create(two_slices), "more than one nvidia.com/gpu.shared")
+    no_scheduler = job(name("noscheduler"), "vision", {"cpu": "1", GPU: 1})
+    refused(vision.create(no_scheduler), "schedulerName: gpu-binpack")
+    pinned = job(name("pinned"), "vision", {"cpu": "1"}, pod={"nodeName": "gpu-h100-01"})
+    refused(vision.create(pinned), "spec.nodeName")
+    container = {"name": "w", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [container]}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name("dep"), "namespace": "vision"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "x"}}, "template": template}}  # fmt: skip
+    refused(vision.create(deployment), "NVIDIA_VISIBLE_DEVICES")
+    worker = {"replicas": 1, "template": {"spec": {"containers": [{"name": "pytorch", "image": "x",
+              "resources": {"limits": {SHARED: 2}}}]}}}  # fmt: skip
+    pytorch = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name("pt"), "namespace": "vision"},
+               "spec": {"pytorchReplicaSpecs": {"Master": worker}}}  # fmt: skip
+    refused(vision.create(pytorch), "more than one nvidia.com/gpu.shared")
+    head = {
+        "rayStartParams": {},
+        "template": {
+            "spec": {
+                "containers": [{"name": "ray-head", "image": "x"}],
+                "priorityClassName": "system-node-critical",
+            }
+        },
+    }
+    ray = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name("ray"), "namespace": "vision"},
+           "spec": {"entrypoint": "python x.py", "rayClusterSpec": {"headGroupSpec": head}}}  # fmt: skip
+    refused(vision.create(ray), "system-node-critical")
+    assert not metal_twin.items("workloads.kueue.x-k8s.io", "vision")
 
 
 # ---- row 5: GPUs only by asking for them ---------------------------------------------------------------------
@@ -258,7 +288,8 @@ def test_members_request_whole_and_time_sliced_gpus(vision: Kube, metal_twin: Ku
 
 def test_no_gpu_without_a_gpu_request(vision: Kube, metal_twin: Kube) -> None:
     """NVIDIA_VISIBLE_DEVICES in a container, or the GPU taint tolerated without a GPU request, is refused:
-    in a bare pod, in the pods a Job's controller creates, and after Kueue's pod webhook has mutated the pod
+    in a bare pod, in a Job's template (the Job itself, before Kueue admits it), and after Kueue's pod webhook
+    has mutated the pod
     (it adds the `kueue.x-k8s.io/topology` gate to every pod it manages while topology-aware scheduling is on,
     kueue v0.19.2 pkg/controller/jobs/pod/pod_webhook.go, so that gate cannot be taken as Kueue's placement)."""
     env = {"container": {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}}
@@ -266,11 +297,11 @@ def test_no_gpu_without_a_gpu_request(vision: Kube, metal_twin: Kube) -> None:
     sneaky = {"tolerations": TOLERATE_GPU, "nodeSelector": {"gpufleet.io/pool": "h100"}}
     refused(vision.create(pod(name("sneak"), "vision", {"cpu": "1"}, **sneaky)), "must request a GPU")
     by_job = name("sneakjob")
-    assert vision.create(job(by_job, "vision", {"cpu": "1", "memory": "1Gi"}, pod=sneaky)).ok
-    messages = eventually(lambda: failed_create_events(metal_twin, "vision", by_job), "the Job's refused pod")
-    assert any("must request a GPU" in m for m in messages)
-    assert not [p for p in pods_of(metal_twin, "vision", by_job) if p["spec"].get("nodeName")]
-    vision.delete("job", by_job, "vision")
+    refused(
+        vision.create(job(by_job, "vision", {"cpu": "1", "memory": "1Gi"}, pod=sneaky)),
+        "without a GPU request",
+    )
+    assert not workload_of(metal_twin, "vision", by_job)
 
 
 def test_prod_members_request_mig_slices_and_efa(prod_twin: Kube) -> None:
