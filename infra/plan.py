@@ -13,7 +13,7 @@ from typing import Any
 from infra import catalog
 from infra.karpenter.facts import allowed_instance_types, karpenter_managed, karpenter_pools, quota_demand
 from infra.karpenter.plan import dearest, karpenter_rows
-from infra.scheduling import pool_view
+from infra.scheduling import cpu_capacity_warnings, pool_view
 from infra.spec import ClusterSpec
 from scheduler.checks import warnings as scheduling_warnings
 
@@ -151,6 +151,7 @@ def build_plan(spec: ClusterSpec) -> Plan:
             "the dearest allowed type; the Karpenter table gives the range."
         )
     notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
+    notes += cpu_capacity_warnings(spec)
     teams = [
         {
             "name": t.name,

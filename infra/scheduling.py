@@ -11,13 +11,11 @@ import re
 from infra import catalog
 from infra.karpenter.facts import karpenter_managed
 from infra.spec import ClusterSpec, NodePool
-from infra.versions import provisioning_request_crd
-from scheduler.extender.manifests import IMAGE_REPOSITORY as EXTENDER_IMAGE_REPOSITORY
+from infra.versions import extender_image, provisioning_request_crd
 from scheduler.labels import (
     AWS_NETWORK_LAYERS,
     GPU_TAINT,
     HOSTNAME_LABEL,
-    KUEUE_NAMESPACE,
     pool_node_labels,
 )
 from scheduler.model import PoolView, PriorityClassView, SchedulingPolicy, TeamPolicy
@@ -140,6 +138,8 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
             groups=tuple(t.groups),
             weight=t.weight,
             external_services=t.allow_external_services,
+            cpu_quota=t.cpu_quota,
+            memory_quota_gib=t.memory_quota_gib,
         )
         for t in spec.teams
     )
@@ -156,11 +156,7 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         platform=spec.platform,
         kubernetes_version=spec.cluster.kubernetes_version,
         kube_scheduler_image_tag=spec.versions.kube_scheduler_image or "",
-        extender_image=(
-            f"{EXTENDER_IMAGE_REPOSITORY}:{spec.versions.extender_image}"
-            if s.placement.strategy == "FragmentationAware"
-            else ""
-        ),
+        extender_image=extender_image(spec.versions) if s.placement.strategy == "FragmentationAware" else "",
         kueue_version=spec.versions.kueue_chart,
         metrics=spec.cluster.monitoring.enabled,
         provisioning_request_crd=(
@@ -170,6 +166,36 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
             if s.provisioning_requests and spec.platform == "aws" and spec.cluster.addons.kueue == "install"
             else ""
         ),
-        platform_namespaces=(KUEUE_NAMESPACE, *s.platform_namespaces),
+        platform_namespaces=platform_namespaces(spec),
+        kuberay_namespace=s.kuberay_namespace,
+        cpu_node_labels=dict(s.cpu_node_labels),
     )
     return policy, [pool_view(spec, p) for p in spec.node_pools]
+
+
+def platform_namespaces(spec: ClusterSpec) -> tuple[str, ...]:
+    """Namespaces whose pods may connect to team pods: Prometheus's (it scrapes them) while monitoring is on,
+    then `scheduling.platformNamespaces`. Not Kueue's: it never connects to pods (review scheduling.md MINOR 17)."""
+    monitoring = [spec.cluster.monitoring.namespace] if spec.cluster.monitoring.enabled else []
+    return tuple(dict.fromkeys([*monitoring, *spec.scheduling.platform_namespaces]))
+
+
+def cpu_capacity_warnings(spec: ClusterSpec) -> list[str]:
+    """On EKS without `scheduling.cpuNodeLabels`, CPU-only work runs on the system pool (its only untainted
+    nodes): say when the teams' CPU-only allowances add up to more cores than that pool can ever have, since
+    Kueue admits by quota alone and such jobs would wait for a node (review scheduling.md MAJOR 6)."""
+    if spec.platform != "aws" or spec.scheduling.cpu_node_labels or not spec.teams:
+        return []
+    instance = catalog.lookup(spec.system_pool.instance_type)
+    if instance is None:
+        return []
+    cores = spec.system_pool.max_size * instance.vcpus
+    allowed = sum(t.cpu_quota for t in spec.teams)
+    if allowed <= cores:
+        return []
+    return [
+        f"the teams' CPU-only allowances (teams[].cpuQuota, {allowed} cores in all) exceed the system pool's "
+        f"{cores} cores at maxSize ({spec.system_pool.max_size} x {spec.system_pool.instance_type}), where CPU-only "
+        "work runs: lower the allowances, grow the system pool, or add CPU nodes and name their labels in "
+        "scheduling.cpuNodeLabels"
+    ]

@@ -313,6 +313,9 @@ class Team(Model):
     pending_after: Duration | None = None  # queue wait alert threshold (default: monitoring.pendingAfter)
     # The team may create LoadBalancer/NodePort Services (reachable from outside the cluster); off by default.
     allow_external_services: bool = False
+    # CPU-only work (the team's `cpu` queue): cores and GiB, apart from the cores that come with its GPUs.
+    cpu_quota: Annotated[int, Field(ge=0)] = 32
+    memory_quota_gib: Annotated[int, Field(ge=0, alias="memoryQuotaGiB")] = 128
 
     @model_validator(mode="after")
     def _default_namespace(self) -> Team:
@@ -358,8 +361,14 @@ class Scheduling(Model):
     # Must exceed GPU node provisioning (cold GPU nodes take 10-15 minutes) so gangs are not requeued early.
     wait_for_pods_ready_timeout: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "30m"
     provisioning_requests: bool = False
-    # Namespaces (besides kueue-system) whose pods may reach team pods: monitoring, the ingress controller's.
-    platform_namespaces: list[Name] = Field(default_factory=lambda: ["monitoring", "ingress"])
+    # Namespaces whose pods may reach team pods besides Prometheus's (cluster.monitoring.namespace, always
+    # allowed while monitoring is enabled): the ingress controller's by default.
+    platform_namespaces: list[Name] = Field(default_factory=lambda: ["ingress"])
+    # Where the KubeRay operator runs: it polls each Ray head's dashboard (port 8265) for the RayJob's status
+    # and is let through to it (docs.ray.io "KubeRay Operator Installation": a dedicated ray-system namespace).
+    kuberay_namespace: Name = "ray-system"
+    # Node labels of the nodes CPU-only work runs on (the `cpu-only` flavor); unset: any untainted node.
+    cpu_node_labels: dict[str, str] = Field(default_factory=dict)
 
 
 class ClusterSpec(Model):

@@ -9,11 +9,12 @@ and kube-scheduler images must match the control plane's minor.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
+
+from infra.images import pin_problem, resolve
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,12 @@ PER_MINOR: dict[str, MinorPins] = {
 SUPPORTED_KUBERNETES: tuple[str, ...] = tuple(PER_MINOR)
 # This repository's release (pyproject.toml `project.version`; a test keeps them equal). Images built from this
 # repository are deployed at the tag of the same release: .github/workflows/extender-image.yml pushes
-# `ghcr.io/gpufleet/gpufleet-extender:<version>` for every `v<version>` git tag (docker/metadata-action semver).
+# `<IMAGE_REGISTRY>/gpufleet-extender:<version>` for every `v<version>` git tag (docker/metadata-action semver).
 PROJECT_VERSION = "0.1.0"
-# An OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127} (distribution/reference grammar).
-_IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# Where this repository's images live: the registry and owner the image workflow pushes to (it reads this line
+# and refuses to push when the repository's owner differs) and the stacks deploy from. A fork changes it here.
+IMAGE_REGISTRY = "ghcr.io/gpufleet"
+EXTENDER_REPOSITORY = f"{IMAGE_REGISTRY}/gpufleet-extender"
 DEFAULT_KUBERNETES = "1.35"
 
 
@@ -69,8 +72,12 @@ class Versions(BaseModel):
     kueue_chart: str = "0.19.2"
     cluster_autoscaler_chart: str = "9.59.0"
     cluster_autoscaler_image: str | None = None
+    # The gpu-binpack scheduler's registry.k8s.io/kube-scheduler tag (None: the minor's patch from PER_MINOR), or
+    # that tag with its digest (`v1.35.8@sha256:<digest>`): the tag must name the cluster's minor.
     kube_scheduler_image: str | None = None
-    # placement.strategy: FragmentationAware: the scheduler extender's image tag (this repository's release).
+    # placement.strategy: FragmentationAware: the scheduler extender's image. A tag of EXTENDER_REPOSITORY (this
+    # repository's release), a tag with its digest, or a whole reference (`<name>@sha256:<digest>`, deployed
+    # verbatim). Digests are not looked up: pin the one the image workflow reports (docs/spec.md, versions).
     extender_image: str = PROJECT_VERSION
     # Karpenter (cluster.autoscaler: karpenter): chart and controller image move together. The digest is the
     # 1.14.1 controller image recorded by the release's docs commit (aws/karpenter-provider-aws 1d927085).
@@ -89,12 +96,19 @@ class Versions(BaseModel):
 
     @field_validator("extender_image")
     @classmethod
-    def _pinned_tag(cls, tag: str) -> str:
-        if not _IMAGE_TAG.fullmatch(tag) or tag == "latest":
-            raise ValueError(
-                f"{tag!r} is not a pinned image tag (a release such as {PROJECT_VERSION}, never latest)"
-            )
-        return tag
+    def _pinned_image(cls, pin: str) -> str:
+        problem = pin_problem(pin, whole_reference=True)
+        if problem:
+            raise ValueError(problem)
+        return pin
+
+    @field_validator("kube_scheduler_image")
+    @classmethod
+    def _pinned_tag(cls, pin: str | None) -> str | None:
+        problem = None if pin is None else pin_problem(pin, whole_reference=False)
+        if problem:
+            raise ValueError(problem)
+        return pin
 
     def resolved(self, kubernetes_version: str) -> Versions:
         """A copy with every per-minor pin filled in for this Kubernetes minor."""
@@ -129,6 +143,11 @@ PROVISIONING_REQUEST_CRD = (
     "https://raw.githubusercontent.com/kubernetes/autoscaler/cluster-autoscaler-{version}/"
     "cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
 )
+
+
+def extender_image(versions: Versions) -> str:
+    """The extender image the stack deploys for `versions.extender_image` (infra.images.resolve)."""
+    return resolve(EXTENDER_REPOSITORY, versions.extender_image)
 
 
 def provisioning_request_crd(autoscaler_image: str) -> str:

@@ -32,25 +32,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.kueue_config import FRAMEWORKS, QUEUE_MANAGED_LABEL
+from scheduler.kueue_config import FRAMEWORKS
 from scheduler.labels import (
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
     KUEUE_NAMESPACE,
     SECONDARY_SCHEDULER_NAME,
     SHARED_GPU_RESOURCE,
-    metadata,
 )
 from scheduler.model import SchedulingPolicy
+from scheduler.podcel import containers as _containers
+from scheduler.podcel import no_gpu_request as _no_gpu_request
+from scheduler.podcel import tolerates_gpu_taint as _tolerates_gpu_taint
+from scheduler.queue_routing import ROUTE_QUEUE, SET_CPU_QUEUE, pod_routing, route_condition, template_routing
+from scheduler.tenancy import (
+    EXTERNAL_ALLOWED,
+    KUEUE_PRIORITY_LABEL,
+    PRIORITY_LABEL,
+    disruption_budget_policy,
+    ingress_policy,
+    priority_cap_policy,
+)
+from scheduler.vap import TEAM_NAMESPACES
+from scheduler.vap import mutating as _mutating
+from scheduler.vap import rule as _rule
+from scheduler.vap import validating as _validating
+from scheduler.vap import validation as _validation
 
-API = "admissionregistration.k8s.io/v1"
 PODS = "gpufleet-team-pods"
 SERVICES = "gpufleet-team-services"
 DEFAULT_PRIORITY = "gpufleet-team-default-priority"
 DEFAULT_SCHEDULER = "gpufleet-team-scheduler-name"
-EXTERNAL_SERVICES_LABEL = "gpufleet.io/external-services"
-PRIORITY_LABEL = "gpufleet.io/default-priority"  # on each team namespace: the team's default priority class
-KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"  # Kueue's TopologySchedulingGate (apis/kueue/v1beta2, v0.19.2)
 ADMISSION_GATE = (
     "kueue.x-k8s.io/admission"  # Kueue's pod-integration gate (pkg/controller/jobs/pod/constants)
@@ -74,34 +86,6 @@ FRAMEWORK_RESOURCES = {
     "deployment": ("apps", "deployments"),
     "statefulset": ("apps", "statefulsets"),
 }
-
-TEAM_NAMESPACES = {"matchExpressions": [{"key": QUEUE_MANAGED_LABEL, "operator": "In", "values": ["true"]}]}
-
-
-def _containers(var: str, check: str) -> str:
-    """`check` (over `c`) holds for every container, init container and ephemeral container of the pod `var`."""
-    parts = [f"{var}.spec.containers.all(c, {check})"]
-    for field in ("initContainers", "ephemeralContainers"):
-        parts.append(f"(!has({var}.spec.{field}) || {var}.spec.{field}.all(c, {check}))")
-    return " && ".join(parts)
-
-
-def _no_gpu_request(var: str) -> str:
-    resources = " && ".join(
-        f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, !r.startsWith('nvidia.com/')))"
-        for kind in ("requests", "limits")
-    )
-    return _containers(var, f"!has(c.resources) || ({resources})")
-
-
-def _tolerates_gpu_taint(var: str) -> str:
-    """A toleration that matches the GPU taint: its key (any operator), or an empty key with `Exists`."""
-    key = (
-        f"((has(t.key) && t.key == '{GPU_TAINT_KEY}') "
-        "|| ((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists'))"
-    )
-    effect = "(!has(t.effect) || t.effect == '' || t.effect == 'NoSchedule')"
-    return f"(has({var}.spec.tolerations) && {var}.spec.tolerations.exists(t, {key} && {effect}))"
 
 
 NO_VISIBLE_DEVICES = _containers("object", f"!has(c.env) || c.env.all(e, e.name != '{VISIBLE_DEVICES}')")
@@ -155,10 +139,6 @@ NO_SYSTEM_PRIORITY = (
 GPU_PODS_USE_PACKING_SCHEDULER = (
     f"request.operation != 'CREATE' || ({_no_gpu_request('object')}) || "
     f"(has(object.spec.schedulerName) && object.spec.schedulerName == '{SECONDARY_SCHEDULER_NAME}')"
-)
-EXTERNAL_ALLOWED = (
-    f"(has(namespaceObject.metadata.labels) && '{EXTERNAL_SERVICES_LABEL}' in namespaceObject.metadata.labels "
-    f"&& namespaceObject.metadata.labels['{EXTERNAL_SERVICES_LABEL}'] == 'allowed')"
 )
 NO_EXTERNAL_SERVICE = (
     f"{EXTERNAL_ALLOWED} || !has(object.spec.type) || !(object.spec.type in ['LoadBalancer', 'NodePort'])"
@@ -229,6 +209,10 @@ def template_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
     """The pod rules, on every template of the job (`variables.templates`)."""
     checks = _template_checks("t")
     every = {name: f"variables.templates.all(t, {expr})" for name, expr in checks.items()}
+    for kept in ("visible", "shared", "priority"):  # ratcheted as the pod rules are (see ratchet)
+        every[kept] = (
+            f"(request.operation == 'UPDATE' && !(variables.oldTemplates.all(t, {checks[kept]}))) || {every[kept]}"
+        )
     out = [
         _validation(every["visible"], f"a pod template in a team namespace sets {VISIBLE_DEVICES}; request a GPU resource instead"),
         _validation(every["shared"], f"a pod template asks more than one {SHARED_GPU_RESOURCE} in a container (one time-sliced replica at most)"),
@@ -253,7 +237,7 @@ def template_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
 def template_policies(policy: SchedulingPolicy) -> list[dict[str, Any]]:
     """One policy per job kind (its templates' CEL path differs), all bound with Deny."""
     out: list[dict[str, Any]] = []
-    validations = template_validations(policy)
+    validations = template_validations(policy) + template_routing()
     for framework in FRAMEWORKS:
         key = FRAMEWORK_RESOURCES[framework]
         if key not in TEMPLATES:
@@ -263,23 +247,28 @@ def template_policies(policy: SchedulingPolicy) -> list[dict[str, Any]]:
         objects = _validating(
             name, [_rule(group, [resource], ["CREATE", "UPDATE"])], TEAM_NAMESPACES, validations
         )
-        objects[0]["spec"]["variables"] = [{"name": "templates", "expression": TEMPLATES[key]}]
+        old = TEMPLATES[key].replace("object.", "oldObject.")
+        objects[0]["spec"]["variables"] = [
+            {"name": "templates", "expression": TEMPLATES[key]},
+            {"name": "oldTemplates", "expression": f"request.operation == 'UPDATE' ? ({old}) : []"},
+        ]
         out += objects
     return out
 
 
-def _rule(group: str, resources: list[str], operations: list[str]) -> dict[str, Any]:
-    return {"apiGroups": [group], "apiVersions": ["*"], "operations": operations, "resources": resources}
-
-
-def _validation(expression: str, message: str) -> dict[str, Any]:
-    return {"expression": expression, "message": message, "reason": "Forbidden"}
+def ratchet(expression: str) -> str:
+    """The rule on CREATE; on UPDATE only where the old object kept it: a pod that broke it before the policy
+    existed (or before its namespace was team-managed) can still be updated, so Kueue can ungate it and remove
+    its finalizer (review scheduling.md MINOR 14; a validation runs on every matched operation, kubernetes.io
+    "Validating Admission Policy"). Pod specs are immutable but for a few fields, so no update makes it worse."""
+    old = expression.replace("object.", "oldObject.")
+    return f"(request.operation == 'UPDATE' && !({old})) || ({expression})"
 
 
 def pod_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
     out = [
         _validation(
-            NO_VISIBLE_DEVICES,
+            ratchet(NO_VISIBLE_DEVICES),
             f"containers in team namespaces may not set {VISIBLE_DEVICES}; request a GPU resource instead",
         ),
         _validation(
@@ -297,11 +286,11 @@ def pod_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
             "team pods may not set spec.nodeName: the scheduler binds them after Kueue admits their workload",
         ),
         _validation(
-            AT_MOST_ONE_SHARED,
+            ratchet(AT_MOST_ONE_SHARED),
             f"a container may request at most one {SHARED_GPU_RESOURCE} (one time-sliced replica)",
         ),
         _validation(
-            NO_SYSTEM_PRIORITY,
+            ratchet(NO_SYSTEM_PRIORITY),
             f"team pods may not use the {' or '.join(SYSTEM_PRIORITY_CLASSES)} PriorityClass",
         ),
     ]
@@ -315,54 +304,10 @@ def pod_validations(policy: SchedulingPolicy) -> list[dict[str, Any]]:
     return out
 
 
-def _validating(
-    name: str, rules: list[dict[str, Any]], selector: dict[str, Any], validations: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    policy = {
-        "apiVersion": API,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": metadata(name),
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"namespaceSelector": selector, "resourceRules": rules},
-            "validations": validations,
-        },
-    }
-    binding = {
-        "apiVersion": API,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": metadata(name),
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
-
-
 def supports_mutating_policies(kubernetes_version: str) -> bool:
     """MutatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1, served by default) from 1.36 on."""
     major, minor = (int(x) for x in kubernetes_version.split(".")[:2])
     return (major, minor) >= MUTATING_ADMISSION_POLICY_SINCE
-
-
-def _mutating(name: str, rules: list[dict[str, Any]], condition: str, apply: str) -> list[dict[str, Any]]:
-    policy = {
-        "apiVersion": API,
-        "kind": "MutatingAdmissionPolicy",
-        "metadata": metadata(name),
-        "spec": {
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
-            "matchConstraints": {"namespaceSelector": TEAM_NAMESPACES, "resourceRules": rules},
-            "matchConditions": [{"name": "not-set", "expression": condition}],
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply}}],
-        },
-    }
-    binding = {
-        "apiVersion": API,
-        "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": metadata(name),
-        "spec": {"policyName": name},
-    }
-    return [policy, binding]
 
 
 PRIORITY_NOT_SET = f"!has(object.metadata.labels) || !('{KUEUE_PRIORITY_LABEL}' in object.metadata.labels)"
@@ -381,16 +326,35 @@ SET_SCHEDULER = f"Object{{spec: Object.spec{{schedulerName: '{SECONDARY_SCHEDULE
 def mutating_policies(policy: SchedulingPolicy) -> list[dict[str, Any]]:
     if not supports_mutating_policies(policy.kubernetes_version):
         return []
-    by_group: dict[str, list[str]] = {}
-    for framework in FRAMEWORKS:
-        group, resource = FRAMEWORK_RESOURCES[framework]
-        by_group.setdefault(group, []).append(resource)
-    job_rules = [_rule(group, resources, ["CREATE"]) for group, resources in by_group.items()]
-    out = _mutating(DEFAULT_PRIORITY, job_rules, PRIORITY_NOT_SET, SET_PRIORITY)
+    out = _mutating(DEFAULT_PRIORITY, job_rules(["CREATE"]), PRIORITY_NOT_SET, SET_PRIORITY)
     if policy.uses_secondary_scheduler:
         out += _mutating(
             DEFAULT_SCHEDULER, [_rule("", ["pods"], ["CREATE"])], SCHEDULER_NOT_SET, SET_SCHEDULER
         )
+    return out + routing_mutations()
+
+
+def routing_mutations() -> list[dict[str, Any]]:
+    """Per job kind (and bare pods): a CPU-only job naming no queue (or `default`) goes to the `cpu` queue."""
+    out: list[dict[str, Any]] = []
+    for framework in FRAMEWORKS:
+        group, resource = FRAMEWORK_RESOURCES[framework]
+        if (group, resource) in TEMPLATES:
+            condition, variables = (
+                "variables.templates.all(t, " + _no_gpu_request("t") + ")",
+                [{"name": "templates", "expression": TEMPLATES[(group, resource)]}],
+            )
+        elif (group, resource) == ("", "pods"):
+            condition, variables = f"!has(object.metadata.ownerReferences) && {_no_gpu_request('object')}", []
+        else:
+            continue
+        apply = f"{route_condition(condition)} ? {SET_CPU_QUEUE} : Object{{}}"
+        objects = _mutating(
+            f"{ROUTE_QUEUE}-{resource}", [_rule(group, [resource], ["CREATE"])], "true", apply
+        )
+        if variables:
+            objects[0]["spec"]["variables"] = variables
+        out += objects
     return out
 
 
@@ -408,8 +372,20 @@ def team_admission(policy: SchedulingPolicy) -> list[dict[str, Any]]:
         NO_EXTERNAL_IPS, "Services in team namespaces may not set externalIPs (CVE-2020-8554)"
     )
     return [
-        *_validating(PODS, pods, TEAM_NAMESPACES, pod_validations(policy)),
+        *_validating(PODS, pods, TEAM_NAMESPACES, pod_validations(policy) + pod_routing()),
         *_validating(SERVICES, services, TEAM_NAMESPACES, [no_external, no_ips]),
         *template_policies(policy),
+        *ingress_policy(),
+        *disruption_budget_policy(),
+        *priority_cap_policy(policy, job_rules(["CREATE", "UPDATE"])),
         *mutating_policies(policy),
     ]
+
+
+def job_rules(operations: list[str]) -> list[dict[str, Any]]:
+    """Rules matching every Kueue integration's job kind, one per API group."""
+    by_group: dict[str, list[str]] = {}
+    for framework in FRAMEWORKS:
+        group, resource = FRAMEWORK_RESOURCES[framework]
+        by_group.setdefault(group, []).append(resource)
+    return [_rule(group, resources, operations) for group, resources in by_group.items()]

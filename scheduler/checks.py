@@ -24,7 +24,9 @@ from scheduler.resources import units_per_gpu
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(\d+)(s|m|h)$")
-CPU_FLAVOR = "cpu-only"  # the ResourceFlavor for CPU-only work; no pool may take this name
+CPU_FLAVOR = "cpu-only"  # the ResourceFlavor for CPU-only work (the `cpu` queue); no pool may take this name
+GPU_CORES_FLAVOR = "gpu-cores"  # the cores and memory that come with GPUs (the GPU queue); nor this one
+RESERVED_FLAVORS = (CPU_FLAVOR, GPU_CORES_FLAVOR)
 RESERVED_NAMESPACES = frozenset(
     {"default", "kube-system", "kube-public", "kube-node-lease", KUEUE_NAMESPACE, GPU_OPERATOR_NAMESPACE,
      SCHEDULER_NAMESPACE, AUTOSCALER_NAMESPACE}
@@ -104,9 +106,9 @@ def _pool_problems(pools: Sequence[PoolView]) -> list[str]:
     seen: dict[str, int] = {}
     for i, pool in enumerate(pools):
         key = f"{ROOT}:nodePools[{i}]"
-        if not DNS_LABEL.match(pool.name) or pool.name == CPU_FLAVOR:
+        if not DNS_LABEL.match(pool.name) or pool.name in RESERVED_FLAVORS:
             out.append(
-                f"{key}.name: {pool.name!r} must be a DNS label (a-z, 0-9, -) other than {CPU_FLAVOR!r}"
+                f"{key}.name: {pool.name!r} must be a DNS label (a-z, 0-9, -) other than {' or '.join(map(repr, RESERVED_FLAVORS))}"
             )
         if pool.name in seen:
             out.append(f"{key}.name: {pool.name!r} duplicates nodePools[{seen[pool.name]}]")

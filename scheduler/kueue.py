@@ -1,24 +1,34 @@
-"""Kueue objects (API kueue.x-k8s.io/v1beta2, Kueue 0.19): flavors, cohort, one ClusterQueue and LocalQueue per team.
+"""Kueue objects (API kueue.x-k8s.io/v1beta2, Kueue 0.19): flavors, cohort, the ClusterQueues and LocalQueues of
+each team.
 
-Every queue has two resource groups, and Kueue picks one flavor per group (pkg/scheduler/flavorassigner):
-- `cpu` and `memory` with the single `cpu-only` flavor, which adds no node selector and no toleration. Its
-  quota is the team's CPU-only quota plus the CPU/memory share of the team's GPUs, so a GPU pod's cores are
-  counted here too;
-- every GPU resource name (and `vpc.amazonaws.com/efa` when a pool has EFA) with one flavor per pool, which
-  selects and tolerates that pool's nodes. A pool's flavor has quota only in its own GPU resource (and EFA).
-A pod that requests no GPU resource only touches the first group, so it can only ever get `cpu-only`: it never
-spills onto a GPU pool when its CPU quota runs out (it waits or borrows CPU instead). A GPU pod gets `cpu-only`
-for its cores and its pool's flavor for its GPUs; `cpu-only` adds no node labels, so the pod's node selector is
-exactly its pool's.
+CPU-only work and GPU work are queued apart, because a resource can be in only one resource group of a queue
+and Kueue's admission is quota-only (it knows nothing of nodes):
+- GPU work: the team's ClusterQueue `<team>` (LocalQueue `default`) has two resource groups, and Kueue picks one
+  flavor per group (pkg/scheduler/flavorassigner): `cpu` and `memory` with the single `gpu-cores` flavor (no
+  node selector, no toleration), whose quota is only the cores and memory that come with the team's GPUs; and
+  every GPU resource name (and `vpc.amazonaws.com/efa` when a pool has EFA) with one flavor per pool, which
+  selects and tolerates that pool's nodes. A GPU pod gets `gpu-cores` for its cores and its pool's flavor for
+  its GPUs, so its node selector is exactly its pool's.
+- CPU-only work: `<team>-cpu` (LocalQueue `cpu`) with one group, `cpu` and `memory`, and the `cpu-only` flavor,
+  which selects the stack's CPU nodes (`scheduling.cpuNodeLabels`; any untainted node when unset) and has the
+  team's CPU-only allowance. The cores of GPU nodes are never in it: a CPU pod cannot run there (the GPU taint),
+  so counting them would admit CPU work that cannot be scheduled and leave the team's GPU jobs without cores
+  (review scheduling.md MAJOR 6). The admission policies send a job to the queue its requests belong in
+  (scheduler.queue_routing).
 
 Topology-aware pools (EFA pools on EKS, pools whose spec names topology labels) get a Kueue `Topology` and a
-flavor with `topologyName`, and they are served by a second queue per team, `<team>-topology` (LocalQueue
-`topology`), whose flavors are all topology-aware. Two queues because Kueue's topology-aware scheduling
+flavor with `topologyName`, and they are served by a third queue per team, `<team>-topology` (LocalQueue
+`topology`), whose flavors are all topology-aware. A separate queue because Kueue's topology-aware scheduling
 (pkg/scheduler/flavorassigner/tas_flavorassigner.go, v0.19.2) only places a pod set whose every flavor is
 topology-aware, and gives a topology flavor only to pod sets that request a topology or are in a queue where
-every flavor has one: the split CPU group above (`cpu-only`, no topology) would make every gang fail there. In
+every flavor has one: the split CPU group above (`gpu-cores`, no topology) would make every gang fail there. In
 the topology queue one resource group covers cpu, memory, GPUs and EFA, so every pod of a gang, a CPU-only
 launcher included, is placed inside the pool's topology.
+
+The team's queues sit under a Cohort of their own (`<cohort>-<team>`, parent the stack's cohort), which carries the team's
+fair-sharing weight: Kueue computes a share per ClusterQueue and per Cohort node, so a weight on each of the
+team's three queues would count a team borrowing through several of them as several lightly-borrowing teams
+(review scheduling.md MINOR 19; site/content/en/docs/concepts/fair_sharing.md, v0.19.2).
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.checks import CPU_FLAVOR, leftover_gpus, lendable
+from scheduler.checks import CPU_FLAVOR, GPU_CORES_FLAVOR, leftover_gpus, lendable
 from scheduler.labels import EFA_RESOURCE, POOL_LABEL
 from scheduler.labels import metadata as _meta
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
@@ -42,6 +52,8 @@ API = "kueue.x-k8s.io/v1beta2"
 LOCAL_QUEUE = (
     "default"  # Kueue gives jobs without a queue-name label the namespace's LocalQueue named "default"
 )
+CPU_QUEUE = "cpu"  # the LocalQueue of each team for CPU-only work
+CPU_SUFFIX = "-cpu"  # its ClusterQueue: <team>-cpu
 PROVISIONING_CHECK = "gpufleet-provisioning"
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 # Scales the node groups up for the whole job at once, or not at all (check-capacity only checks).
@@ -132,9 +144,14 @@ def topologies(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def resource_flavors(pools: Sequence[PoolView]) -> list[dict[str, Any]]:
-    """A CPU-only flavor (any untainted node) and one flavor per pool that selects and tolerates its nodes."""
-    out = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(CPU_FLAVOR), "spec": {}}]
+def resource_flavors(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
+    """`cpu-only` (the CPU nodes), `gpu-cores` (no node selector: a GPU pod's pool flavor places it) and one
+    flavor per pool that selects and tolerates its nodes."""
+    cpu_spec = {"nodeLabels": dict(policy.cpu_node_labels)} if policy.cpu_node_labels else {}
+    out = [
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(CPU_FLAVOR), "spec": cpu_spec},
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": _meta(GPU_CORES_FLAVOR), "spec": {}},
+    ]
     for pool in pools:
         tolerations = [
             {"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
@@ -199,8 +216,9 @@ def _whole_pool_flavor(pool: PoolView, covered: list[str], gpus: int) -> dict[st
 def cohort(policy: SchedulingPolicy, pools: Sequence[PoolView], covered: list[str]) -> dict[str, Any]:
     """The cohort holds the capacity no team has as quota (GPUs and their cores), so it is borrowable.
 
-    One resource group covering everything: `cpu-only` holds the cores of spare GPUs of ordinary pools, a
-    topology pool's flavor its own. Quota is pooled per flavor and resource, whatever the queues' groups."""
+    One resource group covering everything: `gpu-cores` holds the cores of spare GPUs of ordinary pools, a
+    topology pool's flavor its own. Quota is pooled per flavor and resource, whatever the queues' groups.
+    Nothing of `cpu-only` is here: CPU-only work borrows only what other teams' CPU queues lend."""
     spare = {pool.name: leftover_gpus(policy, pool) for pool in pools}
     ordinary = {p.name: spare[p.name] for p in pools if not p.topology_levels}
     flavors = []
@@ -217,10 +235,8 @@ def cohort(policy: SchedulingPolicy, pools: Sequence[PoolView], covered: list[st
     spec: dict[str, Any] = {}
     if flavors:
         zero = [{"name": name, "nominalQuota": 0} for name in covered]
-        cpu_only = {"name": CPU_FLAVOR, "resources": _cpu_resources(*_gpu_share(pools, ordinary)) + zero}
-        spec["resourceGroups"] = [
-            {"coveredResources": CPU_RESOURCES + covered, "flavors": [cpu_only, *flavors]}
-        ]
+        cores = {"name": GPU_CORES_FLAVOR, "resources": _cpu_resources(*_gpu_share(pools, ordinary)) + zero}
+        spec["resourceGroups"] = [{"coveredResources": CPU_RESOURCES + covered, "flavors": [cores, *flavors]}]
     return {"apiVersion": API, "kind": "Cohort", "metadata": _meta(policy.cohort), "spec": spec}
 
 
@@ -239,11 +255,10 @@ def _team_flavor(team: TeamPolicy, pool: PoolView, covered: list[str]) -> dict[s
     return {"name": pool.name, "resources": resources}
 
 
-def team_cpu_quota(team: TeamPolicy, pools: Sequence[PoolView]) -> tuple[int, int]:
-    """The `cpu-only` quota: CPU-only work plus the cores and memory that go with the team's GPU quota on
-    ordinary pools (a topology pool's flavor carries its own)."""
-    cpu, memory = _gpu_share([p for p in pools if not p.topology_levels], team.quotas)
-    return team.cpu_quota + cpu, team.memory_quota_gib + memory
+def team_gpu_cores(team: TeamPolicy, pools: Sequence[PoolView]) -> tuple[int, int]:
+    """The `gpu-cores` quota: the cores and memory that go with the team's GPU quota on ordinary pools (a
+    topology pool's flavor carries its own)."""
+    return _gpu_share([p for p in pools if not p.topology_levels], team.quotas)
 
 
 def _queue_spec(
@@ -256,15 +271,13 @@ def _queue_spec(
             "maxPriorityThreshold": policy.borrow_within_cohort_max_priority,
         }
     spec: dict[str, Any] = {
-        "cohortName": policy.cohort,
+        "cohortName": team_cohort(policy, team),
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}},
         "queueingStrategy": "BestEffortFIFO",
         "flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"},
         "preemption": preemption,
         "resourceGroups": groups,
     }
-    if policy.fair_sharing:
-        spec["fairSharing"] = {"weight": quantity(team.weight)}
     autoscaled = [p.name for p in pools if p.node_group]
     if policy.provisioning_requests and autoscaled:
         spec["admissionChecksStrategy"] = {
@@ -281,13 +294,17 @@ def _ordered(team: TeamPolicy, pools: Sequence[PoolView]) -> list[PoolView]:
 def cluster_queues(
     policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView], covered: list[str]
 ) -> list[dict[str, Any]]:
-    """The team's queue for ordinary pools, and its topology queue when a pool is topology-aware."""
+    """The team's queue for ordinary pools, its CPU queue, and its topology queue when a pool is topology-aware."""
     ordinary = [p for p in _ordered(team, pools) if not p.topology_levels]
-    cpu = [{"name": CPU_FLAVOR, "resources": _cpu_resources(*team_cpu_quota(team, pools))}]
+    cores = [{"name": GPU_CORES_FLAVOR, "resources": _cpu_resources(*team_gpu_cores(team, pools))}]
     gpu = [_team_flavor(team, pool, covered) for pool in ordinary]
-    groups = resource_groups(cpu, gpu, covered)
+    groups = resource_groups(cores, gpu, covered)
     out = [{"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name),
             "spec": _queue_spec(policy, team, ordinary, groups)}]  # fmt: skip
+    cpu = [{"name": CPU_FLAVOR, "resources": _cpu_resources(team.cpu_quota, team.memory_quota_gib)}]
+    cpu_groups = [{"coveredResources": list(CPU_RESOURCES), "flavors": cpu}]
+    out.append({"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(team.name + CPU_SUFFIX),
+                "spec": _queue_spec(policy, team, [], cpu_groups)})  # fmt: skip
     aware = [p for p in _ordered(team, pools) if p.topology_levels]
     if aware:
         flavors = [_team_flavor(team, pool, covered) for pool in aware]
@@ -298,7 +315,7 @@ def cluster_queues(
 
 
 def local_queues(team: TeamPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
-    out = [(LOCAL_QUEUE, team.name)]
+    out = [(LOCAL_QUEUE, team.name), (CPU_QUEUE, team.name + CPU_SUFFIX)]
     if any(p.topology_levels for p in pools):
         out.append((TOPOLOGY_QUEUE, team.name + TOPOLOGY_SUFFIX))
     return [
@@ -306,6 +323,24 @@ def local_queues(team: TeamPolicy, pools: Sequence[PoolView]) -> list[dict[str, 
          "spec": {"clusterQueue": cq}}
         for name, cq in out
     ]  # fmt: skip
+
+
+def team_cohort(policy: SchedulingPolicy, team: TeamPolicy) -> str:
+    """The Cohort of the team's queues, `<cohort>-<team>` (apart from the queues' own names)."""
+    return f"{policy.cohort}-{team.name}"
+
+
+def team_cohorts(policy: SchedulingPolicy) -> list[dict[str, Any]]:
+    """One Cohort per team under the stack's cohort, with the team's fair-sharing weight."""
+    out = []
+    for team in policy.teams:
+        spec: dict[str, Any] = {"parentName": policy.cohort}
+        if policy.fair_sharing:
+            spec["fairSharing"] = {"weight": quantity(team.weight)}
+        out.append(
+            {"apiVersion": API, "kind": "Cohort", "metadata": _meta(team_cohort(policy, team)), "spec": spec}
+        )
+    return out
 
 
 def priority_classes(policy: SchedulingPolicy) -> list[dict[str, Any]]:
@@ -342,10 +377,11 @@ def provisioning(covered: list[str]) -> list[dict[str, Any]]:
 
 def kueue_objects(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     covered = gpu_covered(pools)
-    out = priority_classes(policy) + topologies(pools) + resource_flavors(pools)
+    out = priority_classes(policy) + topologies(pools) + resource_flavors(policy, pools)
     if policy.provisioning_requests:
         out += provisioning(covered)
     out.append(cohort(policy, pools, covered))
+    out += team_cohorts(policy)
     for team in policy.teams:
         out += cluster_queues(policy, team, pools, covered)
         out += local_queues(team, pools)

@@ -109,10 +109,13 @@ class SchedulingPolicy:
     # when provisioning_requests is on: Kueue only starts its provisioning controller if the CRD exists.
     provisioning_request_crd: str = ""
     metrics: bool = False  # Kueue exposes Prometheus metrics (a Prometheus operator runs: its ServiceMonitor)
-    # Namespaces whose pods may reach team pods (NetworkPolicy); Kueue's is always among them.
-    platform_namespaces: tuple[str, ...] = ("kueue-system", "monitoring", "ingress")
+    # Namespaces whose pods may reach team pods (NetworkPolicy).
+    platform_namespaces: tuple[str, ...] = ("monitoring", "ingress")
     # FragmentationAware: the extender's pinned image (infra.versions); empty otherwise.
     extender_image: str = ""
+    # The nodes CPU-only work runs on (the `cpu-only` flavor's node labels); empty: any untainted node.
+    cpu_node_labels: dict[str, str] = field(default_factory=dict)
+    kuberay_namespace: str = "ray-system"  # the KubeRay operator's: it reaches each Ray head's dashboard
 
     @property
     def uses_secondary_scheduler(self) -> bool:

@@ -8,7 +8,11 @@ never blocks admitted work but bounds the damage if Kueue is bypassed (e.g. a jo
 webhook was down and its failure policy let it through).
 
 Network: every team namespace denies ingress by default and allows it from its own pods and from the
-platform's namespaces (Kueue, monitoring, ingress); NetworkPolicies only bite where the CNI enforces them (on
+platform's namespaces (Prometheus's, the ingress controller's), and lets the KubeRay operator reach each Ray
+head's dashboard, through which it submits and follows RayJobs (ray-project/kuberay v1.5.0
+ray-operator/controllers/ray/rayjob_controller.go: `GetJobInfo` on the dashboard client, direct HTTP; without
+it every RayJob is marked Failed once its submitter ends, review scheduling.md MAJOR 7). Kueue, JobSet and the
+Kubeflow training operator never connect to pods (the API server calls their webhooks). NetworkPolicies only bite where the CNI enforces them (on
 EKS infra turns on the VPC CNI's policy agent; on existing clusters preflight says whether the CNI does).
 
 Read access: team groups may list the cluster-scoped Kueue objects that describe their queues (ClusterQueues,
@@ -20,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.admission import EXTERNAL_SERVICES_LABEL, PRIORITY_LABEL
 from scheduler.checks import max_admitted_gpus
 from scheduler.kueue_config import QUEUE_MANAGED_LABEL, RELEASE_NAME
 from scheduler.labels import metadata as _meta
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
 from scheduler.resources import covered_gpu_resources, gpu_resource, gpu_units
+from scheduler.tenancy import EXTERNAL_SERVICES_LABEL, PRIORITY_LABEL
 
 TEAM_LABEL = "gpufleet.io/team"
 GPU_QUOTA = "gpu-ceiling"
@@ -34,6 +38,12 @@ QUEUE_READER = "gpufleet-queue-reader"
 QUEUE_READ_RESOURCES = ("clusterqueues", "resourceflavors", "workloadpriorityclasses", "cohorts")
 DEFAULT_DENY = "default-deny-ingress"
 ALLOW_PLATFORM = "allow-same-namespace-and-platform"
+ALLOW_KUBERAY = "allow-kuberay-operator-to-ray-heads"
+# kuberay v1.5.0: ray-operator/controllers/ray/utils/constant.go (RayNodeTypeLabelKey, DefaultDashboardPort) and
+# helm-chart/kuberay-operator/templates/deployment.yaml (pod label app.kubernetes.io/name: the chart's name).
+RAY_HEAD = {"ray.io/node-type": "head"}
+RAY_DASHBOARD_PORT = 8265
+KUBERAY_OPERATOR = {"app.kubernetes.io/name": "kuberay-operator"}
 
 
 def namespace(policy: SchedulingPolicy, team: TeamPolicy) -> dict[str, Any]:
@@ -97,7 +107,8 @@ def role_bindings(team: TeamPolicy) -> list[dict[str, Any]]:
 
 
 def network_policies(policy: SchedulingPolicy, team: TeamPolicy) -> list[dict[str, Any]]:
-    """Deny all ingress, then allow it from the namespace itself and from the platform's namespaces."""
+    """Deny all ingress, then allow it from the namespace itself and the platform's namespaces, and from the
+    KubeRay operator to Ray heads' dashboards."""
     api = "networking.k8s.io/v1"
     deny = {"podSelector": {}, "policyTypes": ["Ingress"]}
     peers: list[dict[str, Any]] = [{"podSelector": {}}] + [
@@ -105,9 +116,18 @@ def network_policies(policy: SchedulingPolicy, team: TeamPolicy) -> list[dict[st
         for ns in policy.platform_namespaces
     ]
     allow = {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": peers}]}
+    operator = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": policy.kuberay_namespace}},
+        "podSelector": {"matchLabels": dict(KUBERAY_OPERATOR)},
+    }
+    kuberay = {
+        "podSelector": {"matchLabels": dict(RAY_HEAD)},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [operator], "ports": [{"protocol": "TCP", "port": RAY_DASHBOARD_PORT}]}],
+    }
     return [
         {"apiVersion": api, "kind": "NetworkPolicy", "metadata": _meta(name, team.namespace), "spec": spec}
-        for name, spec in ((DEFAULT_DENY, deny), (ALLOW_PLATFORM, allow))
+        for name, spec in ((DEFAULT_DENY, deny), (ALLOW_PLATFORM, allow), (ALLOW_KUBERAY, kuberay))
     ]
 
 

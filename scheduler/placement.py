@@ -2,9 +2,9 @@
 
 On EKS `infra` hands `kube_scheduler_config()` to the managed control plane. On an existing cluster the control
 plane is not ours, so the same profile runs as an upstream kube-scheduler (`schedulerName: gpu-binpack`,
-image matching the cluster's minor) with its own RBAC and leader-election lease: two replicas on different
-nodes (one holds the lease), a PodDisruptionBudget so a drain never takes both, system-cluster-critical
-priority and a memory limit. Team pods get its name from an admission policy (scheduler.admission), so GPU
+image matching the cluster's minor) with its own RBAC and leader-election lease: two replicas, on two nodes
+wherever two untainted nodes can take them (one holds the lease), a PodDisruptionBudget so a drain never
+takes both, system-cluster-critical priority and a memory limit. Team pods get its name from an admission policy (scheduler.admission), so GPU
 pods are bound by this one scheduler only. With `placement.strategy: FragmentationAware` the secondary
 scheduler runs on EKS too (the managed control plane takes no extenders) and its configuration calls the
 extender (scheduler.extender.manifests.fragmentation_aware).
@@ -20,6 +20,7 @@ from typing import Any
 
 from scheduler.labels import (
     GPU_RESOURCE,
+    HOSTNAME_LABEL,
     SCHEDULER_NAMESPACE,
     SECONDARY_SCHEDULER_NAME,
     metadata,
@@ -36,6 +37,7 @@ CONFIG_FILE = "config.yaml"
 PRIORITY_CLASS = "system-cluster-critical"  # with the default scheduler down, it must be the last to go
 RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 APP = {"app.kubernetes.io/name": SECONDARY_SCHEDULER_NAME}
+PERCENTAGE_OF_NODES_TO_SCORE = 100  # every feasible node (scheduler_config_file)
 
 
 def scoring_resources(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
@@ -108,7 +110,19 @@ def _rbac() -> list[dict[str, Any]]:
 
 
 def scheduler_config_file(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> dict[str, Any]:
+    """The gpu-binpack scheduler's KubeSchedulerConfiguration: the placement profile scoring every feasible node.
+
+    Without ``percentageOfNodesToScore`` kube-scheduler stops filtering once it has found
+    ``max(100, n * max(5, 50 - n/125) / 100)`` feasible nodes of ``n`` (kubernetes v1.35.8
+    pkg/scheduler/schedule_one.go ``numFeasibleNodesToFind``, ``minFeasibleNodesToFind = 100``): above 100 nodes
+    the profile and the extender would score a window that rotates from pod to pod (144 of 300 nodes, 420 of
+    1,000), so the best-packed or least-fragmenting node is often never seen. At 100 every feasible node is
+    scored; GPU pods are few, and filtering, not scoring, is most of a cycle's work. The profile-level field
+    (kube-scheduler config/v1 ``KubeSchedulerProfile.PercentageOfNodesToScore``, 0-100) overrides the global one.
+    """
     config = kube_scheduler_config(policy, pools, SECONDARY_SCHEDULER_NAME)
+    for profile in config["profiles"]:
+        profile["percentageOfNodesToScore"] = PERCENTAGE_OF_NODES_TO_SCORE
     config["leaderElection"] = {
         "leaderElect": True,
         "resourceLock": "leases",
@@ -116,6 +130,62 @@ def scheduler_config_file(policy: SchedulingPolicy, pools: Sequence[PoolView]) -
         "resourceNamespace": SCHEDULER_NAMESPACE,
     }
     return config
+
+
+def _spread() -> list[dict[str, Any]]:
+    """One replica per node while two nodes can take them; both on one node when only one can.
+
+    Required host anti-affinity (what this replaced) breaks on the clusters this scheduler runs on, whose GPU
+    hosts are tainted and leave few untainted nodes (review scheduling.md MINOR 18): with one such node the
+    second replica is Pending for good, and with exactly two a rolling update never starts, because the
+    Deployment's default strategy (maxSurge 1, maxUnavailable 0 for 2 replicas; kubernetes.io "Deployments")
+    needs a third node for its surge pod. Preferred anti-affinity is only one score among others, so two nodes
+    would not guarantee two hosts.
+
+    A hard spread over host names does both (kubernetes.io "Pod Topology Spread Constraints"): a replica may not
+    go where its node would hold two more replicas than another node (``maxSkew: 1``, ``DoNotSchedule``),
+    counting only the nodes whose NoSchedule/NoExecute taints it tolerates (``nodeTaintsPolicy: Honor``; GA and
+    locked on since 1.33) and only the replicas of its own revision (``matchLabelKeys: [pod-template-hash]``;
+    beta, on by default since 1.27). So two untainted nodes get one replica each, also after a rolling update
+    (the new revision spreads by itself, and its surge pod may join an old replica's node); one untainted node
+    gets both; tainted GPU hosts and cordoned nodes (the node lifecycle controller taints them
+    ``node.kubernetes.io/unschedulable:NoSchedule``) are no domains at all, where under the default ``Ignore``
+    each would count as a node without a replica and forbid a second one on the single untainted node.
+    Sources: kubernetes v1.35.8 pkg/scheduler/framework/plugins/podtopologyspread (common.go
+    ``matchNodeInclusionPolicies``, filtering.go), pkg/features/kube_features.go; tests/twin/
+    test_platform_placement.py runs all three cases on the real scheduler and controllers.
+    """
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": HOSTNAME_LABEL,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor",
+            "labelSelector": {"matchLabels": dict(APP)},
+            "matchLabelKeys": ["pod-template-hash"],
+        }
+    ]
+
+
+def _budget() -> dict[str, Any]:
+    """At most one replica evicted at a time (``maxUnavailable: 1``); a replica that is not Ready, always.
+
+    For two replicas this admits exactly what ``minAvailable: 1`` did: the disruption controller wants
+    ``scale - maxUnavailable`` = 1 healthy pod (kubernetes v1.35.8 pkg/controller/disruption/disruption.go
+    ``getExpectedPodCount``). It is taken from the Deployment's scale rather than fixed, so the budget stays
+    "one at a time" at any replica count, and a one-replica scheduler (a one-node cluster's owner scaling it
+    down) does not block a drain for ever. A pod that is not Ready is evicted regardless of the budget
+    (``unhealthyPodEvictionPolicy: AlwaysAllow``, GA in 1.31; pkg/registry/core/pod/storage/eviction.go), so a
+    replica still waiting for its extender's lists never holds a drain up; the two settings are independent.
+    When both replicas share the only untainted node, draining it evicts one and then waits: its replacement
+    has nowhere to start, and the budget does not let the drain stop GPU scheduling silently. Preflight reports
+    such clusters (infra.preflight.scheduling ``check_platform_nodes``).
+    """
+    return {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": dict(APP)},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
 
 
 def _deployment(policy: SchedulingPolicy) -> dict[str, Any]:
@@ -133,14 +203,10 @@ def _deployment(policy: SchedulingPolicy) -> dict[str, Any]:
         "securityContext": restricted_security_context(),
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
-    spread = {
-        "labelSelector": {"matchLabels": dict(APP)},
-        "topologyKey": "kubernetes.io/hostname",
-    }
     pod = {
         "serviceAccountName": SECONDARY_SCHEDULER_NAME,
         "priorityClassName": PRIORITY_CLASS,
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [spread]}},
+        "topologySpreadConstraints": _spread(),
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": f"{SECONDARY_SCHEDULER_NAME}-config"}}],
     }
@@ -173,13 +239,7 @@ def secondary_scheduler(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> 
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(SECONDARY_SCHEDULER_NAME),
-        # A replica that is not Ready (its extender still listing, say) may always be evicted, so a drain never
-        # waits on it (kubernetes.io "Specifying a Disruption Budget", unhealthyPodEvictionPolicy; GA in 1.31).
-        "spec": {
-            "minAvailable": 1,
-            "selector": {"matchLabels": dict(APP)},
-            "unhealthyPodEvictionPolicy": "AlwaysAllow",
-        },
+        "spec": _budget(),
     }
     return [ns, *_rbac(), config, _deployment(policy), pdb]
 

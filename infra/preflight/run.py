@@ -23,6 +23,7 @@ from infra.preflight.eks import (
     check_monitoring_addon,
 )
 from infra.preflight.findings import Finding, errors
+from infra.preflight.images import Registry, check_images
 from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs
 from infra.preflight.reachability import Deployer, check_reachability, deployer_address
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
@@ -48,11 +49,12 @@ def run_preflight(
     session: boto3.Session | None = None,
     now: datetime | None = None,
     deployer: Deployer | None = None,
+    registry: Registry | None = None,
 ) -> list[Finding]:
     """Every finding for the stack, errors first; never raises for a finding, only for missing access."""
     if spec.platform == "existing":
         found = check_kubeconfig(spec)
-        return found if errors(found) else found + check_existing_cluster(spec)
+        return found if errors(found) else found + check_existing_cluster(spec) + check_images(spec, registry)
     session = session or aws_session(spec.region)
     now = now or datetime.now(UTC)
     ec2 = session.client("ec2", config=_CONFIG)
@@ -71,6 +73,7 @@ def run_preflight(
             *check_admin_roles(session.client("iam", config=_CONFIG), spec),
             *check_karpenter_offerings(ec2, spec),
             *check_odcrs(ec2, spec, now),
+            *check_images(spec, registry),
         ]
     except NoCredentialsError:
         raise ToolMissing(CREDENTIALS_HINT) from None

@@ -5,8 +5,9 @@
   ClusterRole grants both from chart 9.57.0 on (kubernetes/autoscaler, tag cluster-autoscaler-chart-9.57.0,
   charts/cluster-autoscaler/templates/clusterrole.yaml); with an older chart no GPU job would ever be admitted.
 - existing: every host of a GPU pool carries the GPU taint (gpufleet does not taint nodes it did not create,
-  and an untainted GPU node takes any pod, bypassing the queues' placement), and the CNI enforces
-  NetworkPolicies (otherwise the team namespaces' policies are accepted and do nothing).
+  and an untainted GPU node takes any pod, bypassing the queues' placement), at least two other nodes take the
+  platform's pods, which tolerate no taints, and the CNI enforces NetworkPolicies (otherwise the team
+  namespaces' policies are accepted and do nothing).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ PROVISIONING_RBAC_SINCE = (9, 57, 0)
 # Canal (flannel + Calico policy), Weave Net. The AWS VPC CNI (`aws-node`) enforces them only when its
 # network policy agent runs with --enable-network-policy=true.
 ENFORCING_DAEMONSETS = ("calico-node", "cilium", "antrea-agent", "kube-router", "canal", "weave-net")
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+PLATFORM_NODES = 2  # Kueue and gpu-binpack run two replicas each
 VPC_CNI = "aws-node"
 VPC_CNI_AGENT = "aws-network-policy-agent"
 
@@ -59,6 +62,7 @@ class ClusterReader(Protocol):
     """What the existing-cluster checks read (kubernetes.client's CoreV1Api + AppsV1Api, as plain dicts)."""
 
     def node(self, name: str) -> dict[str, Any] | None: ...
+    def nodes(self) -> Iterable[dict[str, Any]]: ...
     def daemonsets(self) -> Iterable[dict[str, Any]]: ...
     def deployments(self, label_selector: str) -> Iterable[dict[str, Any]]: ...
 
@@ -87,6 +91,53 @@ def check_gpu_taints(spec: ClusterSpec, cluster: ClusterReader) -> list[Finding]
                     )
                 )
     return out
+
+
+def takes_platform_pods(node: dict[str, Any]) -> bool:
+    """A pod with no tolerations can be scheduled there: not cordoned, no NoSchedule or NoExecute taint (the
+    scheduler's TaintToleration filter; PreferNoSchedule only scores). Not-ready and unreachable nodes carry
+    such taints from the node lifecycle controller, so they do not count either."""
+    spec = node.get("spec") or {}
+    taints = spec.get("taints") or []
+    return not spec.get("unschedulable") and not any(t.get("effect") in BLOCKING_EFFECTS for t in taints)
+
+
+def check_platform_nodes(spec: ClusterSpec, cluster: ClusterReader) -> list[Finding]:
+    """At least two nodes besides the GPU hosts take pods without tolerations: the platform's controllers
+    (Kueue's two replicas, the gpu-binpack scheduler's two) tolerate no taints, so with none they stay Pending
+    and no GPU job is ever admitted or bound; with one, both replicas of each share it, and draining it stops
+    GPU admission and scheduling (their PodDisruptionBudgets then hold the drain on the last replica)."""
+    hosts = {h for pool in spec.node_pools for h in pool.hosts or []}
+    names = sorted(
+        n["metadata"]["name"]
+        for n in cluster.nodes()
+        if n["metadata"]["name"] not in hosts and takes_platform_pods(n)
+    )
+    subject = "platform nodes (schedulable, untainted, not a nodePools host)"
+    if len(names) >= PLATFORM_NODES:
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return [ok(subject, f"{len(names)} nodes take the platform's pods ({shown})")]
+    fix = (
+        f"join {PLATFORM_NODES - len(names)} more node(s) without NoSchedule/NoExecute taints (CPU nodes), "
+        "or uncordon / untaint nodes that are not GPU hosts"
+    )
+    if names:
+        return [
+            warning(
+                subject,
+                f"only {names[0]} takes pods without tolerations: Kueue's and gpu-binpack's replicas all run "
+                "there, and draining it stops GPU admission and scheduling",
+                fix,
+            )
+        ]
+    return [
+        error(
+            subject,
+            "no node takes pods without tolerations (all are GPU hosts, cordoned or tainted NoSchedule/"
+            "NoExecute): Kueue and the gpu-binpack scheduler would stay Pending, so no GPU job would run",
+            fix,
+        )
+    ]
 
 
 def _enforcing(daemonset: dict[str, Any]) -> bool:
@@ -135,6 +186,9 @@ class KubernetesReader:
             if exc.status == 404:
                 return None
             raise
+
+    def nodes(self) -> Iterable[dict[str, Any]]:
+        return self._serialize(self._core.list_node()).get("items", [])
 
     def daemonsets(self) -> Iterable[dict[str, Any]]:
         return self._serialize(self._apps.list_daemon_set_for_all_namespaces()).get("items", [])
@@ -208,6 +262,7 @@ def check_existing_cluster(spec: ClusterSpec, cluster: ClusterReader | None = No
         reader = cluster or KubernetesReader(path, spec.cluster.kubeconfig_context)
         return (
             check_gpu_taints(spec, reader)
+            + check_platform_nodes(spec, reader)
             + check_network_policy_enforcement(reader)
             + check_adopted_addons(spec, reader)
         )
@@ -216,7 +271,8 @@ def check_existing_cluster(spec: ClusterSpec, cluster: ClusterReader | None = No
         return [
             warning(
                 "gpufleet:cluster.kubeconfig",
-                f"could not read the cluster ({reason}); GPU taints and NetworkPolicy enforcement not checked",
+                f"could not read the cluster ({reason}); GPU taints, platform nodes and NetworkPolicy enforcement "
+                "not checked",
                 "check that the kubeconfig and context reach the cluster, then run preflight again",
             )
         ]

@@ -45,12 +45,13 @@ EXTENDER_PORT = 8888
 MINOR = "1.35"
 
 
-def scheduler_config(profile: str, kubeconfig: Path) -> dict[str, Any]:
-    """The gpu-binpack configuration the stacks deploy (scheduler.placement), for a cluster with time-sliced
-    GPUs: MostAllocated with the GPU weight on both GPU resources, plus the extender for FragmentationAware."""
+def scheduler_config(profile: str) -> dict[str, Any]:
+    """The gpu-binpack configuration the stacks deploy (scheduler.placement.scheduler_config_file), for a
+    cluster with time-sliced GPUs: MostAllocated with the GPU weight on both GPU resources, every feasible node
+    scored, plus the extender for FragmentationAware."""
     from scheduler.extender.manifests import URL
     from scheduler.model import PoolView, SchedulingPolicy
-    from scheduler.placement import kube_scheduler_config, with_extender
+    from scheduler.placement import scheduler_config_file, with_extender
     from scheduler.resources import covered_gpu_resources
 
     pools = [
@@ -58,12 +59,20 @@ def scheduler_config(profile: str, kubeconfig: Path) -> dict[str, Any]:
         PoolView("shared", "", 1, 1, {}, (), sharing="timeSlicing", time_slicing_replicas=2),
     ]
     policy = SchedulingPolicy(placement_strategy=profile, platform="existing")  # type: ignore[arg-type]
-    config = kube_scheduler_config(policy, pools, "gpu-binpack")
+    config = scheduler_config_file(policy, pools)
     if profile == "FragmentationAware":
         config = with_extender(config, URL, covered_gpu_resources(pools))
-    config["clientConnection"] = {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400}
-    config["leaderElection"] = {"leaderElect": False}
     return config
+
+
+def local_run(config: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
+    """``config`` as a process beside the replay twin's API server runs it: its kubeconfig (kube-scheduler
+    ignores ``--kubeconfig`` once ``--config`` is given), a higher client rate, and no leader election (one
+    replica, and the lease's namespace does not exist here)."""
+    out = dict(config)
+    out["clientConnection"] = {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400}
+    out["leaderElection"] = {"leaderElect": False}
+    return out
 
 
 def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]]:
@@ -94,6 +103,19 @@ def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]
 # ---- inside the twin's namespace -----------------------------------------------------------------------
 
 
+def schedulable_nodes(kubectl: Any) -> set[str]:
+    """Nodes the scheduler can place on: Ready, and no longer carrying the NoSchedule/NoExecute taints the node
+    lifecycle controller puts on a node until it is (`node.kubernetes.io/not-ready`). Placing before then would
+    replay against part of the cluster."""
+    items = json.loads(kubectl.run("get", "nodes", "-o", "json"))["items"]
+    return {
+        i["metadata"]["name"]
+        for i in items
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in i["status"].get("conditions", []))
+        and not [t for t in i["spec"].get("taints") or [] if t["effect"] in ("NoSchedule", "NoExecute")]
+    }
+
+
 def session(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpufleet-replay-twin")
     parser.add_argument("--folder", required=True)
@@ -102,6 +124,7 @@ def session(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen-fd", type=int, required=True)
     parser.add_argument("--ready-file", required=True)
     parser.add_argument("--trace", default="")
+    parser.add_argument("--scheduler-config", default="", help="a KubeSchedulerConfiguration (JSON) to run")
     args = parser.parse_args(argv)
     from infra.twin.controlplane import start_control_plane
     from infra.twin.kubectl import Kubectl
@@ -122,6 +145,9 @@ def session(argv: list[str] | None = None) -> int:
         nodes = json.loads(Path(args.nodes).read_text())
         for start in range(0, len(nodes), 200):
             kubectl.apply(nodes[start : start + 200])
+        names = {n["metadata"]["name"] for n in nodes}
+        wait_until(lambda: names <= schedulable_nodes(kubectl), f"{len(names)} nodes Ready and untainted",
+                   None, 300)  # fmt: skip
         kubectl.run("create", "namespace", NAMESPACE)
         wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", NAMESPACE, check=False)),
                    "the default ServiceAccount", None, 60)  # fmt: skip
@@ -141,8 +167,10 @@ def session(argv: list[str] | None = None) -> int:
             wait_until(lambda: http_ok(f"http://127.0.0.1:{EXTENDER_PORT}/readyz"), "the extender", proc, 300)
         import yaml
 
+        given = args.scheduler_config
+        chosen = json.loads(Path(given).read_text()) if given else scheduler_config(args.profile)
         config = folder / "gpu-binpack.yaml"
-        config.write_text(yaml.safe_dump(scheduler_config(args.profile, folder / "scheduler.kubeconfig")))
+        config.write_text(yaml.safe_dump(local_run(chosen, folder / "scheduler.kubeconfig")))
         sched_port = free_port()
         proc = sup.start("gpu-binpack", [tools["kube-scheduler"], f"--config={config}", "--bind-address=127.0.0.1",
                                          f"--secure-port={sched_port}", "--authorization-always-allow-paths=/healthz"])  # fmt: skip
@@ -173,10 +201,12 @@ class ReplayTwin:
     @classmethod
     def start(
         cls, cluster: Cluster, units: dict[str, int], profile: str, folder: Path, *,
-        target: Workload | None = None,
+        target: Workload | None = None, config: dict[str, Any] | None = None,
     ) -> ReplayTwin:  # fmt: skip
         """A replay twin of `cluster`; with FragmentationAware the extender's expected workload is `target` (the
-        simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`."""
+        simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`. `config`: the
+        KubeSchedulerConfiguration gpu-binpack runs (default: :func:`scheduler_config` of `profile`), e.g. one
+        read back from a stack's rendered ConfigMap."""
         import shutil
 
         netns.check_namespaces()
@@ -189,6 +219,10 @@ class ReplayTwin:
         listener = netns.listen()
         argv = [sys.executable, "-m", "infra.twin.replay", "--folder", str(folder), "--nodes", str(nodes),
                 "--profile", profile, "--listen-fd", str(listener.fileno()), "--ready-file", str(ready)]  # fmt: skip
+        if config is not None:
+            given = folder / "scheduler-config.json"
+            given.write_text(json.dumps(config))
+            argv += ["--scheduler-config", str(given)]
         if target is not None and profile == "FragmentationAware":
             trace = folder / "target.csv"
             rows = zip(

@@ -29,7 +29,6 @@ NAME = "gpufleet-extender"
 CONTAINER = "extender"
 PORT = 8888
 URL = f"http://127.0.0.1:{PORT}"  # the sidecar, on the pod's loopback
-IMAGE_REPOSITORY = "ghcr.io/gpufleet/gpufleet-extender"  # built by .github/workflows/extender-image.yml
 
 
 def image_problem(image: str) -> str | None:

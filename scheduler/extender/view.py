@@ -8,7 +8,8 @@ code the simulator's FGD policy runs.
 Pods count at once: ``bind`` allocates the pod in the view before it answers (and gives it back if the
 binding fails), so the next pod already sees those GPUs taken; the watch later confirms the same pod by UID.
 Which GPU a time-sliced replica uses is the device plugin's choice, modelled by
-:func:`~scheduler.sim.frag.distributed_gpu`.
+:func:`~scheduler.sim.frag.distributed_gpu`; a pod whose containers ask one replica each gets them one after
+another (the kubelet allocates container by container), so two may share a GPU.
 
 The expected workload (FGD's target) is either a configured trace or the shapes of the last ``window``
 pods the view has seen bound (refreshed every ``window // 10`` pods); until any pod is known the pod being
@@ -28,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from scheduler.extender import wire
+from scheduler.extender.layout import Built, feasible, fgd_group, give_back, replica_gpus, room, take
 from scheduler.extender.resources import NodeCapacity, PodRequest, node_capacity, pod_request
-from scheduler.sim.frag import NodeFragmentation, distributed_gpu, fgd_scores
+from scheduler.sim.frag import NodeFragmentation
 from scheduler.sim.model import MILLI, Cluster, Workload
 from scheduler.sim.shapes import TargetWorkload, target_workload
 from scheduler.sim.state import ClusterState
@@ -38,14 +40,18 @@ Binder = Callable[[wire.BindingArgs], None]  # posts the Binding; raises to fail
 PENDING_MAX = 10_000  # pods remembered between prioritize and bind
 FRESH_BIND_S = 30.0  # a pod this view bound is kept through a relist that may predate the binding
 LISTS = ("nodes", "pods")  # the view is ready once both initial lists are applied
+REFUSED = (
+    "a container asks for more than one nvidia.com/gpu.shared replica, which the device plugin refuses "
+    "(failRequestsGreaterThanOne): ask for one per container"
+)
 
 
 @dataclass
 class _Placed:
     node: str
     request: PodRequest
-    gpus: list[int]
-    milli: int  # per GPU; -1: not yet allocated
+    gpus: list[int]  # one entry per whole GPU or replica: a GPU appears once per replica it gives the pod
+    milli: int  # per entry; -1: not yet allocated
     cpu: int = 0  # what was allocated (a pod the API runs beyond the view's room is clipped to it)
     mem: int = 0
 
@@ -57,19 +63,11 @@ class _Index(dict[str, int]):
         return -1
 
 
-@dataclass
-class _Built:
-    cluster: Cluster
-    index: dict[str, int]
-    state: ClusterState
-    frag: NodeFragmentation
-    replica_milli: np.ndarray  # per node: milli of one time-sliced replica (1000 on whole-GPU nodes)
-    model_of: dict[str, int]
-
-
 def _shape(req: PodRequest, replica_milli: int) -> tuple[int, int, int, int, str]:
+    """The pod as a target shape; n replicas become n GPUs of one replica each (the shape model has no
+    "n replicas on any GPUs"; the device plugin spreads them over GPUs when it can)."""
     if req.replicas:
-        return (req.cpu_milli, req.memory_mib, 1, replica_milli, "|".join(req.models))
+        return (req.cpu_milli, req.memory_mib, req.replicas, replica_milli, "|".join(req.models))
     return (req.cpu_milli, req.memory_mib, req.gpus, MILLI if req.gpus else 0, "|".join(req.models))
 
 
@@ -106,7 +104,7 @@ class ExtenderView:
         self.recent: deque[tuple[int, int, int, int, str]] = deque(maxlen=window)
         self._since_target = 0
         self.binder = binder
-        self._built: _Built | None = None
+        self._built: Built | None = None
         self._listed: set[str] = set()
         self._bound_at: dict[str, float] = {}
 
@@ -175,20 +173,18 @@ class ExtenderView:
             if self.expected is None and self._since_target >= max(self.window // 10, 1):
                 self._built = None  # new expected workload: rebuild lazily
 
-    def _assign(self, built: _Built, n: int, placed: _Placed) -> None:
+    def _assign(self, built: Built, n: int, placed: _Placed) -> None:
         """Allocate ``placed`` on node ``n``: its recorded GPUs if they still fit, else by the device plugin's
         rule; a pod the API runs where the view sees no room counts its CPU and memory only."""
         st, req = built.state, placed.request
         gpus, milli = placed.gpus, placed.milli
-        ok = milli >= 0 and all(
-            g < int(built.cluster.num_gpu[n]) and st.free_gpu[n, g] >= milli for g in gpus
-        )
+        ok = milli >= 0 and room(st.free_gpu[n, : int(built.cluster.num_gpu[n])], gpus, milli)
         if not ok:
             milli = self._milli(built, n, req)
             chosen = self._gpus(built, n, req, milli)
             gpus, milli = (chosen, milli) if chosen is not None else ([], 0)
         cpu, mem = min(req.cpu_milli, int(st.free_cpu[n])), min(req.memory_mib, int(st.free_mem[n]))
-        st.allocate(n, cpu, mem, gpus, milli if gpus else 0)
+        take(st, n, cpu, mem, gpus, milli if gpus else 0)
         placed.gpus, placed.milli, placed.cpu, placed.mem = gpus, (milli if gpus else 0), cpu, mem
 
     def pod_gone(self, uid: str) -> None:
@@ -199,7 +195,7 @@ class ExtenderView:
             b = self._built
             n = b.index[placed.node]
             if placed.milli >= 0:
-                b.state.release(n, placed.cpu, placed.mem, placed.gpus, placed.milli)
+                give_back(b.state, n, placed.cpu, placed.mem, placed.gpus, placed.milli)
                 b.frag.update(n)
 
     # ---- the model --------------------------------------------------------------------------------------
@@ -215,7 +211,7 @@ class ExtenderView:
         cpu, mem, k, d, spec = zip(*shapes, strict=True)
         return target_workload(Workload.build(cpu, mem, k, d, spec))
 
-    def _build(self, extra: PodRequest | None = None) -> _Built:
+    def _build(self, extra: PodRequest | None = None) -> Built:
         if self._built is not None:
             return self._built
         caps = list(self.nodes.values())
@@ -234,7 +230,7 @@ class ExtenderView:
         model_of = {m: j for j, m in enumerate(models)}
         node_model = np.array([model_of[m] for m in cluster.gpu_model], dtype=np.int64)
         replica_milli = np.array([self.nodes[n].replica_milli() for n in cluster.names], dtype=np.int64)
-        built = _Built(cluster, index, state, None, replica_milli, model_of)  # type: ignore[arg-type]
+        built = Built(cluster, index, state, None, replica_milli, model_of)  # type: ignore[arg-type]
         for placed in self.placed.values():  # replay the bound pods on the new layout
             if placed.node in index:
                 self._assign(built, index[placed.node], placed)
@@ -247,33 +243,30 @@ class ExtenderView:
         return built
 
     @staticmethod
-    def _milli(built: _Built, n: int, req: PodRequest) -> int:
+    def _milli(built: Built, n: int, req: PodRequest) -> int:
         if req.replicas:
             return int(built.replica_milli[n])
         return MILLI if req.gpus else 0
 
     @staticmethod
-    def _gpus(built: _Built, n: int, req: PodRequest, milli: int) -> list[int] | None:
-        row = built.state.free_gpu[n]
+    def _gpus(built: Built, n: int, req: PodRequest, milli: int) -> list[int] | None:
         if req.replicas:
-            fit = row >= milli
-            return [int(distributed_gpu(row[None, :], fit[None, :])[0])] if fit.any() else None
+            return replica_gpus(built.state.free_gpu[n], req.replicas, milli)
         if req.gpus:
             free = built.state.fully_free_gpus(n, req.gpus)
             return free if len(free) == req.gpus else None
         return []
 
     @staticmethod
-    def _fits(built: _Built, n: int, req: PodRequest, milli: int) -> bool:
+    def _fits(built: Built, n: int, req: PodRequest, milli: int) -> bool:
         st = built.state
         if req.cpu_milli > st.free_cpu[n] or req.memory_mib > st.free_mem[n]:
             return False
         if req.models and built.cluster.gpu_model[n] not in req.models:
             return False
-        if req.replicas > 1:
-            return False  # the device plugin refuses more than one replica per container
-        need = 1 if req.replicas else req.gpus
-        return int((st.free_gpu[n] >= milli).sum()) >= need if need else True
+        if req.replicas:
+            return int((st.free_gpu[n] // milli).sum()) >= req.replicas  # replicas left on the node's GPUs
+        return int((st.free_gpu[n] >= milli).sum()) >= req.gpus if req.gpus else True
 
     # ---- the verbs -------------------------------------------------------------------------------------
 
@@ -297,6 +290,8 @@ class ExtenderView:
             built = self._build(req)
             passed: list[str] = []
             failed: dict[str, str] = {}
+            if req.refused_by_device_plugin:  # no node, and no preemption, can help it
+                return wire.filter_result(args, [], {}, dict.fromkeys(args.node_names, REFUSED))
             for name in args.node_names:
                 n = built.index.get(name)
                 if n is None:
@@ -323,33 +318,27 @@ class ExtenderView:
             return wire.host_priority_list(names, scale_scores(scores).tolist())
 
     @staticmethod
-    def _fgd(built: _Built, nodes: np.ndarray, req: PodRequest) -> np.ndarray:
-        """FGD scores (-1 where the pod does not fit) of ``req`` on ``nodes``, grouped by replica size."""
-        st = built.state
+    def _fgd(built: Built, nodes: np.ndarray, req: PodRequest) -> np.ndarray:
+        """FGD scores (-1 where the pod does not fit) of ``req`` on ``nodes``, grouped by replica size.
+
+        A CPU-only pod (a MIG pod among them: its slices are not modelled) is scored by what its CPU does to
+        the whole and time-sliced GPUs' fragmentation; on nodes without such GPUs (MIG nodes) that is
+        nothing, so they tie and the profile's own scores choose among them."""
         out = np.full(len(nodes), -1, dtype=np.int64)
+        if req.refused_by_device_plugin:
+            return out
         milli = built.replica_milli[nodes] if req.replicas else np.full(len(nodes), MILLI if req.gpus else 0)
-        k = 1 if req.replicas else req.gpus
         for d in np.unique(milli).tolist():
             rows = np.flatnonzero(milli == d)
             idx = nodes[rows]
-            gpu = st.free_gpu[idx]
-            fit = gpu >= d
-            ok = (st.free_cpu[idx] >= req.cpu_milli) & (st.free_mem[idx] >= req.memory_mib)
-            if k:
-                ok &= fit.sum(axis=1) >= k
-            if req.models:
-                allowed = np.array([m in req.models for m in built.cluster.gpu_model], dtype=bool)
-                ok &= allowed[idx]
-            if req.replicas > 1:
-                ok[:] = False
-            keep = np.flatnonzero(ok)
+            keep = np.flatnonzero(feasible(built, idx, req, d))
             if len(keep):
-                score, _ = fgd_scores(built.frag, idx[keep], st.free_cpu[idx[keep]], gpu[keep], fit[keep],
-                                      req.cpu_milli, k, d if k else 0, "distributed")  # fmt: skip
-                out[rows[keep]] = score
+                out[rows[keep]] = fgd_group(built, idx[keep], req, d)
         return out
 
     def bind(self, args: wire.BindingArgs) -> dict[str, Any]:
+        """Count the pod on its node at once, then post the Binding (:attr:`binder`, outside the lock); a
+        binder that raises gives the GPUs back and the scheduler gets its error."""
         with self._lock:
             req = self.pending.pop(args.pod_uid, None)
             if req is None:

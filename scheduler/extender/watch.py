@@ -4,7 +4,8 @@ Uses the official ``kubernetes`` client: list then watch Nodes and Pods (``resou
 a 410 Gone restarts with a fresh list, as client-go's reflector does; a list replaces what the view held, so
 what disappeared meanwhile leaves it). Bound pods (``spec.nodeName`` set, not
 Succeeded/Failed) count in the view; deleted or finished pods leave it. ``bind`` posts a ``v1.Binding``
-(``pods/binding`` subresource), what kube-scheduler's DefaultBinder does.
+(``pods/binding`` subresource), what kube-scheduler's DefaultBinder does, within the scheduler's ``httpTimeout``
+(:mod:`scheduler.extender.binder`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from scheduler.extender import wire
+from scheduler.extender.binder import binding_api, make_binder
 from scheduler.extender.resources import pod_request
 from scheduler.extender.view import ExtenderView
 
@@ -92,15 +93,7 @@ def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an
         config.load_kube_config()
     core = client.CoreV1Api()
     stop = threading.Event()
-
-    def bind(args: wire.BindingArgs) -> None:
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=args.pod_name, namespace=args.pod_namespace, uid=args.pod_uid),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=args.node),
-        )
-        core.create_namespaced_binding(args.pod_namespace, body, _preload_content=False)
-
-    view.binder = bind
+    view.binder = make_binder(binding_api())
     for list_fn, replace, apply in (
         (core.list_node, replace_nodes, apply_node_event),
         (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event),

@@ -11,6 +11,18 @@ import pytest
 from tests.preflight.fakeaws import CURRENT, FakeAws, fake_aws_server
 
 
+@pytest.fixture(autouse=True)
+def no_public_registries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preflight's image check (infra.preflight.images) never reaches a public registry from the tests: every
+    registry the stacks name points at a closed loopback port (tests that check images set their own)."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on once the socket is closed
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setenv("GPUFLEET_REGISTRY_MIRRORS", f"ghcr.io={closed},registry.k8s.io={closed}")
+
+
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     with fake_aws_server() as url:

@@ -1,5 +1,5 @@
 """Scheduling preflight: autoscaler chart RBAC for ProvisioningRequests; on existing clusters the GPU taint on
-every pool host and a CNI that enforces NetworkPolicies, read through the official Kubernetes client from a
+every pool host, two nodes for the platform's pods and a CNI that enforces NetworkPolicies, read through the official Kubernetes client from a
 local HTTP server that answers like the API server (core/v1 Node, apps/v1 DaemonSetList, a 404 Status)."""
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ class FakeApi:
         self.daemonsets: list[dict[str, Any]] = []
 
     def answer(self, path: str) -> tuple[int, dict[str, Any]]:
+        if path == "/api/v1/nodes":
+            return 200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                         "items": list(self.nodes.values())}  # fmt: skip
         if path.startswith("/api/v1/nodes/"):
             name = path.removeprefix("/api/v1/nodes/")
             if name in self.nodes:
@@ -111,22 +114,70 @@ def hosts(spec: ClusterSpec) -> list[str]:
     return [h for p in spec.node_pools for h in p.hosts or []]
 
 
+def cpu_nodes(*names: str) -> dict[str, dict[str, Any]]:
+    return {n: node(n, []) for n in names}
+
+
 def test_tainted_hosts_and_an_enforcing_cni_pass(api: tuple[FakeApi, Path]) -> None:
     fake, kubeconfig = api
     spec = metal(kubeconfig)
-    fake.nodes = {h: node(h, [TAINT]) for h in hosts(spec)}
+    fake.nodes = {h: node(h, [TAINT]) for h in hosts(spec)} | cpu_nodes("cpu-1", "cpu-2")
     fake.daemonsets = [daemonset("calico-system", "calico-node"), daemonset("kube-system", "kube-proxy")]
     findings = check_existing_cluster(spec)
     assert {f.severity for f in findings} == {Severity.OK}
-    assert len(findings) == len(hosts(spec)) + 1
+    assert len(findings) == len(hosts(spec)) + 2
+    assert "2 nodes take the platform's pods (cpu-1, cpu-2)" in findings[-2].message
     assert "calico-system/calico-node" in findings[-1].message
+
+
+def platform_finding(fake: FakeApi, kubeconfig: Path, others: dict[str, dict[str, Any]]) -> Any:
+    spec = metal(kubeconfig)
+    fake.nodes = {h: node(h, [TAINT]) for h in hosts(spec)} | others
+    fake.daemonsets = [daemonset("kube-system", "cilium")]
+    (finding,) = [f for f in check_existing_cluster(spec) if f.subject.startswith("platform nodes")]
+    return finding
+
+
+def test_gpu_hosts_alone_cannot_run_the_platform(api: tuple[FakeApi, Path]) -> None:
+    """Every node a GPU host (tainted), the control plane tainted, a CPU node cordoned, another NotReady
+    (the node lifecycle controller's `node.kubernetes.io/not-ready:NoExecute`): none takes pods without
+    tolerations (kube-scheduler's TaintToleration filter considers NoSchedule and NoExecute taints, and
+    NodeUnschedulable `spec.unschedulable`; kubernetes v1.35.8 pkg/scheduler/framework/plugins/tainttoleration,
+    nodeunschedulable). A PreferNoSchedule taint only lowers a node's score, so that node counts."""
+    fake, kubeconfig = api
+    control = node("cp-1", [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
+    cordoned = node("cpu-1", []) | {"spec": {"unschedulable": True}}
+    not_ready = node("cpu-2", [{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}])
+    finding = platform_finding(fake, kubeconfig, {"cp-1": control, "cpu-1": cordoned, "cpu-2": not_ready})
+    assert finding.severity is Severity.ERROR
+    assert "Kueue and the gpu-binpack scheduler would stay Pending" in finding.message
+    assert finding.fix.startswith("join 2 more node(s) without NoSchedule/NoExecute taints")
+
+    prefer = node("cpu-3", [{"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"}])
+    one = platform_finding(fake, kubeconfig, {"cpu-1": cordoned, "cpu-3": prefer})
+    assert one.severity is Severity.WARNING
+    assert one.message.startswith("only cpu-3 takes pods without tolerations")
+    assert one.fix.startswith("join 1 more node(s)")
+
+
+def test_an_untainted_gpu_host_does_not_count_as_a_platform_node(api: tuple[FakeApi, Path]) -> None:
+    """A GPU host lacking its taint is an error of its own (the taint check); it is not counted as room for the
+    platform's pods, which it would lose once tainted."""
+    fake, kubeconfig = api
+    spec = metal(kubeconfig)
+    first, *rest = hosts(spec)
+    fake.nodes = {h: node(h, [TAINT]) for h in rest} | {first: node(first, [])} | cpu_nodes("cpu-1")
+    fake.daemonsets = [daemonset("kube-system", "cilium")]
+    findings = check_existing_cluster(spec)
+    (platform,) = [f for f in findings if f.subject.startswith("platform nodes")]
+    assert platform.severity is Severity.WARNING and "only cpu-1" in platform.message
 
 
 def test_an_untainted_or_missing_host_is_an_error(api: tuple[FakeApi, Path]) -> None:
     fake, kubeconfig = api
     spec = metal(kubeconfig)
     first, second, *rest = hosts(spec)
-    fake.nodes = {h: node(h, [TAINT]) for h in rest}
+    fake.nodes = {h: node(h, [TAINT]) for h in rest} | cpu_nodes("cpu-1", "cpu-2")
     fake.nodes[first] = node(
         first, [{"key": "nvidia.com/gpu", "value": "true", "effect": "PreferNoSchedule"}]
     )
@@ -171,7 +222,7 @@ def test_an_untainted_or_missing_host_is_an_error(api: tuple[FakeApi, Path]) -> 
 def test_network_policy_enforcement(api: tuple[FakeApi, Path], daemonsets: list[dict[str, Any]], enforced: bool) -> None:  # fmt: skip
     fake, kubeconfig = api
     spec = metal(kubeconfig)
-    fake.nodes = {h: node(h, [TAINT]) for h in hosts(spec)}
+    fake.nodes = {h: node(h, [TAINT]) for h in hosts(spec)} | cpu_nodes("cpu-1", "cpu-2")
     fake.daemonsets = daemonsets
     finding = check_existing_cluster(spec)[-1]
     assert finding.subject == "network policies"

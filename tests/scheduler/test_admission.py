@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler import admission, compile
+from scheduler import compile, tenancy
 from scheduler.admission import DEFAULT_PRIORITY, DEFAULT_SCHEDULER, PODS, SERVICES
+from scheduler.queue_routing import ROUTE_QUEUE
 from tests.scheduler.examples import METAL, METAL_POOLS, PROD, PROD_POOLS
 from tests.scheduler.helpers import find, of_kind, selector_matches
 
@@ -28,7 +29,7 @@ def test_policies_match_team_namespaces_only_and_external_services_per_team() ->
         labels = {**ns["metadata"]["labels"], "kubernetes.io/metadata.name": ns["metadata"]["name"]}
         assert selector_matches(pods, labels) and selector_matches(services, labels)
         # allowExternalServices is the namespace's label, read by the policy's expression (namespaceObject)
-        external = ns["metadata"]["labels"].get(admission.EXTERNAL_SERVICES_LABEL) == "allowed"
+        external = ns["metadata"]["labels"].get(tenancy.EXTERNAL_SERVICES_LABEL) == "allowed"
         assert external is (ns["metadata"]["name"] == "team-inference")
     for platform in ("kube-system", "kueue-system", "gpu-operator", "monitoring", "ingress"):
         labels = {"kubernetes.io/metadata.name": platform}
@@ -45,12 +46,15 @@ def test_mutating_policies_only_where_the_api_is_served() -> None:
     objects = compile(
         replace(METAL, kubernetes_version="1.36", kube_scheduler_image_tag="v1.36.4"), METAL_POOLS
     )
-    assert {p["metadata"]["name"] for p in of_kind(objects, "MutatingAdmissionPolicy")} == {
-        DEFAULT_PRIORITY,
-        DEFAULT_SCHEDULER,
-    }
+    routing = {p for p in names(objects, "MutatingAdmissionPolicy") if p.startswith(ROUTE_QUEUE)}
+    assert names(objects, "MutatingAdmissionPolicy") - routing == {DEFAULT_PRIORITY, DEFAULT_SCHEDULER}
+    assert f"{ROUTE_QUEUE}-jobs" in routing and f"{ROUTE_QUEUE}-pods" in routing
     aws = compile(replace(PROD, kubernetes_version="1.36", kube_scheduler_image_tag="v1.36.4"), PROD_POOLS)
-    assert {p["metadata"]["name"] for p in of_kind(aws, "MutatingAdmissionPolicy")} == {DEFAULT_PRIORITY}
+    assert names(aws, "MutatingAdmissionPolicy") - routing == {DEFAULT_PRIORITY}
+
+
+def names(objects: list[dict], kind: str) -> set[str]:
+    return {p["metadata"]["name"] for p in of_kind(objects, kind)}
 
 
 def test_mutating_policies_validate_against_the_1_36_core_schemas() -> None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import yaml
 
 from scheduler import compile, kueue_values, pool_node_labels
-from scheduler.checks import CPU_FLAVOR
+from scheduler.checks import CPU_FLAVOR, GPU_CORES_FLAVOR
 from scheduler.compiler import KIND_ORDER
 from scheduler.labels import DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_CONFIGMAP, GPU_TAINT, MIG_CONFIG_LABEL
 from scheduler.model import TeamPolicy
@@ -20,7 +20,7 @@ from tests.scheduler.helpers import find, flavor_quota, of_kind
 def test_one_flavor_per_pool_plus_cpu_each_selecting_and_tolerating_its_pool() -> None:
     flavors = of_kind(compile(PROD, PROD_POOLS), "ResourceFlavor")
     assert sorted(f["metadata"]["name"] for f in flavors) == sorted(
-        [CPU_FLAVOR, *(p.name for p in PROD_POOLS)]
+        [CPU_FLAVOR, GPU_CORES_FLAVOR, *(p.name for p in PROD_POOLS)]
     )
     h100 = next(f for f in flavors if f["metadata"]["name"] == "h100-train")
     assert h100["spec"]["nodeLabels"] == {"gpufleet.io/pool": "h100-train"}
@@ -41,13 +41,15 @@ def test_quotas_are_in_each_pools_own_resource_units() -> None:
     shared = flavor_quota(batch, "a10g-batch")
     assert shared["nvidia.com/gpu.shared"]["nominalQuota"] == 16 * 4  # 4 time-slicing replicas per GPU
     assert shared["nvidia.com/gpu"]["nominalQuota"] == 0
-    # GPU flavors carry no CPU: a GPU pod's cores come from cpu-only, whose quota is the CPU-only quota (32)
-    # plus the share of the team's GPUs: l40s-infer 8/4 x 48 cores, h100-mig 4/8 x 192.
+    # GPU flavors carry no CPU: a GPU pod's cores come from gpu-cores, whose quota is only the share of the
+    # team's GPUs (l40s-infer 8/4 x 48 cores, h100-mig 4/8 x 192); CPU-only work has its own queue (32 cores).
     assert "cpu" not in flavor_quota(research, "l40s-infer")
-    cpu_only = flavor_quota(research, CPU_FLAVOR)
-    assert set(cpu_only) == {"cpu", "memory"}
-    assert cpu_only["cpu"]["nominalQuota"] == 32 + 96 + 96
-    assert cpu_only["memory"]["nominalQuota"] == f"{128 + 768 + 1024}Gi"
+    cores = flavor_quota(research, GPU_CORES_FLAVOR)
+    assert set(cores) == {"cpu", "memory"}
+    assert cores["cpu"]["nominalQuota"] == 96 + 96
+    assert cores["memory"]["nominalQuota"] == f"{768 + 1024}Gi"
+    cpu_only = flavor_quota(find(objects, "ClusterQueue", "research-cpu"), CPU_FLAVOR)
+    assert (cpu_only["cpu"]["nominalQuota"], cpu_only["memory"]["nominalQuota"]) == (32, "128Gi")
     # A topology pool's flavor carries its own share: 8 of 8 GPUs of a 192-core, 2048 GiB node, 32 EFA.
     h100 = flavor_quota(aware, "h100-train")
     assert (h100["cpu"]["nominalQuota"], h100["memory"]["nominalQuota"]) == (192, "2048Gi")
@@ -73,7 +75,7 @@ def test_team_queue_admits_only_its_namespace_and_prefers_its_own_pools() -> Non
     }
     cpu_group, gpu_group = inference["spec"]["resourceGroups"]
     assert cpu_group["coveredResources"] == ["cpu", "memory"]
-    assert [f["name"] for f in cpu_group["flavors"]] == [CPU_FLAVOR]
+    assert [f["name"] for f in cpu_group["flavors"]] == [GPU_CORES_FLAVOR]
     order = [f["name"] for f in gpu_group["flavors"]]
     assert order[0] == "l40s-infer"
     assert sorted(order[1:]) == ["a10g-batch", "h100-mig"]
@@ -87,11 +89,16 @@ def test_team_queue_admits_only_its_namespace_and_prefers_its_own_pools() -> Non
 def test_preemption_under_fair_sharing_and_classic_borrowing() -> None:
     fair = find(compile(PROD, PROD_POOLS), "ClusterQueue", "llm-training")["spec"]
     assert fair["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
-    assert fair["fairSharing"] == {"weight": 2}
+    assert "fairSharing" not in fair  # the team's Cohort carries its weight
+    assert find(compile(PROD, PROD_POOLS), "Cohort", "gpufleet-llm-training")["spec"] == {
+        "parentName": "gpufleet",
+        "fairSharing": {"weight": 2},
+    }
     classic = replace(PROD, fair_sharing=False, borrow_within_cohort_max_priority=50)
     spec = find(compile(classic, PROD_POOLS), "ClusterQueue", "llm-training")["spec"]
     assert spec["preemption"]["borrowWithinCohort"] == {"policy": "LowerPriority", "maxPriorityThreshold": 50}
     assert "fairSharing" not in spec
+    assert "fairSharing" not in find(compile(classic, PROD_POOLS), "Cohort", "gpufleet-llm-training")["spec"]
 
 
 def test_unassigned_capacity_goes_to_the_cohort() -> None:
@@ -151,9 +158,10 @@ def test_secondary_scheduler_only_on_existing_platform() -> None:
 
 
 def test_secondary_scheduler_survives_drains_and_node_loss() -> None:
-    """Two replicas on different nodes (required pod anti-affinity on the host name), a PodDisruptionBudget
-    keeping one (policy/v1: a drain evicts through it), system-cluster-critical priority (evicted last under
-    node pressure) and a memory limit (a leak cannot take the node)."""
+    """Two replicas spread over host names (a hard topology spread over the nodes the pods tolerate, per
+    revision; what it does on a real scheduler: tests/twin/test_platform_placement.py), a PodDisruptionBudget
+    letting one go at a time (policy/v1: a drain evicts through it), system-cluster-critical priority (evicted
+    last under node pressure) and a memory limit (a leak cannot take the node)."""
     from tests.scheduler.helpers import selector_matches
 
     metal = compile(METAL, METAL_POOLS)
@@ -161,14 +169,35 @@ def test_secondary_scheduler_survives_drains_and_node_loss() -> None:
     pod = deployment["spec"]["template"]
     assert deployment["spec"]["replicas"] == 2
     assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
-    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert term["topologyKey"] == "kubernetes.io/hostname"
-    assert selector_matches(term["labelSelector"], pod["metadata"]["labels"])
+    assert "affinity" not in pod["spec"]  # no required anti-affinity: one untainted node must take both
+    (spread,) = pod["spec"]["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["maxSkew"], spread["whenUnsatisfiable"]) == (
+        "kubernetes.io/hostname",
+        1,
+        "DoNotSchedule",
+    )
+    assert spread["nodeTaintsPolicy"] == "Honor" and spread["matchLabelKeys"] == ["pod-template-hash"]
+    assert selector_matches(spread["labelSelector"], pod["metadata"]["labels"])
     assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
     pdb = find(metal, "PodDisruptionBudget", "gpu-binpack", "gpufleet-scheduler")
-    assert pdb["spec"]["minAvailable"] == 1 and selector_matches(
-        pdb["spec"]["selector"], pod["metadata"]["labels"]
+    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert selector_matches(pdb["spec"]["selector"], pod["metadata"]["labels"])
+
+
+def test_the_secondary_scheduler_scores_every_feasible_node() -> None:
+    """`percentageOfNodesToScore: 100` on the gpu-binpack profile (a KubeSchedulerProfile field, 0-100,
+    kube-scheduler config/v1 types.go at kubernetes v1.35.8); its effect on 300 nodes:
+    tests/twin/test_scheduler_profile.py. The EKS profile (default-scheduler) is left as EKS accepts it."""
+    from scheduler import kube_scheduler_config
+
+    metal = compile(METAL, METAL_POOLS)
+    config = yaml.safe_load(
+        find(metal, "ConfigMap", "gpu-binpack-config", "gpufleet-scheduler")["data"]["config.yaml"]
     )
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == "gpu-binpack" and profile["percentageOfNodesToScore"] == 100
+    assert "percentageOfNodesToScore" not in kube_scheduler_config(METAL, METAL_POOLS)["profiles"][0]
 
 
 def test_sharing_labels_select_existing_device_plugin_configs() -> None:

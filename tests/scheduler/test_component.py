@@ -99,11 +99,11 @@ def test_fragmentation_aware_on_aws_applies_the_secondary_scheduler_and_the_exte
     its configuration calling the extender at its sidecar, after the namespace it lives in."""
     from dataclasses import replace
 
+    from infra.versions import EXTENDER_REPOSITORY
     from scheduler.component import GpuScheduling
-    from scheduler.extender.manifests import IMAGE_REPOSITORY
 
     policy = replace(
-        PROD, placement_strategy="FragmentationAware", extender_image=f"{IMAGE_REPOSITORY}:0.1.0"
+        PROD, placement_strategy="FragmentationAware", extender_image=f"{EXTENDER_REPOSITORY}:0.1.0"
     )
     component = GpuScheduling("fa", policy, PROD_POOLS)
 

@@ -100,6 +100,13 @@ def test_pytorchjob_and_rayjob_examples_have_the_shape_their_operators_and_kueue
     assert pytorch["apiVersion"] == "kubeflow.org/v1"
     specs = pytorch["spec"]["pytorchReplicaSpecs"]
     assert set(specs) <= {"Master", "Worker"} and specs["Master"]["replicas"] == 1
+    # One topology domain for both pod sets: a podset group of exactly two, one with a single replica, with the
+    # same topology request (kueue v0.19.2 apis/kueue/v1beta2/topology_types.go PodSetGroupName,
+    # pkg/controller/jobframework/tas_validation.go).
+    annotations = [spec["template"]["metadata"]["annotations"] for spec in specs.values()]
+    assert len({a.get("kueue.x-k8s.io/podset-group-name") for a in annotations} - {None}) == 1
+    assert all("kueue.x-k8s.io/podset-group-name" in a for a in annotations)
+    assert len({a.get("kueue.x-k8s.io/podset-preferred-topology") for a in annotations}) == 1
     for spec in specs.values():
         assert set(spec) <= {"replicas", "restartPolicy", "template"}
         assert spec["restartPolicy"] in ("Always", "OnFailure", "Never", "ExitCode")

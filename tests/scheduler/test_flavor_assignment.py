@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from scheduler import compile
-from scheduler.checks import CPU_FLAVOR
+from scheduler.checks import CPU_FLAVOR, GPU_CORES_FLAVOR
+from scheduler.kueue import CPU_SUFFIX
 from scheduler.kueue_config import manager_config
 from scheduler.labels import EFA_RESOURCE, POOL_LABEL
 from tests.scheduler.examples import PROD, PROD_POOLS
@@ -44,13 +45,13 @@ CPU_ONLY = PodSet({"cpu": 64, "memory": 256 * GiB})
 @pytest.mark.parametrize("team", [t.name for t in PROD.teams])
 @pytest.mark.parametrize("exhausted", [False, True])
 def test_cpu_only_work_never_gets_a_gpu_pool_flavor(team: str, exhausted: bool) -> None:
-    """The CPU group holds only `cpu-only`, so a pod set without GPU requests is given it (possibly by
+    """The CPU queue holds only `cpu-only`, so a pod set without GPU requests is given it (possibly by
     borrowing) or waits; a GPU pool's flavor, with its node selector and taint toleration, is never a
     candidate however short the team is of CPU."""
     c = cluster()
     if exhausted:
         exhaust_cpu(c)
-    result = assign(c, team, CPU_ONLY)
+    result = assign(c, team + CPU_SUFFIX, CPU_ONLY)  # the admission policies route it to the cpu queue
     if exhausted:
         assert isinstance(result, str)  # waits for CPU instead of spilling onto a GPU node
     else:
@@ -91,14 +92,14 @@ def test_gpu_shapes_get_their_pool_and_cpu_only_for_their_cores(
     team: str, requests: dict[str, float], selector: dict[str, str], pool: str
 ) -> None:
     """Whole, shared (time-sliced) and MIG GPUs each land on the pool exposing that resource; the cores come
-    from `cpu-only`, which adds no node label, so the pod's node selector is exactly its pool's."""
+    from `gpu-cores`, which adds no node label, so the pod's node selector is exactly its pool's."""
     c = cluster()
     pod = PodSet(requests, selector)
     result = assign(c, team, pod)
     assert isinstance(result, dict)
     gpu = next(n for n in requests if n.startswith("nvidia.com/"))
     assert result[gpu] == pool
-    assert result["cpu"] == CPU_FLAVOR
+    assert result["cpu"] == GPU_CORES_FLAVOR
     assert node_selector(c, result, pod) == {POOL_LABEL: pool}
 
 

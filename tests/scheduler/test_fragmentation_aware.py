@@ -21,10 +21,10 @@ from infra.scheduling import scheduler_inputs
 from infra.simulation import placement_profile
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
-from infra.versions import PROJECT_VERSION
+from infra.versions import EXTENDER_REPOSITORY, PROJECT_VERSION, extender_image
 from scheduler import admission, compile
 from scheduler.admission import DEFAULT_SCHEDULER, PODS
-from scheduler.extender.manifests import CONTAINER, IMAGE_REPOSITORY, NAME, PORT, URL
+from scheduler.extender.manifests import CONTAINER, NAME, PORT, URL
 from scheduler.labels import SECONDARY_SCHEDULER_NAME
 from scheduler.placement import CONFIG_FILE
 from scheduler.references import reference_problems
@@ -84,7 +84,7 @@ def test_a_fragmentation_aware_stack_renders_the_extender_and_validates_strictly
     deployment = find(objects, "Deployment", SECONDARY_SCHEDULER_NAME, "gpufleet-scheduler")
     scheduler, sidecar = deployment["spec"]["template"]["spec"]["containers"]
     assert scheduler["name"] == "kube-scheduler" and sidecar["name"] == CONTAINER
-    assert sidecar["image"] == f"{IMAGE_REPOSITORY}:{spec.versions.extender_image}"
+    assert sidecar["image"] == f"{EXTENDER_REPOSITORY}:{spec.versions.extender_image}"
     assert sidecar["args"][sidecar["args"].index("--host") + 1] == "127.0.0.1"
     assert not [o for o in objects if o["metadata"]["name"] == NAME]
 
@@ -160,16 +160,19 @@ def test_the_simulator_replays_the_secondary_schedulers_fallback_profile() -> No
 
 def test_the_extender_image_is_the_release_the_workflow_pushes() -> None:
     """The pinned tag is this repository's version (pyproject.toml), which the image workflow pushes for the
-    `v<version>` git tag (docker/metadata-action `type=semver,pattern={{version}}` drops the `v`), under
-    `ghcr.io/<owner>/gpufleet-extender`."""
+    `v<version>` git tag (docker/metadata-action `type=semver,pattern={{version}}` drops the `v`), under the
+    name its `image` step reads from infra/versions.py (tests/extender/test_image.py runs that step)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["version"] == PROJECT_VERSION
     assert ClusterSpec.model_fields["versions"].default.extender_image == PROJECT_VERSION
+    assert (
+        extender_image(ClusterSpec.model_fields["versions"].default)
+        == f"{EXTENDER_REPOSITORY}:{PROJECT_VERSION}"
+    )
     workflow = yaml.safe_load(WORKFLOW.read_text())
     (job,) = workflow["jobs"].values()
     meta = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/metadata-action@"))
-    pushed = meta["with"]["images"].replace("${{ github.repository_owner }}", "gpufleet")
-    assert pushed == IMAGE_REPOSITORY
+    assert meta["with"]["images"] == "${{ steps.image.outputs.name }}"
     assert "type=semver,pattern={{version}}" in meta["with"]["tags"]
     assert 'tags: ["v*"]' in WORKFLOW.read_text()
 
@@ -181,8 +184,8 @@ def test_the_extender_image_is_the_release_the_workflow_pushes() -> None:
          "gpufleet:scheduling.placement.strategy", "FragmentationAware"),
         (lambda c: c.update({"gpufleet:versions": {"extenderImage": "latest"}}),
          "gpufleet:versions.extenderImage", "never latest"),
-        (lambda c: c.update({"gpufleet:versions": {"extenderImage": "ghcr.io/x/y:1"}}),
-         "gpufleet:versions.extenderImage", "pinned image tag"),
+        (lambda c: c.update({"gpufleet:versions": {"extenderImage": "ghcr.io/x/y"}}),
+         "gpufleet:versions.extenderImage", "is not a pinned image"),
     ],
 )  # fmt: skip
 def test_bad_values_name_their_key(mutate: Any, path: str, words: str) -> None:
@@ -199,7 +202,7 @@ def test_the_compiler_refuses_an_unpinned_extender_image() -> None:
 
     policy = replace(PROD, placement_strategy="FragmentationAware")
     with pytest.raises(SchedulerConfigError, match=r"versions\.extenderImage"):
-        compile(replace(policy, extender_image=f"{IMAGE_REPOSITORY}:latest"), PROD_POOLS)
+        compile(replace(policy, extender_image=f"{EXTENDER_REPOSITORY}:latest"), PROD_POOLS)
     with pytest.raises(SchedulerConfigError, match=r"versions\.extenderImage"):
         compile(policy, PROD_POOLS)  # none given
 
@@ -240,6 +243,6 @@ def test_the_extender_entry_in_the_docs_is_the_compiled_one() -> None:
 
     (documented,) = [e for e in examples() if e["kind"] == "KubeSchedulerConfiguration" and "extenders" in e]
     policy = replace(
-        PROD, placement_strategy="FragmentationAware", extender_image=f"{IMAGE_REPOSITORY}:0.1.0"
+        PROD, placement_strategy="FragmentationAware", extender_image=f"{EXTENDER_REPOSITORY}:0.1.0"
     )
     assert documented["extenders"] == scheduler_config(compile(policy, PROD_POOLS))["extenders"]

@@ -43,7 +43,7 @@ def allowed(policies: list[dict[str, Any]], src_ns: str, src_labels: dict[str, s
     ("source", "ok"),
     [
         ("team-llm", True),  # its own namespace
-        ("kueue-system", True),
+        ("kueue-system", False),  # Kueue never connects to pods
         ("monitoring", True),
         ("ingress", True),
         ("team-research", False),  # another team

@@ -18,7 +18,7 @@ def test_example_stack_compiles_to_valid_consistent_objects(
     objects = compile(policy, pools)
     assert validate_objects(objects, shared_dir / "crds", policy.kubernetes_version) == []
     assert reference_problems(objects, policy, pools) == []
-    queues_per_team = 1 + any(p.topology_levels for p in pools)  # and a topology queue
+    queues_per_team = 2 + any(p.topology_levels for p in pools)  # GPU, CPU and a topology queue
     assert (
         len([o for o in objects if o["kind"] == "ClusterQueue"]) == len(example_spec.teams) * queues_per_team
     )

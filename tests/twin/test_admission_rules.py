@@ -33,10 +33,12 @@ def pod(namespace: str, *, tolerations: list[dict[str, str]] | None = None, gate
         body["tolerations"] = tolerations
     if gates:
         body["schedulingGates"] = [{"name": g} for g in gates]
+    gpu = any(r.startswith("nvidia.com/") for kind in (resources or {}).values() for r in kind)
+    labels = {} if gpu else {"kueue.x-k8s.io/queue-name": "cpu"}  # CPU-only pods go to the cpu queue
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name("case"), "namespace": namespace},
+        "metadata": {"name": name("case"), "namespace": namespace, "labels": labels},
         "spec": body,
     }
 
@@ -89,8 +91,7 @@ def test_an_update_may_not_add_a_gpu_toleration_or_an_ephemeral_container_with_g
     Tolerations"); one that tolerates the GPU taint without a GPU request is refused, and so is an ephemeral
     container (the pods/ephemeralcontainers subresource) that sets NVIDIA_VISIBLE_DEVICES."""
     member = metal_twin.as_member(("vision-team",))
-    waiting = pod("vision", scheduler="default-scheduler")
-    waiting["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "no-such-queue"}
+    waiting = pod("vision", scheduler="default-scheduler")  # in the cpu queue: CPU-only
     created = member.run("create", "-f", "-", "-o", "json", stdin=json.dumps(waiting))
     assert created.ok, created.err
     pod_name = waiting["metadata"]["name"]
@@ -121,6 +122,60 @@ def test_services(prod_twin: Kube, kind: str | None, allowed: bool) -> None:
     assert admits(member, service) is allowed
 
 
+def test_ingresses_and_gateway_routes_are_external_exposure(prod_twin: Kube) -> None:
+    """MINOR 16: `edit` grants Ingresses (kubernetes.io "Using RBAC Authorization", user-facing roles), which
+    the shared ingress controller serves outside the cluster: refused like a LoadBalancer Service."""
+    member = prod_twin.as_member(("researchers",))
+    ingress = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name("web"), "namespace": "team-research"},
+        "spec": {"rules": [{"host": "x.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                 "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]},
+    }  # fmt: skip
+    result = member.run("create", "--dry-run=server", "-f", "-", stdin=json.dumps(ingress))
+    assert not result.ok and "Ingresses and Gateway routes" in result.err, result.err
+
+
+@pytest.mark.parametrize(
+    ("budget", "allowed"),
+    [({"maxUnavailable": 1}, True), ({"minAvailable": 1}, True), ({"minAvailable": "50%"}, True),
+     ({"maxUnavailable": 0}, False), ({"maxUnavailable": "0%"}, False), ({"minAvailable": "100%"}, False)],
+)  # fmt: skip
+def test_disruption_budgets_may_not_forbid_every_eviction(
+    prod_twin: Kube, budget: dict, allowed: bool
+) -> None:
+    """MINOR 21: a budget that allows no eviction pins its nodes against drains and scale-down
+    (kubernetes.io "Specifying a Disruption Budget for your Application")."""
+    member = prod_twin.as_member(("researchers",))
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name("pdb"), "namespace": "team-research"},
+        "spec": {"selector": {"matchLabels": {"app": "serve"}}, **budget},
+    }
+    assert admits(member, pdb) is allowed
+
+
+def test_pods_that_predate_the_rules_can_still_be_updated(metal_twin: Kube) -> None:
+    """MINOR 14: a pod that broke a rule before its namespace became team-managed can still be updated (so Kueue
+    and controllers can remove finalizers and gates); without the ratchet every UPDATE was refused."""
+    ns = name("legacy")
+    metal_twin.ok("create", "namespace", ns)
+    eventually(lambda: metal_twin.run("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
+    old = pod(ns, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    assert metal_twin.create(old).ok
+    metal_twin.ok("label", "namespace", ns, "gpufleet.io/queue-managed=true")
+    fresh = pod(ns, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    refusal = eventually(
+        lambda: (r := metal_twin.create(fresh)) and not r.ok and r, "a new pod to be refused"
+    )
+    assert "NVIDIA_VISIBLE_DEVICES" in refusal.err
+    relabelled = metal_twin.run("label", "pod", old["metadata"]["name"], "-n", ns, "touched=yes")
+    assert relabelled.ok, relabelled.err
+    metal_twin.ok("delete", "namespace", ns, "--wait=false")
+
+
 # ---- 1.36: the MutatingAdmissionPolicies, GA and on by default ----------------------------------------------
 
 
@@ -140,7 +195,9 @@ def test_on_1_36_team_jobs_get_the_default_priority_and_pods_the_packing_schedul
     unlabelled = job(name("plain"), "vision", {"cpu": "1", "memory": "1Gi"})
     created = member.run("create", "-f", "-", "-o", "json", stdin=json.dumps(unlabelled))
     assert created.ok, created.err
-    assert json.loads(created.out)["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "default"
+    labels = json.loads(created.out)["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/priority-class"] == "default"
+    assert labels["kueue.x-k8s.io/queue-name"] == "cpu"  # a CPU-only job is routed to the cpu queue
     chosen = job(
         name("chosen"), "vision", {"cpu": "1"}, labels={"kueue.x-k8s.io/priority-class": "preemptible"}
     )

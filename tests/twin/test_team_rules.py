@@ -93,7 +93,7 @@ def test_a_member_creates_jobs_and_deployments_and_kueue_queues_them(vision: Kub
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": web, "namespace": "vision"},
+        "metadata": {"name": web, "namespace": "vision", "labels": {"kueue.x-k8s.io/queue-name": "cpu"}},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": web}},
@@ -125,7 +125,7 @@ def test_nothing_runs_in_a_team_namespace_outside_the_queue(vision: Kube, metal_
     a member cannot lift that gate, nor skip the scheduler with `spec.nodeName` (the kubelet checks only
     NoExecute taints, kubelet lifecycle/predicate.go, so nodeName would bypass quota and taints)."""
     eager = name("eager")
-    doc = job(eager, "vision", {"cpu": "1", "memory": "1Gi"})
+    doc = job(eager, "vision", {"cpu": "1", "memory": "1Gi"}, queue="cpu")
     doc["spec"]["suspend"] = False
     made = vision.create(doc)
     assert made.ok and json.loads(made.out)["spec"]["suspend"] is True
@@ -134,7 +134,7 @@ def test_nothing_runs_in_a_team_namespace_outside_the_queue(vision: Kube, metal_
     bare = name("bare")
     # A queue that does not exist: its Workload waits forever, so the pod keeps Kueue's gate.
     waiting = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "no-such-queue"}}}
-    made = vision.create(pod(bare, "vision", {"cpu": "1", "memory": "1Gi"}, **waiting))
+    made = vision.create(pod(bare, "vision", {"cpu": "1", "memory": "1Gi", GPU: 1}, **waiting, **BINPACK))
     assert made.ok
     gates = [g["name"] for g in json.loads(made.out)["spec"].get("schedulingGates", [])]
     assert "kueue.x-k8s.io/admission" in gates
@@ -212,24 +212,35 @@ def test_members_read_the_queues_and_change_no_one_elses(vision: Kube) -> None:
 
 def test_members_pick_workload_priorities_not_system_ones(vision: Kube, metal_twin: Kube) -> None:
     """A job's `kueue.x-k8s.io/priority-class` label selects a WorkloadPriorityClass (Kueue docs "Workload
-    Priority Class"); the system PriorityClasses, which any namespace may use by default (kubernetes.io "Pod
-    Priority and Preemption", system-node-critical/system-cluster-critical), are refused in team pods."""
+    Priority Class"), up to the team's own (`teams[].priority`, vision's is `default`: review scheduling.md
+    MINOR 20, a team labelling its jobs `production` would preempt other teams' borrowed work); the system
+    PriorityClasses, which any namespace may use by default (kubernetes.io "Pod Priority and Preemption",
+    system-node-critical/system-cluster-critical), are refused in team pods."""
     urgent = name("urgent")
     labelled = job(
         urgent,
         "vision",
         {"cpu": "1", "memory": "1Gi"},
-        labels={"kueue.x-k8s.io/priority-class": "production"},
+        queue="cpu",
+        labels={"kueue.x-k8s.io/priority-class": "preemptible"},
     )
     assert vision.create(labelled).ok
     wl = eventually(lambda: workload_of(metal_twin, "vision", urgent), "its Workload")
-    assert wl["spec"]["priorityClassRef"]["name"] == "production" and wl["spec"]["priority"] == 1000
+    assert wl["spec"]["priorityClassRef"]["name"] == "preemptible" and wl["spec"]["priority"] == 10
+    above = job(name("above"), "vision", {"cpu": "1"}, queue="cpu",
+                labels={"kueue.x-k8s.io/priority-class": "production"})  # fmt: skip
+    refused(vision.create(above), "priority classes up to its own")
+    unknown = job(name("unknown"), "vision", {"cpu": "1"}, queue="cpu",
+                  labels={"kueue.x-k8s.io/priority-class": "urgent"})  # fmt: skip
+    refused(vision.create(unknown), "production, default, preemptible")
     for klass in ("system-node-critical", "system-cluster-critical"):
         refused(vision.create(pod(name("vip"), "vision", {"cpu": "1"}, priorityClassName=klass)), klass)
     # In a Job's template too: refused when the Job is created, before Kueue could admit it and hold quota
     # for pods its controller would never get created (review scheduling.md MAJOR 4).
     controller = name("vipjob")
-    vip = job(controller, "vision", {"cpu": "1"}, pod={"priorityClassName": "system-cluster-critical"})
+    vip = job(
+        controller, "vision", {"cpu": "1"}, queue="cpu", pod={"priorityClassName": "system-cluster-critical"}
+    )
     refused(vision.create(vip), "system-cluster-critical")
     assert not workload_of(metal_twin, "vision", controller)
     vision.delete("job", urgent, "vision")
@@ -348,21 +359,7 @@ def test_cluster_ip_services_only(vision: Kube) -> None:
     vision.delete("service", ok["metadata"]["name"], "vision")
 
 
-# ---- row 7: CPU-only work, and GPUs only in team namespaces -----------------------------------------------------
-
-
-def test_cpu_work_uses_cpu_only_and_stays_off_gpu_nodes(vision: Kube, metal_twin: Kube) -> None:
-    """A CPU-only job is admitted to the `cpu-only` flavor and lands on an untainted node: the GPU nodes'
-    NoSchedule taint keeps every pod that does not tolerate it off them (kubernetes.io "Taints and Tolerations")."""
-    batch = name("cpu")
-    assert vision.create(job(batch, "vision", {"cpu": "2", "memory": "4Gi"})).ok
-    eventually(lambda: condition(workload_of(metal_twin, "vision", batch), "Admitted"), "admission")
-    wl = workload_of(metal_twin, "vision", batch)
-    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"] == "cpu-only"
-    bound = eventually(lambda: [p for p in pods_of(metal_twin, "vision", batch) if p["spec"].get("nodeName")],
-                       "the CPU pod to be bound")  # fmt: skip
-    assert bound[0]["spec"]["nodeName"].startswith("twin-cpu-")
-    vision.delete("job", batch, "vision")
+# ---- row 7: GPUs only in team namespaces (CPU-only work: tests/twin/test_cpu_work.py) -----------------------------------------------------
 
 
 def test_gpu_pods_are_refused_outside_team_namespaces(metal_twin: Kube) -> None:

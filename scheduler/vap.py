@@ -1,0 +1,66 @@
+"""Builders for admission policy objects (admissionregistration.k8s.io/v1): a policy and its binding, rules,
+validations. Shared by the modules that hold the team rules, so each holds only its CEL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.kueue_config import QUEUE_MANAGED_LABEL
+from scheduler.labels import metadata
+
+API = "admissionregistration.k8s.io/v1"
+TEAM_NAMESPACES = {"matchExpressions": [{"key": QUEUE_MANAGED_LABEL, "operator": "In", "values": ["true"]}]}
+
+
+def rule(group: str, resources: list[str], operations: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": ["*"], "operations": operations, "resources": resources}
+
+
+def validation(expression: str, message: str) -> dict[str, Any]:
+    return {"expression": expression, "message": message, "reason": "Forbidden"}
+
+
+def validating(
+    name: str, rules: list[dict[str, Any]], selector: dict[str, Any], validations: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (failurePolicy Fail) and its Deny binding."""
+    policy = {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": metadata(name),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"namespaceSelector": selector, "resourceRules": rules},
+            "validations": validations,
+        },
+    }
+    binding = {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": metadata(name),
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+def mutating(name: str, rules: list[dict[str, Any]], condition: str, apply: str) -> list[dict[str, Any]]:
+    """A MutatingAdmissionPolicy in team namespaces (one ApplyConfiguration mutation) and its binding."""
+    policy = {
+        "apiVersion": API,
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": metadata(name),
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"namespaceSelector": TEAM_NAMESPACES, "resourceRules": rules},
+            "matchConditions": [{"name": "not-set", "expression": condition}],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply}}],
+        },
+    }
+    binding = {
+        "apiVersion": API,
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": metadata(name),
+        "spec": {"policyName": name},
+    }
+    return [policy, binding]

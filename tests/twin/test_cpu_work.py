@@ -1,0 +1,106 @@
+"""CPU-only work on the twin: its own queue and quota, never the cores that come with GPUs (review
+scheduling.md MAJOR 6), routed there by the admission policies (scheduler/queue_routing.py).
+
+metal (1.35): teams `vision` and `nlp`, each with the default CPU-only allowance (32 cores, 128 GiB) in its
+`<team>-cpu` ClusterQueue; their GPU queues hold only the cores and memory of their GPU quota (`gpu-cores`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from scheduler.kueue import CPU_QUEUE
+from scheduler.queue_routing import QUEUE_LABEL
+from tests.twin.kube import Kube, eventually, job, name
+from tests.twin.test_team_rules import BINPACK, GPU, condition, pods_of, refused, workload_of
+
+
+@pytest.fixture(scope="module")
+def vision(metal_twin: Kube) -> Kube:
+    return metal_twin.as_member(("vision-team",))
+
+
+def flavors(wl: dict[str, Any]) -> dict[str, str]:
+    return wl["status"]["admission"]["podSetAssignments"][0]["flavors"]
+
+
+def test_cpu_only_work_cannot_take_the_cores_that_come_with_gpus(vision: Kube, metal_twin: Kube) -> None:
+    """MAJOR 6. Five 16-core CPU jobs: the `cpu` queue admits what the team's allowance and the other team's
+    idle allowance hold (Kueue borrows within the cohort, docs "Cluster Queue"), 32 + 32 cores, and queues the
+    rest, though the team's GPU queue has hundreds of cores of its GPUs unused; a GPU job then still gets the
+    cores its GPUs come with. Before the split, the one `cpu-only` quota (allowance + GPU cores, 480 cores for
+    vision) admitted all five onto the few untainted nodes and left the GPU job short."""
+    jobs = [name("cpu") for _ in range(5)]
+    for j in jobs:
+        assert vision.create(job(j, "vision", {"cpu": "16", "memory": "8Gi"}, queue=CPU_QUEUE)).ok
+    eventually(lambda: all(workload_of(metal_twin, "vision", j) for j in jobs), "the Workloads")
+
+    def settled() -> tuple[list[str], list[str]] | None:
+        admitted = [j for j in jobs if condition(workload_of(metal_twin, "vision", j), "Admitted")]
+        pending = [j for j in jobs if j not in admitted]
+        if len(admitted) < 4:
+            return None
+        return admitted, pending
+
+    admitted, pending = eventually(settled, "the CPU queue to admit what its quota holds")
+    assert len(admitted) == 4 and len(pending) == 1
+    for j in admitted:
+        wl = workload_of(metal_twin, "vision", j)
+        assert wl["status"]["admission"]["clusterQueue"] == "vision-cpu"
+        assert flavors(wl) == {"cpu": "cpu-only", "memory": "cpu-only"}
+    waiting = workload_of(metal_twin, "vision", pending[0])
+    assert not condition(waiting, "QuotaReserved")
+
+    train = name("train")
+    gpu_job = job(train, "vision", {"cpu": "96", "memory": "512Gi", GPU: 4}, pod=BINPACK)
+    assert vision.create(gpu_job).ok
+    eventually(
+        lambda: condition(workload_of(metal_twin, "vision", train), "Admitted"), "the GPU job's admission"
+    )
+    wl = workload_of(metal_twin, "vision", train)
+    assert wl["status"]["admission"]["clusterQueue"] == "vision"
+    assert flavors(wl) == {"cpu": "gpu-cores", "memory": "gpu-cores", GPU: "h100"}
+    for j in [*jobs, train]:
+        vision.delete("job", j, "vision")
+
+
+def test_cpu_pods_land_on_untainted_nodes(vision: Kube, metal_twin: Kube) -> None:
+    """The `cpu-only` flavor adds no toleration: the pod is bound to an untainted node (kubernetes.io "Taints
+    and Tolerations": a NoSchedule taint keeps pods that do not tolerate it off the node)."""
+    batch = name("cpu")
+    assert vision.create(job(batch, "vision", {"cpu": "2", "memory": "4Gi"}, queue=CPU_QUEUE)).ok
+    bound = eventually(
+        lambda: [p for p in pods_of(metal_twin, "vision", batch) if p["spec"].get("nodeName")],
+        "the CPU pod to be bound",
+    )
+    assert bound[0]["spec"]["nodeName"].startswith("twin-cpu-")
+    vision.delete("job", batch, "vision")
+
+
+@pytest.mark.parametrize("queue", [None, "default", "topology"])
+def test_a_cpu_only_job_outside_the_cpu_queue_is_refused(vision: Kube, queue: str | None) -> None:
+    """On 1.35 nothing fills the queue in (no MutatingAdmissionPolicy): a CPU-only job that names no queue (Kueue's
+    webhook then gives it `default`, LocalQueueDefaulting) or a GPU queue is refused with the label to set."""
+    refused(
+        vision.create(job(name("cpu"), "vision", {"cpu": "1"}, queue=queue)), f"{QUEUE_LABEL}: {CPU_QUEUE}"
+    )
+
+
+def test_a_gpu_job_in_the_cpu_queue_is_refused(vision: Kube) -> None:
+    refused(
+        vision.create(job(name("gpu"), "vision", {"cpu": "1", GPU: 1}, queue=CPU_QUEUE, pod=BINPACK)),
+        "cannot use the 'cpu' queue",
+    )
+
+
+def test_bare_cpu_pods_are_routed_and_a_jobs_pods_are_not(vision: Kube, metal_twin: Kube) -> None:
+    """A bare pod is checked itself; a Job's pods (owned by it) are not, their Job was."""
+    from tests.twin.kube import pod
+
+    refused(vision.create(pod(name("bare"), "vision", {"cpu": "1"})), CPU_QUEUE)
+    labelled = pod(name("bare"), "vision", {"cpu": "1"}, metadata={"labels": {QUEUE_LABEL: CPU_QUEUE}})
+    made = vision.run("create", "--dry-run=server", "-f", "-", "-o", "json", stdin=json.dumps(labelled))
+    assert made.ok, made.err
