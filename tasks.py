@@ -233,6 +233,7 @@ def simulate(
             raise ConfigError(str(exc)) from None
     if twin_runs:
         print_twin_runs(twin_runs, results, name)
+        notes = [*notes, *twin_notes(twin_runs)]
     table = Table(
         title=f"{name}: {cluster.size} nodes, {int(cluster.num_gpu.sum())} GPUs; {workload.size} pods"
     )
@@ -258,6 +259,10 @@ def simulate(
     if json:
         write_json(results, Path(json))
         print(f"wrote {json}")
+        if twin_runs:  # the real scheduler's runs, in the same form, beside the simulator's
+            twin_json = Path(json).with_suffix(".twin.json")
+            write_json([r.result for r in twin_runs], twin_json)
+            print(f"wrote {twin_json}")
 
 
 # ---- The twin: the stack's cluster on real components (infra.twin) ---------------------------------------
@@ -303,6 +308,22 @@ def twin_build(c: Context, minor: str = "") -> None:
 
     with user_errors():
         build_main([minor] if minor else [])
+
+
+def twin_notes(runs: list) -> list[str]:  # type: ignore[type-arg]
+    """The report's lines for the real scheduler's replays (means over the seeds)."""
+    from statistics import mean
+
+    out = []
+    for profile in ("MostAllocated", "FragmentationAware"):
+        mine = [r for r in runs if r.result.policy == profile]
+        if mine:
+            out.append(
+                f"through the real scheduler (twin), {profile}: unallocated GPU % @100 "
+                f"{mean(r.result.unallocated(100) for r in mine):.2f}, failed pods "
+                f"{mean(r.result.failed for r in mine):.1f}, {mean(r.pods_per_second for r in mine):.1f} pods/s"
+            )
+    return out
 
 
 def print_twin_runs(runs: list, results: list, name: str) -> None:  # type: ignore[type-arg]

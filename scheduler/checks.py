@@ -62,7 +62,7 @@ def leftover_gpus(policy: SchedulingPolicy, pool: PoolView) -> int:
 
 
 # What the docs' examples ask per slice (docs/scheduling.md, "Shared GPUs" and "MIG slices"): cores, GiB.
-EXAMPLE_SLICE_REQUESTS = {"timeSlicing": (1, 4), "mig": (4, 32)}
+EXAMPLE_SLICE_REQUESTS = {"timeSlicing": (1, 4), "mig": (3, 32)}
 
 
 def warnings(pools: Sequence[PoolView]) -> list[str]:

@@ -80,11 +80,10 @@ def test_provisioning_request_crd_follows_the_autoscaler_pin() -> None:
 
 
 def test_plan_notes_carry_the_sharing_pool_warning() -> None:
-    """`invoke plan` shows scheduler.checks.warnings: on the prod example the MIG pool's nodes have 3.4 cores
-    per 1g.10gb slice, fewer than the documented MIG job asks."""
+    """`invoke plan` shows scheduler.checks.warnings; the prod example's MIG pool (3.4 cores per 1g.10gb slice)
+    holds the documented MIG job (3 cores), metal has no sharing pool too small."""
     from infra.plan import build_plan
     from tests.conftest import load_example
 
-    notes = build_plan(load_example("example-prod")).notes
-    assert [n for n in notes if "(h100-mig)" in n and "4 cores" in n]
+    assert not [n for n in build_plan(load_example("example-prod")).notes if "slices" in n]  # 3.4 >= 3 cores
     assert not [n for n in build_plan(load_example("metal")).notes if "slices" in n]

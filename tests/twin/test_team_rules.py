@@ -278,7 +278,15 @@ def test_jobs_whose_pods_would_be_refused_are_refused_up_front(vision: Kube, met
     ray = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name("ray"), "namespace": "vision"},
            "spec": {"entrypoint": "python x.py", "rayClusterSpec": {"headGroupSpec": head}}}  # fmt: skip
     refused(vision.create(ray), "system-node-critical")
-    assert not metal_twin.items("workloads.kueue.x-k8s.io", "vision")
+    for obj in (
+        two_slices,
+        no_scheduler,
+        pinned,
+        deployment,
+        pytorch,
+        ray,
+    ):  # nothing admitted, no quota held
+        assert not workload_of(metal_twin, "vision", obj["metadata"]["name"])
 
 
 # ---- row 5: GPUs only by asking for them ---------------------------------------------------------------------
