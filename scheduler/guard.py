@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.kueue_config import QUEUE_MANAGED_LABEL
-from scheduler.labels import GPU_OPERATOR_NAMESPACE, metadata
+from scheduler.labels import GPU_OPERATOR_NAMESPACE
+from scheduler.vap import validating, validation
 
 NAME = "gpufleet-gpu-pods-through-kueue"
-API = "admissionregistration.k8s.io/v1"
 ALLOWED_NAMESPACES = ("kube-system", GPU_OPERATOR_NAMESPACE)
 
 
@@ -43,36 +43,6 @@ def gpu_guard() -> list[dict[str, Any]]:
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(ALLOWED_NAMESPACES)},
         ]
     }
-    policy = {
-        "apiVersion": API,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": metadata(NAME),
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": outside,
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods"],
-                    }
-                ],
-            },
-            "validations": [
-                {
-                    "expression": EXPRESSION,
-                    "message": "GPU pods must run in a team namespace, where they go through the team's Kueue queue",
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": API,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": metadata(NAME),
-        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    message = "GPU pods must run in a team namespace, where they go through the team's Kueue queue"
+    return validating(NAME, rules, outside, [validation(EXPRESSION, message)])
