@@ -69,19 +69,32 @@ def plan(c: Context, stack: str = "dev", out: str = "") -> None:
     print_plan(the_plan, console())
     for path in write_plan(the_plan, Path(out) if out else BUILD / spec.stack):
         print(f"wrote {path}")
+    from infra.slurm import print_slurm_plan, uses_slurm
+
+    if uses_slurm(spec):
+        print_slurm_plan(spec, console())
 
 
 @task(help={"pytest_args": "extra arguments for pytest, e.g. '-k spec -x'"})
 def test(c: Context, pytest_args: str = "") -> None:
     """Lint (ruff), type-check (mypy), check import contracts, then run every test."""
     py = sys.executable
+    # First (2 s), so a machine without the data hears it before minutes of lint: the pinned upstream reference
+    # data (traces, published curves, CRDs, chart values), ../shared or GPUFLEET_SHARED offline, otherwise
+    # fetched, verified against benchmarks/reference-data.json and cached.
+    found = c.run(f"{py} benchmarks/reference_data.py", hide="out", warn=True)
+    if found is None or found.exited != 0:
+        raise Exit(
+            "the tests' reference data is missing and could not be fetched (see above): set GPUFLEET_SHARED to "
+            "a folder that holds it, or fill the cache once from a mirror with "
+            "`python benchmarks/reference_data.py --mirror URL` (README, Quickstart)",
+            code=2,
+        )
+    shared = found.stdout.strip()
     c.run(f"{py} -m ruff check .")
     c.run(f"{py} -m ruff format --check .")
     c.run(f"{py} -m mypy infra scheduler")
     c.run(f"{Path(py).parent / 'lint-imports'}")
-    # the pinned upstream reference data (traces, published curves, CRDs, chart values): ../shared or
-    # GPUFLEET_SHARED offline, otherwise fetched, verified against benchmarks/reference-data.json and cached
-    shared = c.run(f"{py} benchmarks/reference_data.py", hide="out").stdout.strip()
     _twin_toolchain(c, py)
     c.run(f"{py} -m pytest {pytest_args}", pty=False, env={"GPUFLEET_SHARED": shared})
 
@@ -276,10 +289,18 @@ def simulate(
         "bare": "control plane, nodes and Kueue only; do not deploy the stack's policy",
         "run": "run this command in the twin (KUBECONFIG set, the twin's kubectl on PATH), then stop it; "
         "exit with the command's status",
+        "monitoring": "also run the metrics chain: the Prometheus operator, Prometheus, Alertmanager, "
+        "kube-state-metrics and a dcgm-exporter stand-in, scraping the twin (needs monitoring.prometheus)",
     }
 )
 def twin(
-    c: Context, stack: str = "dev", minor: str = "", nodes: str = "desired", bare: bool = False, run: str = ""
+    c: Context,
+    stack: str = "dev",
+    minor: str = "",
+    nodes: str = "desired",
+    bare: bool = False,
+    run: str = "",
+    monitoring: bool = False,
 ) -> None:
     """Bring up the stack's cluster on real Kubernetes components as local processes (docs/twin.md)."""
     from infra.twin import launch
@@ -287,9 +308,16 @@ def twin(
     with user_errors():
         path = stack_file(stack)
         spec = load(stack)
+        from infra.errors import ConfigError
+
+        if monitoring and not spec.cluster.monitoring.enabled:
+            raise ConfigError(
+                "--monitoring: gpufleet:cluster.monitoring.prometheus is none; set install or existing"
+            )
         started = launch.start(
-            path, spec, BUILD / spec.stack / "twin", minor=minor, nodes=nodes, bare=bare, run=run
-        )
+            path, spec, BUILD / spec.stack / "twin", minor=minor, nodes=nodes, bare=bare, run=run,
+            monitoring=monitoring,
+        )  # fmt: skip
     if run:
         code = started.process.wait()
         started.stop()
@@ -357,14 +385,19 @@ BACKEND_HELP = (
 )
 
 
-@task(help={"stack": STACK_HELP})
-def preflight(c: Context, stack: str = "dev") -> None:
+SKIP_REACHABILITY_HELP = (
+    "this machine only previews (a CI pull-request runner): do not check that it can reach the API endpoint"
+)
+
+
+@task(help={"stack": STACK_HELP, "skip-reachability": SKIP_REACHABILITY_HELP})
+def preflight(c: Context, stack: str = "dev", skip_reachability: bool = False) -> None:
     """Check instance offerings, vCPU quotas, AMI releases and capacity blocks on AWS before deploying."""
     from infra.preflight import print_findings, raise_on_errors, run_preflight
 
     with user_errors():
         spec = load(stack)
-        findings = run_preflight(spec)
+        findings = run_preflight(spec, reachability=not skip_reachability)
         print_findings(findings, console(), spec.stack)
         raise_on_errors(findings, spec.stack)
 
@@ -419,7 +452,11 @@ def destroy(
     print(f"destroyed stack {spec.stack!r}: {changes}")
 
 
-@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "show_secrets": "print secret outputs in clear"})
+# No short flag for --show-secrets: invoke would give it `-h`, which everyone types for help.
+@task(
+    help={"stack": STACK_HELP, "backend": BACKEND_HELP, "show_secrets": "print secret outputs in clear"},
+    auto_shortflags=False,
+)
 def outputs(c: Context, stack: str = "dev", backend: str = "", show_secrets: bool = False) -> None:
     """Print the stack's outputs (cluster name, endpoint, node groups, ...); secrets masked by default."""
     from infra import deploy as lifecycle
@@ -466,6 +503,7 @@ def metal(
 
     import yaml
 
+    from infra.addons.gpu_operator import gpu_operator_values
     from infra.errors import CheckFailed, ConfigError, ToolMissing
     from infra.metal_inventory import group_limits, playbook_command, render_inventory
 
@@ -485,6 +523,10 @@ def metal(
             spec.versions.nvidia_container_toolkit,
             None,
             driver_version=spec.versions.nvidia_driver_version,
+            kubeconfig=spec.cluster.kubeconfig,
+            # The operator's device plugin asks the runtime for CDI devices; the host toolkit must agree.
+            cdi_enabled=spec.cluster.driver_managed_by == "host"
+            and bool(gpu_operator_values(spec)["cdi"]["enabled"]),
         )
         path = BUILD / spec.stack / "inventory.yml"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -531,7 +573,8 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     """Write the scheduling policy as YAML (one file per object + kustomization.yaml) and the monitoring side
     (alert rules, monitors, dashboards, chart values) in monitoring/, for GitOps.
 
-    Under `cluster.autoscaler: karpenter` the NodePools and EC2NodeClasses go to <out>/karpenter/."""
+    Under `cluster.autoscaler: karpenter` the NodePools and EC2NodeClasses go to <out>/karpenter/; a Slurm stack
+    (`cluster.orchestrator: slurm`) gets slurm.conf, gres.conf, cgroup.conf and sacctmgr.sh in <out>/slurm/."""
     from infra.scheduling import scheduler_inputs
     from scheduler import compile as compile_policy
     from scheduler import kueue_values
@@ -542,6 +585,12 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
         policy, pools = scheduler_inputs(spec)
         objects = compile_policy(policy, pools)
     folder = Path(out) if out else BUILD / spec.stack / "manifests"
+    from infra.slurm import SUBDIR as SLURM_DIR
+    from infra.slurm import render_slurm, uses_slurm
+
+    if uses_slurm(spec):  # no Kubernetes objects: the Slurm configuration and the sacctmgr script instead
+        print(f"wrote {len(render_slurm(spec, folder))} Slurm files to {folder / SLURM_DIR}")
+        return
     paths = render_objects(objects, folder, kueue_values=kueue_values(policy))
     print(f"wrote {len(objects)} objects ({len(paths)} files) to {folder}")
     from infra.monitoring.render import FOLDER, render_monitoring
@@ -606,15 +655,18 @@ def usage(
     else:
         print_report(report, console())
     plots = write_plots(report, Path(out) if out else BUILD / spec.stack / "usage")
-    print(f"wrote {len(plots)} plots to {plots[0].parent}", file=sys.stderr)
+    if plots:
+        print(f"wrote {len(plots)} plots to {plots[0].parent}", file=sys.stderr)
+    else:
+        print("no plots: Prometheus has none of the report's metrics for this window", file=sys.stderr)
 
 
 @task(
     help={
         "stack": STACK_HELP,
         "prometheus": "Prometheus URL (default http://localhost:9090)",
-        "apply": "deactivate the listed workloads (needs gpufleet:cluster.monitoring.reclaimIdle: true)",
-        "until": "evaluate the idle alerts at this time (ISO 8601 or Unix timestamp; default: now)",
+        "apply": "warn, then deactivate after the grace (needs gpufleet:cluster.monitoring.reclaimIdle: true)",
+        "until": "evaluate idleness at this time (ISO 8601 or Unix timestamp; default: now)",
     }
 )
 def reclaim(
@@ -624,46 +676,71 @@ def reclaim(
     apply: bool = False,
     until: str = "",
 ) -> None:
-    """List workloads whose GPUs are all idle beyond their team's idleAfter; --apply deactivates them in Kueue."""
+    """Warn, then deactivate in Kueue, the workloads of opted-in teams whose GPUs all stay idle (docs/operations.md)."""
+    import io
     import json as jsonlib
     import shlex
+    from typing import Any
 
     from infra.errors import ConfigError, ToolMissing
     from infra.monitoring.prometheus import Prometheus
-    from infra.monitoring.reclaim import idle_and_gpu_pods, plan_reclaim, team_namespaces
+    from infra.monitoring.reclaim import idle_and_gpu_pods, plan_reclaim, resolve_owners, team_policies
     from infra.monitoring.usage import parse_until
 
     with user_errors():
         spec = load(stack)
         if apply and not spec.cluster.monitoring.reclaim_idle:
             raise ConfigError(
-                "gpufleet:cluster.monitoring.reclaimIdle is false: set it to true to let --apply deactivate workloads"
+                "gpufleet:cluster.monitoring.reclaimIdle is false: set it to true to let --apply act on workloads"
             )
-        idle, holding = idle_and_gpu_pods(Prometheus(prometheus), parse_until(until))
+        policies = team_policies(spec)
+        if not policies:
+            print("no team opts in (gpufleet:teams[].reclaimIdle): nothing to reclaim")
+            return
+        at = parse_until(until)
+        idle, holding = idle_and_gpu_pods(Prometheus(prometheus), policies, at)
         found = c.run("kubectl version --client", hide=True, warn=True)
         if found is None or found.exited != 0:
             raise ToolMissing(
                 "kubectl not found or not working: install it and point KUBECONFIG at the cluster"
             )
 
-        def items(kind: str, ns: str) -> list:  # type: ignore[type-arg]
-            got = c.run(f"kubectl get {kind} -n {shlex.quote(ns)} -o json", hide=True, warn=True)
+        def kubectl(args: str, stdin: str | None = None, missing_ok: bool = False) -> dict[str, Any] | None:
+            stream = {} if stdin is None else {"in_stream": io.StringIO(stdin)}
+            got = c.run(f"kubectl {args}", hide=True, warn=True, **stream)
             if got is None or got.exited != 0:
-                raise ToolMissing(f"kubectl get {kind} -n {ns} failed: {getattr(got, 'stderr', '')}".strip())
-            return list(jsonlib.loads(got.stdout or "{}").get("items", []))
+                if missing_ok:
+                    return None
+                raise ToolMissing(f"kubectl {args} failed: {getattr(got, 'stderr', '')}".strip())
+            return dict(jsonlib.loads(got.stdout or "{}"))
 
-        namespaces = list(team_namespaces(spec))
+        def items(kind: str, ns: str) -> list[dict[str, Any]]:
+            return list((kubectl(f"get {kind} -n {shlex.quote(ns)} -o json") or {}).get("items", []))
+
+        def owner(ns: str, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
+            group, _, version = api_version.rpartition("/")
+            what = f"{kind}.{version}.{group}" if group else kind
+            return kubectl(
+                f"get {shlex.quote(what)} {shlex.quote(name)} -n {shlex.quote(ns)} -o json", missing_ok=True
+            )
+
+        namespaces = [p.namespace for p in policies]
         pods = {ns: items("pods", ns) for ns in namespaces}
         workloads = {ns: items("workloads.kueue.x-k8s.io", ns) for ns in namespaces}
-        candidates = plan_reclaim(spec, idle, holding, pods, workloads)
-        for cand in candidates:
-            print(f"{cand.namespace}/{cand.workload} (team {cand.team}): {cand.reason}")
-            if apply:
-                patch = shlex.quote(jsonlib.dumps(cand.patch()))
-                c.run(
-                    f"kubectl patch workloads.kueue.x-k8s.io {shlex.quote(cand.workload)} "
-                    f"-n {shlex.quote(cand.namespace)} --type merge -p {patch}",
-                    hide=True,
+        owners = resolve_owners(
+            [p for ns in namespaces for p in pods[ns]], [w for ns in namespaces for w in workloads[ns]], owner
+        )
+        decisions = plan_reclaim(policies, idle, holding, pods, workloads, owners, at)
+        for d in decisions:
+            print(d.line(apply))
+            patch, event = d.patch(at), d.event(at)
+            if apply and patch is not None:
+                kubectl(
+                    f"patch workloads.kueue.x-k8s.io {shlex.quote(d.workload)} -n {shlex.quote(d.namespace)} "
+                    f"--type merge -p {shlex.quote(jsonlib.dumps(patch))} -o json"
                 )
-        verb = "deactivated" if apply else "would deactivate (dry run; --apply to act)"
-        print(f"{verb} {len(candidates)} workload(s)")
+            if apply and event is not None:
+                kubectl("create -f - -o json", stdin=jsonlib.dumps(event))
+    counts = {a: sum(d.action == a for d in decisions) for a in ("warn", "deactivate", "clear", "skip")}
+    summary = ", ".join(f"{n} {a}" for a, n in counts.items())
+    print(f"{'applied' if apply else 'dry run (--apply to act)'}: {summary}")

@@ -3,17 +3,19 @@
 For each workload and policy, the mean over seeds of the unallocated GPU % at arrived = 100 is compared with
 the paper artifact's published curves (``traces/fgd-expected/analysis_allo_discrete.csv``) within the issue's
 tolerances, and policies whose published means differ by more than 0.5 points must keep their order.
-Prints the table, writes PNG plots to docs/img/sim-*.png and the markdown table into docs/simulation.md
-(between the ``results`` markers). Runs are cached in a JSON file so an interrupted run resumes.
+Prints the table; with ``--write-docs`` it also writes PNG plots to docs/img/sim-*.png and the markdown table
+into docs/simulation.md (between the ``results`` markers): a quick subset run never rewrites the published
+results unless asked. Runs are cached in a JSON file so an interrupted run resumes.
 
 Usage: python benchmarks/fgd_reproduction.py [--workloads default,cpu200] [--policies FGD,BestFit]
-       [--seeds 42,43] [--processes 2] [--cache build/fgd_reproduction.json] [--no-docs]
+       [--seeds 42,43] [--processes 2] [--cache build/fgd_reproduction.json] [--write-docs]
 
 ``--as-deployed`` replays ``default`` and ``multigpu50`` on the cluster as gpufleet deploys it
 (:mod:`scheduler.sim.deployed`: CPU-only pods on the CPU pool, shares as one time-sliced replica placed by the
 device plugin's rule) with FGD, FGD-Extender (the extender through its HTTP protocol), MostAllocated and
 LeastAllocated; it checks that FGD-Extender lands within 0.3 points of FGD and ahead of both NodeResourcesFit
-strategies, writes docs/img/sim-as-deployed.png and the table between the ``as-deployed`` markers.
+strategies; with ``--write-docs``, writes docs/img/sim-as-deployed.png and the table between the
+``as-deployed`` markers.
 """
 
 from __future__ import annotations
@@ -346,7 +348,7 @@ def as_deployed_main(args: argparse.Namespace) -> int:
               + ("holds." if not failures else "**fails** for " + "; ".join(failures) + ".")]  # fmt: skip
     text = "\n".join(lines)
     print(text)
-    if not args.no_docs:
+    if args.write_docs:
         as_deployed_plot(cache, workloads, seeds, args.replicas)
         if DOC.exists():
             doc = DOC.read_text()
@@ -394,7 +396,11 @@ def main() -> int:
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=ROOT / "build" / "fgd_reproduction.json")
-    parser.add_argument("--no-docs", action="store_true", help="print only; do not write plots or docs")
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also write the plots and the table into docs/ (default: print only)",
+    )
     parser.add_argument(
         "--as-deployed", action="store_true", help="the deployed cluster and the extender proof"
     )
@@ -423,7 +429,7 @@ def main() -> int:
         else:
             print(f"{r['workload']:<12} {r['policy']:<15} {r['ours']:>7.2f} {r['std']:>5.2f} {'-':>9}")
     print("order rule:", "holds" if not order_failures else "violated: " + "; ".join(order_failures))
-    if not args.no_docs:
+    if args.write_docs:
         for path in plots(cache, pub, workloads, policies, seeds):
             print("wrote", path.relative_to(ROOT))
         write_doc(markdown(rows, order_failures, seeds))

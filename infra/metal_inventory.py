@@ -70,11 +70,17 @@ def render_inventory(
     toolkit_version: str,
     fabricmanager: bool | None,
     driver_version: str = "",
+    kubeconfig: str | None = None,
+    cdi_enabled: bool = False,
 ) -> dict[str, Any]:
     """Inventory dict for playbooks/gpu-hosts.yml: one child group of gpu_hosts per host group.
 
     fabricmanager None lets each host detect NVSwitch devices; True/False forces it everywhere.
     driver_version is the recipe's exact driver (every host the same; raising it upgrades the hosts).
+    The hosts are the cluster's GPU nodes, so draining before a reboot or a driver change is on, with
+    kubectl reading `cluster.kubeconfig` (None: kubectl's default); a host that is not a node yet is not
+    drained (the role asks the API server first). cdi_enabled is the GPU operator's `cdi.enabled`: with
+    the driver on the host, containerd/CRI-O must then inject the CDI devices the device plugin names.
     """
     if not isinstance(driver_branch, str) or not _BRANCH.match(driver_branch):
         raise MetalInventoryError(
@@ -87,6 +93,12 @@ def render_inventory(
             f"versions.nvidiaDriverVersion {driver_version!r} must be an exact driver version of branch "
             f"versions.nvidiaDriverBranch {driver_branch!r} (like '{driver_branch}.95.05')"
         )
+    if kubeconfig is not None and (not isinstance(kubeconfig, str) or not kubeconfig.strip()):
+        raise MetalInventoryError(
+            f"cluster.kubeconfig must be a path to a kubeconfig file, got {kubeconfig!r}"
+        )
+    if not isinstance(cdi_enabled, bool):
+        raise MetalInventoryError(f"gpuOperator cdi.enabled must be true or false, got {cdi_enabled!r}")
     if not host_groups:
         raise MetalInventoryError("host_groups is empty: the spec has no bare-metal host group to prepare")
     children: dict[str, Any] = {}
@@ -112,6 +124,9 @@ def render_inventory(
                 "nvidia_fabricmanager_enabled": fabricmanager,
                 "nvidia_container_toolkit_version": toolkit_version,
                 "gpu_node_verify_expected_driver_branch": driver_branch,
+                "nvidia_driver_drain_enabled": True,
+                "nvidia_driver_drain_kubeconfig": str(Path(kubeconfig).expanduser()) if kubeconfig else "",
+                "nvidia_container_toolkit_cdi_enabled": cdi_enabled,
             },
             "children": children,
         }

@@ -53,6 +53,7 @@ class Plan:
     versions: dict[str, Any]
     notes: list[str]
     karpenter: list[dict[str, Any]] = field(default_factory=list)  # NodePools (cluster.autoscaler: karpenter)
+    placement: str = ""  # scheduling.placement.strategy: how GPU pods are placed (the plan says so up front)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,4 +187,5 @@ def build_plan(spec: ClusterSpec) -> Plan:
         versions=spec.versions.model_dump(by_alias=True),
         notes=notes,
         karpenter=karpenter,
+        placement=spec.scheduling.placement.strategy,
     )

@@ -115,7 +115,11 @@ def _karpenter_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
 
 def _title(plan: Plan) -> str:
     where = f"aws {plan.region}" if plan.platform == "aws" else "existing cluster"
-    return f"Plan for stack {plan.stack!r}: cluster {plan.cluster} ({where}, Kubernetes {plan.kubernetes_version})"
+    placed = f"; GPU placement {plan.placement}" if plan.placement else ""
+    return (
+        f"Plan for stack {plan.stack!r}: cluster {plan.cluster} ({where}, Kubernetes {plan.kubernetes_version}"
+        f"{placed})"
+    )
 
 
 def _totals(plan: Plan) -> str:

@@ -20,6 +20,10 @@ def check(spec: ClusterSpec) -> None:
 
     if problems := resolved_problems(spec):
         raise ConfigError(problems)
+    if spec.cluster.orchestrator == "slurm":
+        raise ConfigError(
+            "gpufleet:cluster.orchestrator: slurm creates no Kubernetes objects; `invoke render` writes its files"
+        )
 
 
 def build(spec: ClusterSpec) -> dict[str, Any]:

@@ -8,6 +8,7 @@ key path and what is accepted; all problems are reported at once.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections import Counter
 
 from infra import catalog
@@ -24,8 +25,10 @@ from infra.scheduling import (
     scheduler_inputs,
     topology_levels,
 )
+from infra.slurm import slurm_problems
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import SUPPORTED_KUBERNETES
+from infra.zones import one_zone_pool
 from scheduler.checks import check
 from scheduler.errors import SchedulerConfigError
 from scheduler.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY, MIG_CONFIG_LABEL, POOL_LABEL
@@ -136,19 +139,6 @@ def _instance_types(at: str, pool: NodePool, problems: list[str]) -> NodePool:
             )
     smallest = min(types, key=lambda t: (t.vcpus, t.memory_gib))
     return pool.model_copy(update={"instance_type": smallest.name, "instance_types": names})
-
-
-def one_zone_pool(pool: NodePool) -> bool:
-    """Capacity blocks live in one zone; so do EFA pools' cluster placement groups (EC2 User Guide,
-    "Placement groups": a cluster placement group is in a single Availability Zone)."""
-    return pool.capacity_type == "CAPACITY_BLOCK" or pool.efa
-
-
-def pool_zones(spec: ClusterSpec, pool: NodePool) -> tuple[str, ...]:
-    """The zones a pool's nodes may use (its subnets): one zone, the pool's list, or the cluster's."""
-    if one_zone_pool(pool) and pool.availability_zone:
-        return (pool.availability_zone,)
-    return tuple(pool.availability_zones or spec.availability_zones)
 
 
 def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
@@ -403,6 +393,24 @@ def _monitoring(spec: ClusterSpec, problems: list[str]) -> None:
                 problems.append(
                     f"{at}.{key}: needs prometheus: install or existing (it reads gpufleet's metrics)"
                 )
+        for i, team in enumerate(spec.teams):
+            if team.reclaim_idle is not None:
+                problems.append(
+                    f"gpufleet:teams[{i}].reclaimIdle: needs {at}.prometheus: install or existing "
+                    "(reclaim reads GPU utilisation)"
+                )
+
+
+def _prometheus_on_a_new_cluster(spec: ClusterSpec, problems: list[str]) -> None:
+    """`existing` (and `monitoring: true`, which means it) says a Prometheus operator already runs; on aws the
+    stack creates the cluster in the same `pulumi up`, so its `monitoring.coreos.com` CRDs cannot exist yet and
+    every ServiceMonitor and PrometheusRule would fail half an hour into the first deploy."""
+    if spec.platform == "aws" and spec.cluster.monitoring.prometheus == "existing":
+        problems.append(
+            "gpufleet:cluster.monitoring.prometheus: existing (what `monitoring: true` means) needs a Prometheus "
+            "operator already running, but on aws this stack creates the cluster; use "
+            "monitoring: {prometheus: install} (or none)"
+        )
 
 
 def resolved_problems(spec: ClusterSpec) -> list[str]:
@@ -410,11 +418,13 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     problems: list[str] = []
     _lending(spec, problems)
     _monitoring(spec, problems)
+    _prometheus_on_a_new_cluster(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
     _topology_from_zero(spec, problems)
     karpenter_problems(spec, problems)
     _scheduling(spec, problems)
+    slurm_problems(spec, problems)
     return problems
 
 
@@ -445,12 +455,16 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
     if spec.platform == "aws":
         if not spec.region:
             problems.append("aws:region: required for platform aws (e.g. us-west-2)")
+        elif (known := aws_regions()) and spec.region not in known:
+            near = difflib.get_close_matches(spec.region, sorted(known), n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            problems.append(f"aws:region: {spec.region!r} is not an AWS region with EC2{hint}")
         else:
             for j, zone in enumerate(spec.cluster.availability_zones or []):
                 if not zone.startswith(spec.region):
                     problems.append(f"{at}.availabilityZones[{j}]: {zone!r} is not in region {spec.region}")
         _system_pool(spec, problems)
-    elif not spec.cluster.kubeconfig:
+    elif not spec.cluster.kubeconfig and spec.cluster.orchestrator == "kubernetes":
         problems.append(f"{at}.kubeconfig: required for platform existing (path to the cluster's kubeconfig)")
     _addons(spec, problems)
     pools = [
@@ -470,3 +484,17 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
     if problems:
         raise ConfigError(problems)
     return spec
+
+
+@functools.cache
+def aws_regions() -> frozenset[str]:
+    """Every region with EC2 in every AWS partition, from botocore's bundled endpoint data (no network), so a
+    typo (`us-west-9`) is refused by `invoke plan` rather than by the first API call of a deploy."""
+    import boto3
+
+    session = boto3.session.Session()
+    return frozenset(
+        region
+        for partition in session.get_available_partitions()
+        for region in session.get_available_regions("ec2", partition_name=partition)
+    )

@@ -91,6 +91,77 @@ class Network(Model):
         return value
 
 
+class PrometheusStorage(Model):
+    """`install`: the persistent volume Prometheus keeps its TSDB on, so a restart or reschedule keeps the usage
+    history (the chart's default `storageSpec: {}` is an emptyDir)."""
+
+    size: Annotated[str, Field(pattern=r"^[1-9]\d*(Gi|Ti)$")] = "50Gi"
+    storage_class: Name | None = None  # default: the cluster's default StorageClass
+
+
+class SecretKey(Model):
+    """A key of a Secret in `monitoring.namespace` that the user creates: Alertmanager reads it as a file, so the
+    value never appears in the stack, the chart values or Pulumi's state."""
+
+    secret: Name
+    key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
+
+
+class SlackReceiver(Model):
+    webhook_url: SecretKey  # the Slack incoming-webhook URL
+    channel: str | None = None  # default: the webhook's own channel
+
+
+class PagerDutyReceiver(Model):
+    routing_key: SecretKey  # the Events API v2 integration (routing) key
+
+
+class EmailReceiver(Model):
+    to: Annotated[str, Field(pattern=r"^[^@\s,]+@[^@\s,]+$")]
+    from_address: Annotated[str, Field(pattern=r"^[^@\s,]+@[^@\s,]+$")]
+    smarthost: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")]  # host:port of the SMTP relay
+    username: str | None = None
+    password: SecretKey | None = None
+    require_tls: bool = True
+
+
+class AlertReceiver(Model):
+    name: Name
+    slack: SlackReceiver | None = None
+    pagerduty: PagerDutyReceiver | None = None
+    email: EmailReceiver | None = None
+
+    @model_validator(mode="after")
+    def _one_channel(self) -> AlertReceiver:
+        if not (self.slack or self.pagerduty or self.email):
+            raise ValueError(f"receiver {self.name!r} needs at least one of slack, pagerduty, email")
+        return self
+
+
+class Alertmanager(Model):
+    """`install`: where the chart's Alertmanager delivers. `routes` maps a severity (`critical`, `warning`,
+    `info`) to a receiver; severities not routed go to `default` (none: dropped, the chart's `null`)."""
+
+    receivers: list[AlertReceiver] = Field(default_factory=list)
+    routes: dict[Literal["critical", "warning", "info"], Name] = Field(default_factory=dict)
+    default: Name | None = None
+
+    @model_validator(mode="after")
+    def _known_receivers(self) -> Alertmanager:
+        names = [r.name for r in self.receivers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"receivers: duplicate names in {names}")
+        wanted = {f"routes.{sev}": name for sev, name in self.routes.items()}
+        if self.default:
+            wanted["default"] = self.default
+        for key, name in wanted.items():
+            if name not in names:
+                raise ValueError(
+                    f"{key}: no receiver named {name!r} (receivers: {', '.join(names) or 'none'})"
+                )
+        return self
+
+
 class Monitoring(Model):
     """Where metrics go. `true`/`false` from older stacks mean `{prometheus: existing}` / `{prometheus: none}`:
     `true` always meant "a Prometheus operator already runs; add gpufleet's monitors to it"."""
@@ -107,10 +178,38 @@ class Monitoring(Model):
     # Alert and report thresholds; a team's own `idleAfter` / `pendingAfter` win.
     idle_after: Duration = "2h"  # an allocated GPU below 5% utilisation this long is idle
     pending_after: Duration = "1h"  # a team's GPU workloads wait this long without an admission
-    reclaim_idle: bool = False  # deactivate (Kueue `spec.active: false`) workloads idle past the threshold
+    # The master switch for `invoke reclaim --apply`; each team opts in with its own `reclaimIdle` too.
+    reclaim_idle: bool = False
     # Existing clusters: GPU faults from DCGM health cordon and taint the node (NVSentinel); `drain` also
     # evicts its pods; `off` installs nothing. EKS uses the node monitoring agent and node auto repair.
     self_healing: Literal["off", "cordon", "drain"] = "cordon"
+    # `install`: Prometheus' persistent volume and the TSDB size at which it drops the oldest blocks (Prometheus
+    # ByteSize, e.g. 40GB; default 85% of the volume, so a full disk never stops ingestion).
+    storage: PrometheusStorage = PrometheusStorage()
+    retention_size: Annotated[str, Field(pattern=r"^[1-9]\d*(MB|GB|TB)$")] | None = None
+    # `install`: Alertmanager receivers and severity routes (default: the chart's, which deliver nothing).
+    alertmanager: Alertmanager | None = None
+    # Absolute base of the alerts' `runbook_url` (your copy of docs/operations.md as a web page, e.g.
+    # https://git.example.com/org/gpufleet/blob/main/docs/operations.md); none: a `runbook` path annotation.
+    runbook_base_url: Annotated[str, Field(pattern=r"^https?://[^\s#]+$")] | None = None
+
+    @model_validator(mode="after")
+    def _install_only(self) -> Monitoring:
+        if self.alertmanager is not None and self.prometheus != "install":
+            raise ValueError(
+                "alertmanager: configures the Alertmanager of `prometheus: install`; on `existing` configure "
+                "that stack's Alertmanager"
+            )
+        return self
+
+    @property
+    def retention_bytes(self) -> str:
+        """`retentionSize`, or 85% of the volume in GB (Prometheus' GB are 2^30 bytes, the volume's Gi)."""
+        if self.retention_size:
+            return self.retention_size
+        number, unit = int(self.storage.size[:-2]), self.storage.size[-2:]
+        gib = number * (1024 if unit == "Ti" else 1)
+        return f"{max(1, gib * 85 // 100)}GB"
 
     @model_validator(mode="before")
     @classmethod
@@ -157,6 +256,8 @@ class Cluster(Model):
     autoscaler: Literal["cluster-autoscaler", "karpenter"] = "cluster-autoscaler"
     driver_managed_by: Literal["host", "operator"] = "host"  # existing platform: Ansible or the GPU operator
     addons: Addons = Addons()  # existing platform: install or adopt the GPU operator and Kueue
+    # existing platform: what runs the teams' jobs on the hosts, Kubernetes with Kueue or Slurm (docs/slurm.md)
+    orchestrator: Literal["kubernetes", "slurm"] = "kubernetes"
 
 
 class SystemPool(Model):
@@ -300,6 +401,25 @@ class NodePool(Model):
         return (self.min_size or 0) * (self.gpus_per_node or 0)
 
 
+class TeamReclaim(Model):
+    """A team's opt-in to idle reclaim (`invoke reclaim --apply`). `true` means every default, `false` off.
+
+    A workload is warned once every GPU its pods hold has been below 5% utilisation for `after`, and only if it
+    has been admitted for at least `minAge` (default twice `after`); a later run at least `grace` after the
+    warning deactivates it only if it is still idle. Checkpoint writes, data staging and compilation keep GPU
+    utilisation low, so `after` and `grace` together must cover the longest of those the team runs.
+    """
+
+    after: Duration | None = None  # idle this long before the warning (default: the team's idleAfter)
+    grace: Duration = "1h"  # from the warning to the deactivation
+    min_age: Duration | None = None  # admitted at least this long (default: twice `after`)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bool(cls, value: Any) -> Any:
+        return {} if value is True else value
+
+
 class Team(Model):
     name: Name
     namespace: Name | None = None  # default: the team's name
@@ -311,11 +431,17 @@ class Team(Model):
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0  # fair-sharing weight
     idle_after: Duration | None = None  # GPU idle alert/reclaim threshold (default: monitoring.idleAfter)
     pending_after: Duration | None = None  # queue wait alert threshold (default: monitoring.pendingAfter)
+    reclaim_idle: TeamReclaim | None = None  # opt in to idle reclaim (`true` or `{after, grace, minAge}`)
     # The team may create LoadBalancer/NodePort Services (reachable from outside the cluster); off by default.
     allow_external_services: bool = False
     # CPU-only work (the team's `cpu` queue): cores and GiB, apart from the cores that come with its GPUs.
     cpu_quota: Annotated[int, Field(ge=0)] = 32
     memory_quota_gib: Annotated[int, Field(ge=0, alias="memoryQuotaGiB")] = 128
+
+    @field_validator("reclaim_idle", mode="before")
+    @classmethod
+    def _reclaim_off(cls, value: Any) -> Any:
+        return None if value is False else value
 
     @model_validator(mode="after")
     def _default_namespace(self) -> Team:
@@ -371,6 +497,30 @@ class Scheduling(Model):
     cpu_node_labels: dict[str, str] = Field(default_factory=dict)
 
 
+# A host name as Slurm's NodeName, SlurmctldHost and AccountingStorageHost take it (no commas: hostlists).
+HostName = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$", max_length=253)]
+# A Slurm time limit as slurm.conf(5) MaxTime takes it: minutes, [days-]hours:minutes:seconds, or UNLIMITED.
+SlurmTime = Annotated[str, Field(pattern=r"^(UNLIMITED|INFINITE|\d+|(\d+-)?\d+(:\d{2}){1,2}|\d+-\d+)$")]
+
+
+class SlurmPartition(Model):
+    """Options of the partition a pool becomes that the pool itself does not say (slurm.conf(5) PartitionName)."""
+
+    max_time: SlurmTime = "UNLIMITED"  # MaxTime: the longest a job in this partition may run
+    default: bool = False  # Default=YES: jobs that name no partition run here
+
+
+class Slurm(Model):
+    """`cluster.orchestrator: slurm`: only what Slurm needs beyond the spec. Pools are partitions (their hosts the
+    partition's nodes), teams are accounts; the controller and the accounting database are hosts of their own."""
+
+    controller_hosts: Annotated[
+        list[HostName], Field(min_length=1, max_length=2)
+    ]  # slurmctld: primary, backup
+    accounting_host: HostName  # slurmdbd (with its MariaDB)
+    partitions: dict[str, SlurmPartition] = Field(default_factory=dict)  # by pool name
+
+
 class ClusterSpec(Model):
     """The whole validated stack: what `load_stack` returns and every part consumes."""
 
@@ -383,6 +533,7 @@ class ClusterSpec(Model):
     teams: list[Team] = Field(default_factory=list)
     versions: Versions = Versions()
     scheduling: Scheduling = Scheduling()
+    slurm: Slurm | None = None  # `gpufleet:slurm`, with cluster.orchestrator: slurm
 
     def pool(self, name: str) -> NodePool:
         return next(p for p in self.node_pools if p.name == name)

@@ -20,6 +20,7 @@ from infra.spec import (
     ClusterSpec,
     NodePool,
     Scheduling,
+    Slurm,
     SystemPool,
     Team,
 )
@@ -35,6 +36,7 @@ SECTIONS: dict[str, tuple[str, Any]] = {
     f"{NAMESPACE}:teams": ("teams", list[Team]),
     f"{NAMESPACE}:versions": ("versions", Versions),
     f"{NAMESPACE}:scheduling": ("scheduling", Scheduling),
+    f"{NAMESPACE}:slurm": ("slurm", Slurm),
 }
 REQUIRED = (f"{NAMESPACE}:platform", f"{NAMESPACE}:cluster", f"{NAMESPACE}:nodePools")
 _ADAPTERS = {key: TypeAdapter(tp) for key, (_, tp) in SECTIONS.items()}

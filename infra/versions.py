@@ -208,6 +208,32 @@ TWIN_PROMETHEUS_OPERATOR = GoBuild(
 )
 
 
+# The monitoring chain `invoke twin --monitoring` runs, at the versions kube-prometheus-stack 88.5.3 deploys
+# (its values.yaml image tags, ../crds/SOURCES.md): Prometheus v3.14.0 (published to the Go module proxy as
+# v0.314.0: Prometheus 3.x tags map to v0.3XX.Y modules), Alertmanager v0.34.0 and kube-state-metrics v2.20.0 (the
+# appVersion of the chart's kube-state-metrics 8.4.0 dependency, its Chart.yaml). Every test that evaluates a rule or a query uses
+# this Prometheus, never Debian's 2.42.
+TWIN_PROMETHEUS = GoBuild(
+    "prometheus",
+    "v0.314.0",
+    "prometheus",
+    ("prometheus", "promtool"),
+    "github.com/prometheus/prometheus",
+    note="v3.14.0",
+)
+# (Alertmanager is built from a copy of its module zip, not a wrapper: infra.twin.toolchain._build_alertmanager.)
+TWIN_ALERTMANAGER = GoBuild(
+    "alertmanager", "v0.34.0", "", ("alertmanager",), "github.com/prometheus/alertmanager"
+)
+TWIN_KUBE_STATE_METRICS = GoBuild(
+    "kube-state-metrics",
+    "v2.20.0",
+    "kube-state-metrics",
+    ("kube-state-metrics",),
+    "k8s.io/kube-state-metrics/v2",
+)
+
+
 # Karpenter's CRDs as the AWS provider ships them (the Karpenter version the stacks deploy): data only, read from
 # the module zip (pkg/apis/crds), so the twin's API server validates the stack's NodePools and EC2NodeClasses.
 TWIN_KARPENTER_CRDS = GoBuild("karpenter-crds", "v1.14.1", "", (), "github.com/aws/karpenter-provider-aws")

@@ -60,7 +60,14 @@ class Addons(pulumi.ComponentResource):
         )
         self.autoscaler: k8s.helm.v3.Release | None = None
         if needs_cluster_autoscaler(spec):
-            self._cluster_autoscaler(name, spec, cluster, after_nodes)
+            # Its chart renders a ServiceMonitor when monitoring is on: after the release that installs that CRD.
+            crds = [self.gpu.metrics] if self.gpu.metrics else []
+            self._cluster_autoscaler(
+                name,
+                spec,
+                cluster,
+                pulumi.ResourceOptions.merge(after_nodes, pulumi.ResourceOptions(depends_on=crds)),
+            )
         # Turns on the VPC CNI's network policy agent, so the team namespaces' NetworkPolicies are enforced.
         self.vpc_cni = aws.eks.Addon(
             f"{name}-{vpc_cni.ADDON}",

@@ -33,7 +33,7 @@ from infra.aws.network import Network
 from infra.aws.tags import common_tags, partition
 from infra.karpenter import iam as kiam
 from infra.karpenter.disruption import do_not_disrupt_policy
-from infra.karpenter.facts import node_role_name
+from infra.karpenter.facts import node_role_name, placement_group_name
 from infra.karpenter.pools import DISCOVERY_TAG, karpenter_pools, node_class, node_pool
 from infra.karpenter.values import CRD_RELEASE, NAMESPACE, RELEASE, SERVICE_ACCOUNT, karpenter_values
 from infra.spec import ClusterSpec
@@ -91,7 +91,7 @@ class Karpenter(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        discovery = self._discovery_tags(name, cluster_name, network, cluster)
+        discovery = self._discovery_tags(name, spec, network, cluster)
 
         queue = aws.sqs.Queue(
             f"{name}-interruption",
@@ -177,11 +177,22 @@ class Karpenter(pulumi.ComponentResource):
         class_deps: list[pulumi.Resource] = [self.release, access, *attachments, *discovery]
         self.node_classes, self.node_pools = {}, {}
         for pool in karpenter_pools(spec):
+            # An EFA pool's cluster placement group, by the name its EC2NodeClass selects it by.
+            group = placement_group_name(spec, pool)
+            placement = (
+                [
+                    aws.ec2.PlacementGroup(
+                        f"{name}-{pool.name}", name=group, strategy="cluster", tags=tags, opts=child
+                    )
+                ]
+                if group
+                else []
+            )
             self.node_classes[pool.name] = self._object(
                 f"{name}-class-{pool.name}",
                 node_class(spec, pool),
                 provider,
-                class_deps,
+                [*class_deps, *placement],
                 pulumi.CustomTimeouts(delete=NODECLASS_DELETE_TIMEOUT),
             )
             self.node_pools[pool.name] = self._object(
@@ -197,12 +208,16 @@ class Karpenter(pulumi.ComponentResource):
         )
 
     def _discovery_tags(
-        self, name: str, cluster_name: str, network: Network, cluster: Cluster
+        self, name: str, spec: ClusterSpec, network: Network, cluster: Cluster
     ) -> list[pulumi.Resource]:
-        """The tag every EC2NodeClass selects subnets and security groups by (also on a brought VPC)."""
+        """The tag every EC2NodeClass selects subnets and security groups by, as separate `aws.ec2.Tag`s only
+        on what this stack does not tag itself: a brought VPC's subnets and the security group EKS creates
+        (subnets the stack creates carry it in their own tags: infra.aws.network.private_subnet_tags)."""
+        cluster_name = spec.cluster.name
         child = pulumi.ResourceOptions(parent=self)
         out: list[pulumi.Resource] = []
-        for i, subnet in enumerate(network.private_subnet_ids):
+        brought = network.private_subnet_ids if spec.cluster.network.vpc_id else []
+        for i, subnet in enumerate(brought):
             out.append(
                 aws.ec2.Tag(
                     f"{name}-subnet-{i}",

@@ -14,6 +14,8 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.tags import common_tags, subnet_tags
+from infra.karpenter.facts import uses_karpenter
+from infra.karpenter.pools import DISCOVERY_TAG
 from infra.spec import ClusterSpec
 
 
@@ -28,6 +30,18 @@ def subnet_cidrs(vpc_cidr: str, zones: int) -> tuple[list[str], list[str]]:
     blocks = list(vpc.subnets(prefixlen_diff=bits))
     public = list(blocks[-1].subnets(prefixlen_diff=bits))
     return [str(b) for b in blocks[:zones]], [str(b) for b in public[:zones]]
+
+
+def private_subnet_tags(spec: ClusterSpec) -> dict[str, str]:
+    """The private subnets' own tags. Karpenter's discovery tag is one of them when the stack creates the
+    subnets: a separate `aws.ec2.Tag` on a subnet whose `tags` this stack also manages is a perpetual diff
+    (pulumi-aws `aws.ec2.Tag` docs), and a `pulumi refresh` would then strip it and leave every EC2NodeClass
+    with no subnet."""
+    cluster = spec.cluster.name
+    return {
+        **subnet_tags(cluster, public=False),
+        **({DISCOVERY_TAG: cluster} if uses_karpenter(spec) else {}),
+    }
 
 
 class Network(pulumi.ComponentResource):
@@ -100,7 +114,7 @@ class Network(pulumi.ComponentResource):
                     vpc_id=vpc.id,
                     cidr_block=private_cidrs[i],
                     availability_zone=zone,
-                    tags={**tags, **subnet_tags(cluster, public=False), "Name": f"{cluster}-private-{zone}"},
+                    tags={**tags, **private_subnet_tags(spec), "Name": f"{cluster}-private-{zone}"},
                     opts=child,
                 )
             )

@@ -12,12 +12,13 @@ from typing import Any
 
 from infra import catalog
 from infra.aws import launch_template as lt
-from infra.aws.tags import KEEP_NODES_OPTIONS, autoscaler_tags
+from infra.aws.tags import autoscaler_tags, scale_down_options
 from infra.aws.userdata import node_user_data
 from infra.errors import ConfigError
-from infra.rules import SYSTEM_GROUP, pool_zones
-from infra.scheduling import node_group_name, pool_view
+from infra.rules import SYSTEM_GROUP
+from infra.scheduling import ACCELERATOR_LABEL, node_group_name, pool_view
 from infra.spec import ClusterSpec, NodePool
+from infra.zones import pool_zones
 from scheduler.model import PoolView
 from scheduler.resources import gpu_resource, gpu_units
 
@@ -185,8 +186,8 @@ def plan_gpu_pool(spec: ClusterSpec, pool: NodePool) -> NodeGroupPlan:
             labels,
             taints,
             node_template_resources(view, efa),
-            # Capacity-block nodes are paid for whether they run pods or not: never scale them down.
-            KEEP_NODES_OPTIONS if block else None,
+            # Capacity-block nodes are never scaled down; busy GPU nodes are never drained to consolidate.
+            scale_down_options(block, ACCELERATOR_LABEL in labels) or None,
         ),
         availability_zones=None if zones == tuple(spec.availability_zones) else zones,
         volume_gib=pool.root_volume_gi_b,

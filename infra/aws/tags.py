@@ -41,12 +41,24 @@ def subnet_tags(cluster: str, public: bool) -> dict[str, str]:
 
 
 TEMPLATE = f"{CA_PREFIX}/node-template"
-# cluster-autoscaler cloudprovider/aws/README.md: per-ASG overrides of scale-down settings.
-KEEP_NODES_OPTIONS = {
-    # A node is only "unneeded" while its utilization is below the threshold, so 0 never removes it.
-    f"{TEMPLATE}/autoscaling-options/scaledownutilizationthreshold": "0",
-    f"{TEMPLATE}/autoscaling-options/scaledowngpuutilizationthreshold": "0",
-}
+# cluster-autoscaler cloudprovider/aws/README.md: per-ASG overrides of the scale-down flags.
+OPTIONS = f"{TEMPLATE}/autoscaling-options"
+# A node is "underutilized" when its utilization is at or below the threshold (eligibility.go since
+# kubernetes/autoscaler#8975, in every pinned release), so a threshold of 0 no longer keeps an empty node; what
+# keeps one is an unneeded time longer than it can live: a year, more than the longest capacity block (182 days).
+KEEP_NODES_OPTIONS = {f"{OPTIONS}/scaledownunneededtime": "8760h"}
+# With that same rule a GPU threshold of 0 makes every GPU node with a GPU requested ineligible, so scale-down
+# never evicts a running GPU pod to consolidate; empty GPU nodes are still removed after the unneeded time.
+BUSY_GPU_NODES_OPTIONS = {f"{OPTIONS}/scaledowngpuutilizationthreshold": "0"}
+
+
+def scale_down_options(capacity_block: bool, gpu_node: bool) -> dict[str, str]:
+    """Per-group scale-down overrides: capacity-block nodes are paid for whether busy or not, so never removed;
+    nodes the autoscaler sees as GPU nodes (its GPU label) are removed only when no GPU is requested on them."""
+    return {
+        **(KEEP_NODES_OPTIONS if capacity_block else {}),
+        **(BUSY_GPU_NODES_OPTIONS if gpu_node else {}),
+    }
 
 
 def autoscaler_tags(

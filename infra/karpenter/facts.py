@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from infra import catalog
 from infra.spec import ClusterSpec, NodePool
+from infra.zones import pool_zones
 
 CAPACITY_TYPES = {"ON_DEMAND": ["on-demand"], "SPOT": ["spot"], "CAPACITY_BLOCK": ["reserved"]}
 MAX_ROLE_NAME = 64  # IAM role names
@@ -80,9 +81,20 @@ def quota_demand(pool: NodePool) -> dict[str, int]:
 
 
 def zones(spec: ClusterSpec, pool: NodePool) -> list[str]:
-    if pool.capacity_type == "CAPACITY_BLOCK" and pool.availability_zone:
-        return [pool.availability_zone]
-    return list(pool.availability_zones or spec.availability_zones)
+    """The same zones as the pool would get as a node group: an EFA pool (any capacity type) or a capacity
+    block stays in its `availabilityZone`."""
+    return list(pool_zones(spec, pool))
+
+
+def placement_group_name(spec: ClusterSpec, pool: NodePool) -> str | None:
+    """The cluster placement group of an EFA pool that launches On-Demand or Spot capacity only: EFA's
+    OS-bypass traffic needs the instances close together (EC2NodeClass `placementGroupSelector`, "Cluster"
+    strategy, e.g. EFA workloads: website/content/en/docs/concepts/nodeclasses.md @v1.14.1). None for pools
+    with a reservation: a capacity block fixes where its instances are, and an ODCR's instances land in a
+    placement group only if the reservation was made for it."""
+    if not pool.efa or reserved(pool):
+        return None
+    return f"{spec.cluster.name}-{pool.name}"
 
 
 def node_role_name(spec: ClusterSpec) -> str:

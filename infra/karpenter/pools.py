@@ -41,6 +41,7 @@ from infra.karpenter.facts import (
     karpenter_pools,
     node_role_name,
     only_reserved,
+    placement_group_name,
     reserved,
     workload,
     zones,
@@ -244,6 +245,8 @@ def node_class(spec: ClusterSpec, pool: NodePool) -> dict[str, Any]:
         body["userData"] = mime_user_data(gpu_node_script())
     if pool.efa:
         body["networkInterfaces"] = efa_interfaces(pool)
+    if group := placement_group_name(spec, pool):
+        body["placementGroupSelector"] = {"name": group}
     if reserved(pool) and pool.capacity_reservation_id:
         body["capacityReservationSelectorTerms"] = [{"id": pool.capacity_reservation_id}]
     return {

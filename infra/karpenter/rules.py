@@ -20,8 +20,8 @@ from infra.spec import ClusterSpec, NodePool
 NP = "gpufleet:nodePools"
 SHARED_REASON = (
     "Karpenter sizes nodes from instance-type facts and no instance type offers nvidia.com/gpu.shared or "
-    "MIG resources (kubernetes-sigs/karpenter#729), so this pool stays an EKS managed node group scaled by "
-    "the cluster-autoscaler; remove the karpenter key"
+    "MIG resources (kubernetes-sigs/karpenter#729; the ALPHA NodeOverlay is not used), so this pool stays an "
+    "EKS managed node group scaled by the cluster-autoscaler; remove the karpenter key"
 )
 
 
@@ -77,8 +77,8 @@ def _pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> Non
     for key, value in (("minSize", pool.min_size), ("desiredSize", pool.desired_size)):
         if value:
             problems.append(
-                f"{at}.{key}: Karpenter launches nodes only for pending pods and keeps no minimum; remove "
-                f"{key} (or use 0)"
+                f"{at}.{key}: gpufleet's NodePools launch nodes only for pending pods and keep no minimum "
+                f"(Karpenter's static capacity is ALPHA and not used); remove {key} (or use 0)"
             )
     if pool.oversubscribe:
         problems.append(

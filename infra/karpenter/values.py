@@ -6,7 +6,12 @@
 - `settings.clusterName` / `interruptionQueue` tie it to this cluster and its SQS queue;
 - the image is pinned by tag and digest from the versions recipe (the chart at the v1.14.1 tag still names
   the 1.13.0 image; its release script rewrites it when packaging);
-- `reservedCapacity` (ODCRs and capacity blocks as the `reserved` capacity type) is on, as its default.
+- `reservedCapacity` (ODCRs and capacity blocks as the `reserved` capacity type) is on, as its default;
+- `nodeRepair` is on (chart default off, ALPHA): EKS node auto-repair covers managed node groups only, so
+  without it a Karpenter GPU node the node monitoring agent marks `AcceleratedHardwareReady=False` (XID
+  errors) stays in the pool. Karpenter replaces such a node after 10 minutes, forcefully (no drain
+  budget), and stops when more than 20% of a pool's nodes are unhealthy (website/content/en/docs/concepts/
+  disruption.md "Node Auto Repair" @v1.14.1).
 """
 
 from __future__ import annotations
@@ -47,6 +52,6 @@ def karpenter_values(spec: ClusterSpec, role_arn: Any, queue_name: Any) -> dict[
         "settings": {
             "clusterName": spec.cluster.name,
             "interruptionQueue": queue_name,
-            "featureGates": {"reservedCapacity": True},
+            "featureGates": {"reservedCapacity": True, "nodeRepair": True},
         },
     }

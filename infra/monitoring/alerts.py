@@ -1,12 +1,22 @@
-"""gpufleet's alert rules, as Prometheus rule groups (the body of a PrometheusRule, or a promtool rule file).
+"""gpufleet's alert and recording rules, as Prometheus rule groups (the body of a PrometheusRule, or a promtool
+rule file).
 
-What each alert means and what to do is in docs/operations.md (the `runbook` annotation points there). Notes on
+What each alert means and what to do is in docs/operations.md (the runbook annotation points there). Notes on
 the choice of expressions:
-- XID: dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` is the *last* XID seen on the GPU, so it fires while that value
-  stays non-zero; 79 is "GPU has fallen off the bus" (NVIDIA XID catalogue) and gets its own critical alert;
-- ECC, row remapping and NVLink are counters: any increase is a fault (double-bit ECC and uncorrectable row
-  remaps lose data; a failed row remap means the GPU needs a reset or replacement);
+- XID: `DCGM_FI_DEV_XID_ERRORS` is the *last* XID and never resets until the exporter restarts, so it is not
+  alerted on (application XIDs would leave a warning on every busy GPU). dcgm-exporter's windowed
+  `DCGM_EXP_XID_ERRORS_COUNT{xid}` counts each XID seen in its last window; only hardware XIDs alert
+  (`HARDWARE_XIDS`), application ones are on the Fleet dashboard;
+- a GPU that falls off the bus usually just stops reporting (DCGM cannot always deliver XID 79: NVIDIA/DCGM#162),
+  so `GpuMissingFromDcgm` compares the GPUs dcgm-exporter reports per node with the node's GPU capacity, and
+  `GpuDevicePluginUnhealthy` fires when the device plugin marks GPUs unhealthy (capacity - allocatable);
+- double-bit ECC (volatile: cleared by a reset), pending and failed row remaps are levels, so the alerts stay
+  while the GPU still needs a reset and fire for an error already there at the first scrape; NVLink errors are
+  counters, any increase is a fault;
 - throttling counters count nanoseconds throttled, so `rate(...) / 1e9` is the fraction of time throttled;
+- every join with kube-state-metrics goes through `max by (node, ...)` (`metrics.node_pool`), so duplicate
+  kube-state-metrics series never break `group_left`; every Kueue gauge is read from the leader;
+- meta-alerts fire when a source every other alert depends on is down or absent;
 - idle, pending and quota thresholds come from the spec, per team (a team's `idleAfter`/`pendingAfter`).
 """
 
@@ -15,81 +25,180 @@ from __future__ import annotations
 from typing import Any
 
 from infra.monitoring import metrics as m
+from infra.monitoring.metrics import seconds
+from infra.monitoring.usage import gpu_factors
 from infra.spec import ClusterSpec, Team
 
-RUNBOOK = "docs/operations.md#"  # relative to the gpufleet repository
+RUNBOOK_DOC = "docs/operations.md"  # the runbook sections, in the gpufleet repository
 GPU_LABELS = "Hostname, gpu, UUID"
+# XIDs whose immediate action in NVIDIA's XID catalogue is a GPU reset, a node reboot or a hardware case rather
+# than restarting the application (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html,
+# "Resolution Bucket (Immediate Action)"): 48 double-bit ECC, 64 row-remap failure, 74 NVLink, 94/95 contained/
+# uncontained ECC, 119/120 GSP timeout/error. 79 (fallen off the bus) has its own alert. Application XIDs (13,
+# 31, 43, 45: the job's own fault or exit) are on the dashboard only.
+HARDWARE_XIDS = (48, 64, 74, 94, 95, 119, 120)
+FALLEN_OFF_BUS_XID = 79
+
+
+def runbook(spec: ClusterSpec, name: str) -> dict[str, str]:
+    """`runbook_url` (an absolute URL, what Alertmanager and Grafana link) when `monitoring.runbookBaseUrl` is
+    set, else `runbook`: the section's path in the repository, which is not a URL and is not presented as one."""
+    base = spec.cluster.monitoring.runbook_base_url
+    if base:
+        return {"runbook_url": f"{base}#{name.lower()}"}
+    return {"runbook": f"{RUNBOOK_DOC}#{name.lower()}"}
 
 
 def _alert(
-    name: str, expr: str, severity: str, summary: str, for_: str = "0m", **labels: str
+    spec: ClusterSpec, name: str, expr: str, severity: str, summary: str, for_: str = "0m", **labels: str
 ) -> dict[str, Any]:
     return {
         "alert": name,
         "expr": expr,
         "for": for_,
         "labels": {"severity": severity, **labels},
-        "annotations": {"summary": summary, "runbook_url": RUNBOOK + name.lower()},
+        "annotations": {"summary": summary, **runbook(spec, name)},
     }
 
 
-def gpu_health_rules() -> list[dict[str, Any]]:
+def _xids(xids: tuple[int, ...]) -> str:
+    return "|".join(str(x) for x in xids)
+
+
+def gpu_health_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     nvlink = "|".join(m.NVLINK_ERRORS)
+    on = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
+    capacity, allocatable = m.node_gpus(m.NODE_CAPACITY), m.node_gpus(m.NODE_ALLOCATABLE)
+    reported = f"count by (node) (count by (node, UUID) ({m.GPU_TEMP}))"
     return [
         _alert(
+            spec,
             "GpuFallenOffBus",
-            f"{m.XID} == 79",
+            f'{m.XID_COUNT}{{xid="{FALLEN_OFF_BUS_XID}"}} > 0',
             "critical",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} has fallen off the bus (XID 79).",
+            f"{on} has fallen off the bus (XID 79).",
         ),
         _alert(
-            "GpuXidError",
-            f"{m.XID} != 0 and {m.XID} != 79",
-            "warning",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}.",
+            spec,
+            "GpuHardwareXid",
+            f'{m.XID_COUNT}{{xid=~"{_xids(HARDWARE_XIDS)}"}} > 0',
+            "critical",
+            f"{on} reported hardware XID {{{{ $labels.xid }}}}.",
         ),
         _alert(
+            spec,
+            "GpuMissingFromDcgm",
+            f"({capacity} > on (node) {reported}) or (({capacity} > 0) unless on (node) {reported})",
+            "critical",
+            "Node {{ $labels.node }} has {{ $value }} GPUs but dcgm-exporter reports fewer: a GPU fell off "
+            "the bus or the exporter lost it.",
+            "10m",
+        ),
+        _alert(
+            spec,
+            "GpuDevicePluginUnhealthy",
+            f"({capacity} - {allocatable}) > 0",
+            "critical",
+            "The device plugin marked {{ $value }} GPU(s) of node {{ $labels.node }} unhealthy.",
+            "5m",
+        ),
+        _alert(
+            spec,
             "GpuDoubleBitEccError",
-            f"increase({m.ECC_DBE_VOLATILE}[10m]) > 0",
+            f"{m.ECC_DBE_VOLATILE} > 0",
             "critical",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had double-bit ECC errors.",
+            f"{on} has had {{{{ $value }}}} double-bit ECC errors since its last reset.",
         ),
         _alert(
+            spec,
+            "GpuRowRemapPending",
+            f"{m.ROW_REMAP_PENDING} > 0",
+            "warning",
+            f"{on} has a row remap pending: it needs a GPU reset.",
+        ),
+        _alert(
+            spec,
             "GpuRowRemapFailure",
-            f"{m.ROW_REMAP_FAILURE} > 0 or increase({m.UNCORRECTABLE_REMAPPED_ROWS}[10m]) > 0",
+            f"{m.ROW_REMAP_FAILURE} > 0",
             "critical",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} failed to remap a row or remapped an uncorrectable one.",
+            f"{on} failed to remap a memory row.",
         ),
         _alert(
+            spec,
             "GpuNvlinkErrors",
             f'sum by ({GPU_LABELS}) (increase({{__name__=~"{nvlink}"}}[10m])) > 0',
             "warning",
             "NVLink errors on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}.",
         ),
         _alert(
+            spec,
             "GpuThermalThrottling",
             f"rate({m.THERMAL_VIOLATION}[5m]) / 1e9 > 0.1",
             "warning",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is thermally throttled {{ $value | humanizePercentage }} of the time.",
+            f"{on} is thermally throttled {{{{ $value | humanizePercentage }}}} of the time.",
             "10m",
         ),
         _alert(
+            spec,
             "GpuPowerThrottling",
             f"rate({m.POWER_VIOLATION}[5m]) / 1e9 > 0.5",
             "info",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is power-capped {{ $value | humanizePercentage }} of the time.",
+            f"{on} is power-capped {{{{ $value | humanizePercentage }}}} of the time.",
             "30m",
         ),
         _alert(
+            spec,
             "GpuNodeNotReady",
-            f'({m.NODE_CONDITION}{{condition="Ready",status="true"}} == 0)'
-            f" * on (node) group_left ({m.POOL_LABEL_METRIC})"
-            f' ({m.NODE_LABELS}{{{m.POOL_LABEL_METRIC}!=""}} * 0 + 1)',
+            f'(max by (node) ({m.NODE_CONDITION}{{condition="Ready",status="true"}}) == 0) {m.on_pool()}',
             "critical",
             "Node {{ $labels.node }} of GPU pool {{ $labels." + m.POOL_LABEL_METRIC + " }} is not ready.",
             "5m",
         ),
     ]
+
+
+def meta_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """The sources every other alert reads: a target down, a job with no target at all, Kueue's gauges gone.
+    kube-prometheus-stack's own `TargetDown` covers only targets that exist. dcgm-exporter runs on GPU nodes
+    only, so its absence counts only while some node has GPU capacity (AWS pools may scale to zero)."""
+    jobs = "|".join(m.JOBS)
+    gpus_exist = f"on () (sum({m.node_gpus(m.NODE_CAPACITY)}) > 0)"
+    absent = {
+        m.DCGM_JOB: f'absent_over_time({m.UP}{{job="{m.DCGM_JOB}"}}[10m]) and {gpus_exist}',
+        m.KUEUE_JOB: f'absent_over_time({m.UP}{{job="{m.KUEUE_JOB}"}}[10m])',
+        m.KSM_JOB: f'absent_over_time({m.UP}{{job="{m.KSM_JOB}"}}[10m])',
+    }
+    rules = [
+        _alert(
+            spec,
+            "GpuMetricsTargetDown",
+            f'{m.UP}{{job=~"{jobs}"}} == 0',
+            "critical",
+            "Prometheus cannot scrape {{ $labels.job }} at {{ $labels.instance }}: GPU and team alerts "
+            "that read it are silent.",
+            "10m",
+        ),
+        # One rule (promtool flags two alerting rules of one name and labels): each term keeps its `job`.
+        _alert(
+            spec,
+            "GpuMetricsTargetAbsent",
+            " or ".join(f"({expr})" for expr in absent.values()),
+            "critical",
+            "Prometheus has no {{ $labels.job }} target: GPU and team alerts that read it are silent.",
+        ),
+    ]
+    if spec.teams:
+        rules.append(
+            _alert(
+                spec,
+                "KueueMetricsAbsent",
+                f"absent({m.KUEUE_NOMINAL}{{{m.KUEUE_LEADER}}})",
+                "critical",
+                f"No {m.KUEUE_NOMINAL} from Kueue's leader: quota, usage and pending alerts are silent.",
+                "15m",
+            )
+        )
+    return rules
 
 
 def _idle_after(spec: ClusterSpec, team: Team) -> str:
@@ -100,13 +209,26 @@ def _pending_after(spec: ClusterSpec, team: Team) -> str:
     return team.pending_after or spec.cluster.monitoring.pending_after
 
 
+def starved_expr(team: Team, wait: str) -> str:
+    """Workloads of the team's namespace without `QuotaReserved=True` for longer than `wait`, while the team's
+    ClusterQueue admitted others in that time (Kueue admits out of order: a large gang job waits behind a stream
+    of small ones). Value: seconds since the workload was created."""
+    ns = f'namespace="{team.namespace}"'
+    by = "namespace, workload"
+    age = f"time() - max by ({by}) ({m.WORKLOAD_CREATED}{{{ns}}})"
+    reserved = f'max by ({by}) ({m.WORKLOAD_CONDITION}{{{ns},type="QuotaReserved"}}) == 1'
+    admitted = f'sum(increase({m.KUEUE_ADMITTED_TOTAL}{{cluster_queue="{team.name}"}}[{wait}])) > 0'
+    return f"(({age}) > {seconds(wait)}) unless on ({by}) ({reserved}) and on () ({admitted})"
+
+
 def team_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """Per team: allocated GPUs idle, GPU workloads waiting, the team at its quota."""
+    """Per team: allocated GPUs idle, GPU workloads waiting or starving, the team at its quota."""
     rules: list[dict[str, Any]] = []
     for team in spec.teams:
         idle = _idle_after(spec, team)
         rules.append(
             _alert(
+                spec,
                 "GpuAllocatedIdle",
                 f'{m.GPU_UTIL}{{namespace="{team.namespace}",pod!=""}} < {m.IDLE_UTIL_PERCENT}',
                 "warning",
@@ -120,8 +242,9 @@ def team_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
         q = f'cluster_queue="{team.name}"'
         rules.append(
             _alert(
+                spec,
                 "GpuWorkloadsPendingTooLong",
-                f"(sum by (cluster_queue) ({m.KUEUE_PENDING}{{{q}}}) > 0)"
+                f"(sum by (cluster_queue) ({m.KUEUE_PENDING}{{{q},{m.KUEUE_LEADER}}}) > 0)"
                 f" unless on (cluster_queue)"
                 f" (sum by (cluster_queue) (increase({m.KUEUE_ADMITTED_TOTAL}{{{q}}}[{wait}])) > 0)",
                 "warning",
@@ -130,10 +253,23 @@ def team_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
                 team=team.name,
             )
         )
+        rules.append(
+            _alert(
+                spec,
+                "GpuWorkloadStarved",
+                starved_expr(team, wait),
+                "warning",
+                f"Workload {{{{ $labels.workload }}}} of team {team.name} has waited "
+                f"{{{{ $value | humanizeDuration }}}} while the team's other workloads were admitted.",
+                "5m",
+                team=team.name,
+            )
+        )
     by = "cluster_queue, flavor, resource"
-    gpu = 'resource=~"nvidia.com/.*"'
+    gpu = f'resource=~"nvidia.com/.*",{m.KUEUE_LEADER}'
     rules.append(
         _alert(
+            spec,
             "TeamAtGpuQuota",
             f"sum by ({by}) ({m.KUEUE_USAGE}{{{gpu}}})"
             f" >= on ({by}) (sum by ({by}) ({m.KUEUE_NOMINAL}{{{gpu}}}) > 0)",
@@ -146,8 +282,36 @@ def team_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     return rules
 
 
+def gpu_unit_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Kueue's allocated and quota gauges in whole GPUs, per (team, pool, resource): a MIG slice is
+    1/instances of a GPU and a time-sliced replica 1/replicas (`usage.gpu_factors`, the factors `invoke usage`
+    applies), so cost and allocated panels never count slices or replicas as GPUs. One rule per record, its
+    terms joined by `or`: each term has its own flavor/resource, so none hides another."""
+    by = "cluster_queue, flavor, resource"
+    factors = sorted(gpu_factors(spec).items())
+    if not factors:
+        return []
+    rules: list[dict[str, Any]] = []
+    for record, metric in ((m.RECORD_ALLOCATED, m.KUEUE_USAGE), (m.RECORD_QUOTA, m.KUEUE_NOMINAL)):
+        terms = []
+        for (pool, resource), factor in factors:
+            term = f'sum by ({by}) ({metric}{{{m.KUEUE_LEADER},flavor="{pool}",resource="{resource}"}})'
+            terms.append(term if factor == 1 else f"{term} * {factor!r}")
+        rules.append({"record": record, "expr": " or ".join(f"({t})" for t in terms)})
+    return rules
+
+
 def rule_groups(spec: ClusterSpec) -> list[dict[str, Any]]:
-    return [
-        {"name": "gpufleet.gpu-health", "rules": gpu_health_rules()},
+    groups = [
+        {"name": "gpufleet.gpu-health", "rules": gpu_health_rules(spec)},
+        {"name": "gpufleet.meta", "rules": meta_rules(spec)},
         {"name": "gpufleet.teams", "rules": team_rules(spec)},
     ]
+    if units := gpu_unit_rules(spec):
+        groups.append({"name": "gpufleet.gpu-units", "rules": units})
+    return groups
+
+
+def alerts(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Every alerting rule (recording rules left out)."""
+    return [r for g in rule_groups(spec) for r in g["rules"] if "alert" in r]

@@ -2,7 +2,10 @@
 
 Three dashboards: the fleet (GPU utilisation and health), teams (allocated vs quota vs used, idle GPUs, queue
 waits) and pools (nodes, GPUs, cost per hour). Panels use only metrics listed in `infra.monitoring.metrics`
-and no Grafana template variables, so every expression is plain PromQL that promtool can check.
+and no Grafana template variables, so every expression is plain PromQL that promtool can check. Kueue gauges are
+read from the leader replica; allocated GPUs and their cost come from gpufleet's whole-GPU recording rules
+(`metrics.RECORD_ALLOCATED`); GPUs are counted per physical GPU (`UUID`), since with dcgm-exporter's virtual-GPU
+mapping a shared GPU has one series per pod besides its own.
 """
 
 from __future__ import annotations
@@ -11,14 +14,13 @@ import json
 from typing import Any
 
 from infra.monitoring import metrics as m
+from infra.monitoring.alerts import FALLEN_OFF_BUS_XID, HARDWARE_XIDS
 from infra.monitoring.prices import gpu_hour_prices
 from infra.spec import ClusterSpec
 
 SCHEMA_VERSION = 39
-GPU = 'resource=~"nvidia.com/.*"'
+HARDWARE = "|".join(str(x) for x in (*HARDWARE_XIDS, FALLEN_OFF_BUS_XID))
 POOL = m.POOL_LABEL_METRIC
-# DCGM GPU series joined to their node's pool (the dcgm-exporter ServiceMonitor adds `node`).
-NODE_POOL = f'group_left ({POOL}) ({m.NODE_LABELS}{{{POOL}!=""}} * 0 + 1)'
 
 
 def _panel(
@@ -53,18 +55,22 @@ def _dashboard(uid: str, title: str, panels: list[dict[str, Any]]) -> dict[str, 
 
 def fleet() -> dict[str, Any]:
     u = m.GPU_UTIL
+    # One series per physical GPU: the GPU's own, or the highest of its pods' (per-process shares add up to it).
+    per_gpu = f"max by (Hostname, UUID) ({u})"
+    allocated = f'count(count by (Hostname, UUID) ({u}{{pod!=""}}))'
+    idle = f'count(max by (Hostname, UUID) ({u}{{pod!=""}}) < {m.IDLE_UTIL_PERCENT})'
     return _dashboard(
         "gpufleet-fleet",
         "gpufleet / Fleet",
         [
-            _panel(1, "GPU utilisation (mean, %)", [(f"avg({u})", "all GPUs")], "percent"),
+            _panel(1, "GPU utilisation (mean, %)", [(f"avg({per_gpu})", "all GPUs")], "percent"),
             _panel(
                 2,
                 "GPUs allocated vs idle",
                 [
-                    (f'count({u}{{pod!=""}})', "allocated"),
-                    (f'count({u}{{pod!=""}} < {m.IDLE_UTIL_PERCENT})', "allocated, idle"),
-                    (f"count({u})", "total"),
+                    (f"{allocated} or vector(0)", "allocated"),
+                    (f"{idle} or vector(0)", "allocated, idle"),
+                    (f"count(count by (Hostname, UUID) ({u}))", "total"),
                 ],
             ),
             _panel(
@@ -73,14 +79,32 @@ def fleet() -> dict[str, Any]:
                 [(f"max by (Hostname) ({m.GPU_TEMP})", "{{Hostname}}")],
                 "celsius",
             ),
-            _panel(4, "Power draw (W)", [(f"sum by (Hostname) ({m.POWER_USAGE})", "{{Hostname}}")], "watt"),
+            _panel(
+                4,
+                "Power draw (W)",
+                [(f"sum by (Hostname) (max by (Hostname, UUID) ({m.POWER_USAGE}))", "{{Hostname}}")],
+                "watt",
+            ),
             _panel(
                 5,
-                "GPUs with an XID, ECC or row-remap fault",
+                "GPUs with a hardware XID, ECC or row-remap fault",
                 [
-                    (f"count({m.XID} != 0) or vector(0)", "last XID non-zero"),
-                    (f"count(increase({m.ECC_DBE_VOLATILE}[1h]) > 0) or vector(0)", "double-bit ECC (1h)"),
-                    (f"count({m.ROW_REMAP_FAILURE} > 0) or vector(0)", "row-remap failure"),
+                    (
+                        f'count(count by (Hostname, UUID) ({m.XID_COUNT}{{xid=~"{HARDWARE}"}} > 0)) or vector(0)',
+                        "hardware XID (window)",
+                    ),
+                    (
+                        f"count(count by (Hostname, UUID) ({m.ECC_DBE_VOLATILE} > 0)) or vector(0)",
+                        "double-bit ECC",
+                    ),
+                    (
+                        f"count(count by (Hostname, UUID) ({m.ROW_REMAP_PENDING} > 0)) or vector(0)",
+                        "row remap pending",
+                    ),
+                    (
+                        f"count(count by (Hostname, UUID) ({m.ROW_REMAP_FAILURE} > 0)) or vector(0)",
+                        "row-remap failure",
+                    ),
                 ],
             ),
             _panel(
@@ -97,16 +121,20 @@ def fleet() -> dict[str, Any]:
                 "GPU nodes not ready or cordoned",
                 [
                     (
-                        f'count(({m.NODE_CONDITION}{{condition="Ready",status="true"}} == 0)'
-                        f' * on (node) ({m.NODE_LABELS}{{{POOL}!=""}} * 0 + 1)) or vector(0)',
+                        f'count((max by (node) ({m.NODE_CONDITION}{{condition="Ready",status="true"}}) == 0)'
+                        f" {m.on_pool()}) or vector(0)",
                         "not ready",
                     ),
                     (
-                        f"count(({m.NODE_UNSCHEDULABLE} == 1)"
-                        f' * on (node) ({m.NODE_LABELS}{{{POOL}!=""}} * 0 + 1)) or vector(0)',
+                        f"count((max by (node) ({m.NODE_UNSCHEDULABLE}) == 1) {m.on_pool()}) or vector(0)",
                         "cordoned",
                     ),
                 ],
+            ),
+            _panel(
+                8,
+                "XIDs in the exporter's window, by XID (application XIDs too)",
+                [(f"sum by (xid) ({m.XID_COUNT})", "XID {{xid}}")],
             ),
         ],
     )
@@ -122,8 +150,8 @@ def teams() -> dict[str, Any]:
                 1,
                 "GPUs allocated (Kueue) vs quota",
                 [
-                    (f"sum by ({by}) ({m.KUEUE_USAGE}{{{GPU}}})", "{{cluster_queue}} allocated"),
-                    (f"sum by ({by}) ({m.KUEUE_NOMINAL}{{{GPU}}})", "{{cluster_queue}} quota"),
+                    (f"sum by ({by}) ({m.RECORD_ALLOCATED})", "{{cluster_queue}} allocated"),
+                    (f"sum by ({by}) ({m.RECORD_QUOTA})", "{{cluster_queue}} quota"),
                 ],
             ),
             _panel(
@@ -166,7 +194,11 @@ def teams() -> dict[str, Any]:
                 ],
                 "s",
             ),
-            _panel(6, "Pending workloads", [(f"sum by ({by}) ({m.KUEUE_PENDING})", "{{cluster_queue}}")]),
+            _panel(
+                6,
+                "Pending workloads",
+                [(f"sum by ({by}) ({m.KUEUE_PENDING}{{{m.KUEUE_LEADER}}})", "{{cluster_queue}}")],
+            ),
             _panel(
                 7,
                 "GPUs requested by pods (kube-state-metrics)",
@@ -183,30 +215,27 @@ def teams() -> dict[str, Any]:
 
 def pools(spec: ClusterSpec) -> dict[str, Any]:
     cost = [
-        (f'sum({m.KUEUE_USAGE}{{flavor="{name}",{GPU}}}) * {price:g}', name)
+        (f'sum({m.RECORD_ALLOCATED}{{flavor="{name}"}}) * {price:g}', name)
         for name, price in gpu_hour_prices(spec).items()
         if price is not None
     ]
     panels = [
-        _panel(
-            1, "Nodes per pool", [(f'count by ({POOL}) ({m.NODE_LABELS}{{{POOL}!=""}})', f"{{{{{POOL}}}}}")]
-        ),
+        _panel(1, "Nodes per pool", [(f"count by ({POOL}) ({m.node_pool()})", f"{{{{{POOL}}}}}")]),
         _panel(
             2,
             "GPUs per pool: allocatable vs allocated",
             [
                 (
-                    f'sum by ({POOL}) ({m.NODE_ALLOCATABLE}{{resource="{m.GPU_RESOURCE_METRIC}"}}'
-                    f" * on (node) {NODE_POOL})",
+                    f"sum by ({POOL}) ({m.node_gpus(m.NODE_ALLOCATABLE)} {m.on_pool()})",
                     f"{{{{{POOL}}}}} allocatable",
                 ),
-                (f"sum by (flavor) ({m.KUEUE_USAGE}{{{GPU}}})", "{{flavor}} allocated"),
+                (f"sum by (flavor) ({m.RECORD_ALLOCATED})", "{{flavor}} allocated (whole GPUs)"),
             ],
         ),
         _panel(
             3,
             "GPU utilisation per pool (mean, %)",
-            [(f"avg by ({POOL}) ({m.GPU_UTIL} * on (node) {NODE_POOL})", f"{{{{{POOL}}}}}")],
+            [(f"avg by ({POOL}) (max by (node, UUID) ({m.GPU_UTIL}) {m.on_pool()})", f"{{{{{POOL}}}}}")],
             "percent",
         ),
     ]

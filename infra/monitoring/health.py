@@ -6,14 +6,17 @@ cordons and taints the node, node-drainer evicts its pods when enabled, and a la
 quarantine (uncordon, untaint). node-problem-detector would need DCGM checks written and kept by us.
 On EKS the node monitoring agent and node auto repair do this job (infra.aws), so nothing is installed there.
 
-Kueue never admits onto a quarantined node: the flavors' tolerations name only the GPU taint and the pools'
-own taints, never the quarantine taint or a key-less `Exists`, so pods of admitted workloads cannot schedule
-there (tests/monitoring/test_health.py).
+Pods never schedule onto a quarantined node: the flavors' tolerations name only the GPU taint and the pools'
+own taints, never the quarantine taint or a key-less `Exists` (tests/monitoring/test_health.py). Kueue itself
+admits on quota, not nodes, so a quarantined node's GPUs still count as free quota: an admitted workload can
+sit Pending on it until `waitForPodsReady` evicts and requeues it (docs/operations.md, Self-healing).
 
 Values keys: NVSentinel's configuration reference (docs.nvidia.com/nvsentinel, Configuration, v1.26-v1.29):
 `global.gpuHealthMonitor.enabled`, `global.faultQuarantine.enabled`, `global.nodeDrainer.enabled`. Fault
 quarantine needs NVSentinel's datastore, which the chart deploys by default (an in-cluster MongoDB; "External
-Datastore" in the same documentation), so we leave it at its default.
+Datastore" in the same documentation), so we leave it at its default (the Bitnami backend). That datastore
+needs cert-manager, a default StorageClass and amd64 nodes; `infra.preflight.nvsentinel` checks them on the
+cluster before deploy, since a missing one only shows as the atomic release timing out and rolling back.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ with `release: <monitoring.release>`: our rules and the Kueue monitor here, the 
 the GPU operator's `dcgmExporter.serviceMonitor.additionalLabels`, the autoscaler's through its chart's
 `serviceMonitor.selector`. The same labels work on `existing` when `monitoring.release` names that stack's
 release, so `install` and `existing` produce the same objects.
+
+The chart values (`install`) also give Prometheus a persistent volume with a size cap, Alertmanager the
+receivers of `monitoring.alertmanager`, and kube-state-metrics gpufleet's Kueue Workload metrics (queue
+starvation); on AWS they turn off the control-plane monitors EKS gives no targets for.
 """
 
 from __future__ import annotations
@@ -16,15 +20,24 @@ from typing import Any
 from infra.monitoring import metrics as m
 from infra.monitoring.alerts import rule_groups
 from infra.monitoring.dashboards import dashboards, to_json
-from infra.spec import ClusterSpec
-from scheduler.labels import KUEUE_NAMESPACE, MANAGED_BY
+from infra.spec import AlertReceiver, ClusterSpec, Monitoring, SecretKey
+from scheduler.labels import KUEUE_NAMESPACE, MANAGED_BY, SHARED_GPU_RESOURCE
 
 MONITORING_API = "monitoring.coreos.com/v1"
 SYSTEM_NODES = {"gpufleet.io/role": "system"}  # the AWS system node group's label (infra.aws.nodepools)
-KUEUE_RELEASE = "kueue"  # scheduler.kueue_config.RELEASE_NAME: the chart's objects are named kueue-…
+KUEUE_RELEASE = m.KUEUE_RELEASE  # scheduler.kueue_config.RELEASE_NAME: the chart's objects are named kueue-…
 DASHBOARD_LABEL = ("grafana_dashboard", "1")  # the chart's grafana.sidecar.dashboards label / labelValue
 RULES_NAME = "gpufleet-alerts"
 DCGM_METRICS_CONFIGMAP = "gpufleet-dcgm-metrics"
+# The Prometheus operator mounts each Secret of `alertmanagerSpec.secrets` at /etc/alertmanager/secrets/<name>
+# (v0.93.0 pkg/alertmanager/statefulset.go: `secretsDir`, `path.Join(secretsDir, s)`).
+ALERTMANAGER_SECRETS_DIR = "/etc/alertmanager/secrets"
+# kube-prometheus-stack 88.5.3 values.yaml: these monitors scrape kube-controller-manager, etcd, kube-scheduler
+# and kube-proxy pods, which EKS runs out of the cluster's reach (its control plane is managed; kube-proxy is an
+# add-on without a metrics Service the chart selects), so their "down" alerts would fire for ever.
+EKS_UNREACHABLE_MONITORS = ("kubeControllerManager", "kubeEtcd", "kubeScheduler", "kubeProxy")
+# Kueue v0.19.2: Workloads are kueue.x-k8s.io, served as v1beta1 and v1beta2 (the storage version).
+WORKLOAD_GVK = {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "Workload"}
 
 
 def release_labels(spec: ClusterSpec) -> dict[str, str]:
@@ -44,14 +57,175 @@ def prometheus_service_account(spec: ClusterSpec) -> str:
     return f"{full[:26].rstrip('-')}-prometheus"
 
 
+def storage_spec(mon: Monitoring) -> dict[str, Any]:
+    """`prometheusSpec.storageSpec`: a PVC per Prometheus replica from a volumeClaimTemplate (the chart's
+    commented example, values.yaml `storageSpec`; prometheus-operator `StorageSpec.volumeClaimTemplate`)."""
+    claim: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": mon.storage.size}},
+    }
+    if mon.storage.storage_class:
+        claim["storageClassName"] = mon.storage.storage_class
+    return {"volumeClaimTemplate": {"spec": claim}}
+
+
+def workload_state_metrics() -> dict[str, Any]:
+    """kube-state-metrics CustomResourceState config (docs/metrics/extend/customresourcestate-metrics.md at
+    v2.20.0): per Kueue Workload its creation time (an RFC 3339 string, which kube-state-metrics parses to a
+    Unix timestamp) and one series per status condition (`type` label; value 1 for "True", 0 for "False" or
+    "Unknown"). A workload without `QuotaReserved=True` is still waiting, however long ago it was created:
+    Kueue 0.19 exports no per-workload pending age, and its wait histogram sees only admitted ones."""
+    return {
+        "kind": "CustomResourceStateMetrics",
+        "spec": {
+            "resources": [
+                {
+                    "groupVersionKind": dict(WORKLOAD_GVK),
+                    "metricNamePrefix": m.WORKLOAD_PREFIX,
+                    "labelsFromPath": {
+                        "namespace": ["metadata", "namespace"],
+                        "workload": ["metadata", "name"],
+                        "queue": ["spec", "queueName"],
+                    },
+                    "metrics": [
+                        {
+                            "name": m.WORKLOAD_CREATED.removeprefix(m.WORKLOAD_PREFIX + "_"),
+                            "help": "Creation time of the Kueue Workload (Unix seconds).",
+                            "each": {"type": "Gauge", "gauge": {"path": ["metadata", "creationTimestamp"]}},
+                        },
+                        {
+                            "name": m.WORKLOAD_CONDITION.removeprefix(m.WORKLOAD_PREFIX + "_"),
+                            "help": "Status conditions of the Kueue Workload (1: True).",
+                            "each": {
+                                "type": "Gauge",
+                                "gauge": {
+                                    "path": ["status", "conditions"],
+                                    "labelsFromPath": {"type": ["type"]},
+                                    "valueFrom": ["status"],
+                                },
+                            },
+                        },
+                    ],
+                }
+            ]
+        },
+    }
+
+
+def kube_state_metrics_values(spec: ClusterSpec) -> dict[str, Any]:
+    """The kube-state-metrics subchart (8.4.0): the pool label on kube_node_labels, and the Workload metrics with
+    the list/watch rule they need (values.yaml `customResourceState.{enabled,config}`, `rbac.extraRules`)."""
+    on_system = {"nodeSelector": dict(SYSTEM_NODES)} if spec.platform == "aws" else {}
+    return {
+        "metricLabelsAllowlist": ["nodes=[gpufleet.io/pool]"],
+        "customResourceState": {"enabled": True, "config": workload_state_metrics()},
+        "rbac": {
+            "extraRules": [
+                {"apiGroups": [WORKLOAD_GVK["group"]], "resources": ["workloads"], "verbs": ["list", "watch"]}
+            ]
+        },
+        **on_system,
+    }
+
+
+def secret_file(ref: SecretKey) -> str:
+    return f"{ALERTMANAGER_SECRETS_DIR}/{ref.secret}/{ref.key}"
+
+
+def _receiver(r: AlertReceiver) -> dict[str, Any]:
+    """One Alertmanager v0.34 receiver. Secrets are read from files (`api_url_file`, `routing_key_file`,
+    `auth_password_file`: config/notifiers.go, notify/pagerduty/config.go at v0.34.0), never inlined."""
+    out: dict[str, Any] = {"name": r.name}
+    if r.slack:
+        slack: dict[str, Any] = {"api_url_file": secret_file(r.slack.webhook_url), "send_resolved": True}
+        if r.slack.channel:
+            slack["channel"] = r.slack.channel
+        out["slack_configs"] = [slack]
+    if r.pagerduty:
+        out["pagerduty_configs"] = [
+            {"routing_key_file": secret_file(r.pagerduty.routing_key), "send_resolved": True}
+        ]
+    if r.email:
+        email: dict[str, Any] = {
+            "to": r.email.to,
+            "from": r.email.from_address,
+            "smarthost": r.email.smarthost,
+            "require_tls": r.email.require_tls,
+            "send_resolved": True,
+        }
+        if r.email.username:
+            email["auth_username"] = r.email.username
+        if r.email.password:
+            email["auth_password_file"] = secret_file(r.email.password)
+        out["email_configs"] = [email]
+    return out
+
+
+def alertmanager_secrets(mon: Monitoring) -> list[str]:
+    """The Secrets the receivers read, for `alertmanagerSpec.secrets` (mounted into the Alertmanager pods)."""
+    am = mon.alertmanager
+    if am is None:
+        return []
+    refs = [
+        ref
+        for r in am.receivers
+        for ref in (
+            r.slack.webhook_url if r.slack else None,
+            r.pagerduty.routing_key if r.pagerduty else None,
+            r.email.password if r.email else None,
+        )
+        if ref is not None
+    ]
+    return sorted({ref.secret for ref in refs})
+
+
+def alertmanager_config(mon: Monitoring) -> dict[str, Any] | None:
+    """The chart's `alertmanager.config` (an Alertmanager configuration file): route by `severity`, unrouted
+    alerts to `default` or the chart's `null` receiver (values.yaml `alertmanager.config`). None: the chart's."""
+    am = mon.alertmanager
+    if am is None:
+        return None
+    receivers = [_receiver(r) for r in am.receivers]
+    if "null" not in {r.name for r in am.receivers}:  # the chart's sink, for Watchdog and unrouted alerts
+        receivers.append({"name": "null"})
+    return {
+        "global": {"resolve_timeout": "5m"},
+        "route": {
+            "receiver": am.default or "null",
+            "group_by": ["alertname", "severity"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": [
+                {"receiver": "null", "matchers": ['alertname = "Watchdog"']},
+                *(
+                    {"receiver": name, "matchers": [f'severity = "{severity}"']}
+                    for severity, name in sorted(am.routes.items())
+                ),
+            ],
+        },
+        "receivers": receivers,
+        "templates": ["/etc/alertmanager/config/*.tmpl"],
+    }
+
+
 def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
     """Values for the pinned kube-prometheus-stack chart (`monitoring.prometheus: install`)."""
     mon = spec.cluster.monitoring
     on_system = {"nodeSelector": dict(SYSTEM_NODES)} if spec.platform == "aws" else {}
+    alertmanager: dict[str, Any] = {"alertmanagerSpec": {**on_system}}
+    if (config := alertmanager_config(mon)) is not None:
+        alertmanager["config"] = config
+        alertmanager["alertmanagerSpec"]["secrets"] = alertmanager_secrets(mon)
+    off_on_eks = (
+        {name: {"enabled": False} for name in EKS_UNREACHABLE_MONITORS} if spec.platform == "aws" else {}
+    )
     return {
         "prometheus": {
             "prometheusSpec": {
                 "retention": mon.retention,
+                "retentionSize": mon.retention_bytes,
+                "storageSpec": storage_spec(mon),
                 "scrapeInterval": mon.scrape_interval,
                 "ruleSelectorNilUsesHelmValues": True,
                 "serviceMonitorSelectorNilUsesHelmValues": True,
@@ -59,8 +233,9 @@ def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
                 **on_system,
             }
         },
-        "alertmanager": {"alertmanagerSpec": {**on_system}},
+        "alertmanager": alertmanager,
         "prometheusOperator": {**on_system},
+        **off_on_eks,
         "grafana": {
             "enabled": mon.grafana,
             "sidecar": {
@@ -73,8 +248,7 @@ def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
             },
         },
         "kubeStateMetrics": {"enabled": True},
-        # kube-state-metrics chart 8.4.0: the pool label on kube_node_labels (per-pool alerts and dashboards).
-        "kube-state-metrics": {"metricLabelsAllowlist": ["nodes=[gpufleet.io/pool]"], **on_system},
+        "kube-state-metrics": kube_state_metrics_values(spec),
     }
 
 
@@ -83,25 +257,51 @@ def dcgm_exporter_values(spec: ClusterSpec) -> dict[str, Any]:
     enabled = spec.cluster.monitoring.enabled
     return {
         "enabled": True,
-        # Pod mapping: GPU series carry the namespace/pod/container holding the GPU (kubelet pod-resources).
-        "env": [{"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}],
+        "env": dcgm_exporter_env(),
         "config": {"name": DCGM_METRICS_CONFIGMAP, "create": True, "data": m.dcgm_counters_csv()},
         "serviceMonitor": {
             "enabled": enabled,
             "interval": spec.cluster.monitoring.scrape_interval,
             "additionalLabels": release_labels(spec) if enabled else {},
-            # The node name as `node`, to join GPU series with kube-state-metrics' node labels (the pool).
-            "relabelings": [
-                {
-                    "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                    "targetLabel": "node",
-                    "action": "replace",
-                }
-            ]
-            if enabled
-            else [],
+            "relabelings": dcgm_relabelings() if enabled else [],
         },
     }
+
+
+def dcgm_exporter_env() -> list[dict[str, str]]:
+    """dcgm-exporter's pod mapping (4.5.3-4.8.2 pkg/cmd/app.go flags and their environment variables):
+    - DCGM_EXPORTER_KUBERNETES: GPU series carry the namespace/pod/container holding the GPU (kubelet
+      pod-resources API);
+    - NVIDIA_RESOURCE_NAMES: the mapper keeps only devices of `nvidia.com/gpu`, `nvidia.com/mig-*` and the names
+      listed here (internal/pkg/transformation/kubernetes.go, resource filter); time-sliced GPUs are advertised
+      as `nvidia.com/gpu.shared` (scheduler.sharing, `renameByDefault`). Set on every cluster: it only widens
+      the filter, and a name no device plugin advertises matches nothing;
+    - KUBERNETES_VIRTUAL_GPUS: with it, every pod sharing a GPU gets its own series (without it the `::N`
+      replica ids overwrite one map entry and the last pod wins); for DCGM_FI_DEV_GPU_UTIL and FB_USED the
+      per-pod value is that pod's processes' share (NVML per-process accounting, transformation/
+      process_metrics.go), next to the GPU's own pod-less series."""
+    return [
+        {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+        {"name": "NVIDIA_RESOURCE_NAMES", "value": SHARED_GPU_RESOURCE},
+        {"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"},
+    ]
+
+
+def dcgm_relabelings() -> list[dict[str, Any]]:
+    """The exporter monitor's `relabelings`, which the Prometheus operator appends, last, to the target's
+    `relabel_configs` (v0.93.0 pkg/prometheus/promcfg.go, generateServiceMonitorConfig: after its own rules
+    that set the target labels `namespace`, `pod`, `container`, `service`, `job`, `endpoint`).
+    - `node` from the pod's node, to join GPU series with kube-state-metrics' node labels (the pool);
+    - labeldrop of the target's `namespace`, `pod`, `container` (the exporter pod's): relabel_configs run on the
+      target before the scrape, so the exporter's own labels of those names are then kept as they are. Without
+      it they clash with the target's and, with `honor_labels: false` (the GPU operator's monitor sets no
+      honorLabels), Prometheus renames them `exported_namespace`/`exported_pod`/`exported_container`
+      (https://prometheus.io/docs/prometheus/latest/configuration/configuration/#scrape_config, honor_labels);
+      and `honorLabels: true` alone would still leave every free GPU with the exporter's `pod`."""
+    return [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"},
+        {"action": "labeldrop", "regex": "^(pod|namespace|container)$"},
+    ]
 
 
 def autoscaler_service_monitor_values(spec: ClusterSpec) -> dict[str, Any]:

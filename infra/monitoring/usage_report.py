@@ -75,7 +75,8 @@ def to_csv(report: UsageReport) -> str:
 
 
 def write_plots(report: UsageReport, folder: Path) -> list[Path]:
-    """Per-team and per-pool GPU-hours (allocated, used, idle) as bars; allocated GPUs over time per team."""
+    """Per-team and per-pool GPU-hours (allocated, used, idle) as bars; allocated GPUs over time per team. A chart
+    with no number to draw is not written: an empty bar chart reads as "zero hours", not "no data"."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,6 +85,8 @@ def write_plots(report: UsageReport, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for kind, rows in (("teams", report.teams), ("pools", report.pools)):
+        if not any(getattr(r, a) is not None for r in rows for a in ("allocated_h", "used_h", "idle_h")):
+            continue
         fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4))
         width = 0.27
         for i, (label, attr) in enumerate(
@@ -104,7 +107,7 @@ def write_plots(report: UsageReport, folder: Path) -> list[Path]:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
-    if report.timeline:
+    if any(points for points in report.timeline.values()):
         fig, ax = plt.subplots(figsize=(8, 4))
         for team, points in sorted(report.timeline.items()):
             ax.plot([(t - report.end) / 3600 for t, _ in points], [v for _, v in points], label=team)

@@ -17,8 +17,8 @@ from infra import catalog
 from infra.karpenter.facts import karpenter_managed, quota_demand
 from infra.preflight.ami import AmiRelease, pool_release, system_release
 from infra.preflight.findings import Finding, error, ok
-from infra.rules import pool_zones
 from infra.spec import ClusterSpec
+from infra.zones import pool_zones
 
 if TYPE_CHECKING:  # type stubs only (boto3-stubs); boto3 clients are built at run time
     from mypy_boto3_ec2 import EC2Client

@@ -13,6 +13,11 @@ endpoint, every release times out only then. So preflight decides it up front:
   it) can reach it, and only through a port-443 rule on the cluster security group. So the spec must name
   that network (`privateAccessCidrs` or `privateAccessSecurityGroupIds`) and the VPC must be one that exists
   and is connected (`network.vpcId`): a VPC this stack creates is connected to nothing when the add-ons go in.
+  Configuration alone does not put this machine in that network, so its address in it
+  (`GPUFLEET_DEPLOYER_ADDRESS`; an echo service sees only a public one) must be inside `privateAccessCidrs`;
+  unstated, preflight says it cannot tell, as a warning.
+- a machine that only previews (a CI pull-request runner) never talks to the endpoint: `skipped()` says so in
+  place of the check, since such a runner's address is in no allow-list.
 """
 
 from __future__ import annotations
@@ -39,14 +44,40 @@ class Deployer:
     how: str  # where the address came from, or why it is unknown
 
 
+def stated_address() -> Deployer | None:
+    """The address stated in the environment (None when unset)."""
+    stated = os.environ.get(DEPLOYER_ENV, "").strip()
+    if not stated:
+        return None
+    try:
+        return Deployer(ipaddress.ip_address(stated), f"from {DEPLOYER_ENV}")
+    except ValueError:
+        return Deployer(None, f"{DEPLOYER_ENV}={stated!r} is not an IP address")
+
+
+def deployer_for(spec: ClusterSpec) -> Deployer:
+    """The address to check: the public one for a public endpoint; for a private one only a stated address,
+    because what an echo service sees is the public egress, not this machine's address in the VPC's network."""
+    if spec.cluster.endpoint_access.public:
+        return deployer_address()
+    return stated_address() or Deployer(None, f"is not stated ({DEPLOYER_ENV})")
+
+
+def skipped() -> Finding:
+    """In place of the check on a machine that does not deploy (`invoke preflight --skip-reachability`)."""
+    return warning(
+        SUBJECT,
+        "reachability not checked (--skip-reachability): this machine only previews; the deploying machine "
+        "must pass it",
+        "run `invoke preflight` without --skip-reachability where `invoke deploy` runs",
+    )
+
+
 def deployer_address() -> Deployer:
     """The deploying machine's public address: stated in the environment, detected online, or unknown."""
-    stated = os.environ.get(DEPLOYER_ENV, "").strip()
-    if stated:
-        try:
-            return Deployer(ipaddress.ip_address(stated), f"from {DEPLOYER_ENV}")
-        except ValueError:
-            return Deployer(None, f"{DEPLOYER_ENV}={stated!r} is not an IP address")
+    stated = stated_address()
+    if stated is not None:
+        return stated
     url = os.environ.get(CHECKIP_ENV, CHECKIP_URL)
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as reply:
@@ -105,10 +136,42 @@ def check_reachability(spec: ClusterSpec, deployer: Deployer) -> list[Finding]:
                 f"or use {AT}.public: true with publicCidrs",
             )
         ]
+    return _in_private_network(spec, deployer, sources)
+
+
+def _in_private_network(spec: ClusterSpec, deployer: Deployer, sources: list[str]) -> list[Finding]:
+    """A private endpoint is reached only from the networks of `privateAccessCidrs` (or the security groups,
+    whose members an address cannot show): the deployer's stated address must be in one of them."""
+    access = spec.cluster.endpoint_access
+    where = f"port 443 open to {', '.join(sources)} in {spec.cluster.network.vpc_id}"
+    nets = [ipaddress.ip_network(c) for c in access.private_access_cidrs]
+    if deployer.address is None:
+        return [
+            warning(
+                SUBJECT,
+                f"private endpoint, {where}; cannot tell whether this machine is in that network: its address "
+                f"{deployer.how}",
+                f"export {DEPLOYER_ENV}=<this machine's address in that network> and run preflight again",
+            )
+        ]
+    if any(deployer.address in net for net in nets):
+        return [ok(SUBJECT, f"private endpoint, {where}; this machine ({deployer.address}) is inside")]
+    if access.private_access_security_group_ids:
+        return [
+            warning(
+                SUBJECT,
+                f"private endpoint, {where}; this machine ({deployer.address}) is in no privateAccessCidrs "
+                "range: it reaches the endpoint only as a member of one of those security groups",
+                "deploy from an instance in one of those security groups, or from inside privateAccessCidrs",
+            )
+        ]
     return [
-        ok(
+        error(
             SUBJECT,
-            f"private endpoint; port 443 open to {', '.join(sources)} in {spec.cluster.network.vpc_id}: run the "
-            "deploy from inside that network",
+            f"this machine's address {deployer.address} ({deployer.how}) is outside {AT}.privateAccessCidrs "
+            f"({', '.join(access.private_access_cidrs)}): every Helm release would time out after the cluster "
+            "is created",
+            "deploy from inside that network (a self-hosted runner in it), or add its range to "
+            f"{AT}.privateAccessCidrs",
         )
     ]

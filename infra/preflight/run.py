@@ -25,7 +25,8 @@ from infra.preflight.eks import (
 from infra.preflight.findings import Finding, errors
 from infra.preflight.images import Registry, check_images
 from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs
-from infra.preflight.reachability import Deployer, check_reachability, deployer_address
+from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
+from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
 from infra.spec import ClusterSpec
 
@@ -50,18 +51,27 @@ def run_preflight(
     now: datetime | None = None,
     deployer: Deployer | None = None,
     registry: Registry | None = None,
+    reachability: bool = True,
 ) -> list[Finding]:
-    """Every finding for the stack, errors first; never raises for a finding, only for missing access."""
+    """Every finding for the stack, errors first; never raises for a finding, only for missing access.
+    `reachability=False` on a machine that only previews (it never talks to the cluster endpoint)."""
     if spec.platform == "existing":
         found = check_kubeconfig(spec)
-        return found if errors(found) else found + check_existing_cluster(spec) + check_images(spec, registry)
+        if errors(found):
+            return found
+        return (
+            found
+            + check_existing_cluster(spec)
+            + check_nvsentinel_prerequisites(spec)
+            + check_images(spec, registry)
+        )
     session = session or aws_session(spec.region)
     now = now or datetime.now(UTC)
     ec2 = session.client("ec2", config=_CONFIG)
     eks = session.client("eks", config=_CONFIG)
     try:
         findings = [
-            *check_reachability(spec, deployer or deployer_address()),
+            *(check_reachability(spec, deployer or deployer_for(spec)) if reachability else [skipped()]),
             *check_aws_cli(),
             *check_offerings(ec2, spec),
             *check_quotas(session.client("service-quotas", config=_CONFIG), spec),

@@ -63,6 +63,7 @@ class TwinOptions:
     nodes: NodeCount = "desired"
     bare: bool = False
     api_port: int = 0  # 0: any free port; the launcher passes the port it forwards from the machine
+    monitoring: bool = False  # the metrics chain on real components (`infra.twin.monitoring`)
 
     @property
     def kubernetes_minor(self) -> str:
@@ -80,6 +81,7 @@ class Twin:
     timings: dict[str, float] = field(default_factory=dict)
     changes: dict[str, int] = field(default_factory=dict)
     autoscaler: Any = None
+    chain: Any = None  # infra.twin.monitoring.MonitoringChain with `monitoring`
     sup: Supervisor = field(init=False)
 
     def __post_init__(self) -> None:
@@ -125,6 +127,8 @@ class Twin:
             if not opts.bare:
                 self.changes = self._step("policy (pulumi up)", self.deploy)
                 self._step("gpu-binpack scheduler", self._secondary)
+            if opts.monitoring:
+                self._step("monitoring chain", self._monitoring_chain)
         except BaseException:
             self.down()
             raise
@@ -177,11 +181,51 @@ class Twin:
             folder / "kueue.kubeconfig",
             kubeconfig(self.plane.server, self.plane.ca.cert_path, "kueue", token=token),
         )
-        local = kueue_part.local_configuration(
-            kueue_part.manager_configuration(rendered), ports, folder / "kueue-webhook"
-        )
-        kueue_part.start_kueue(self.tools["kueue"], local, config, self.sup, folder, ports)
+        chart_config = kueue_part.manager_configuration(rendered)
+        local = kueue_part.local_configuration(chart_config, ports, folder / "kueue-webhook")
+        if not self.options.monitoring:
+            kueue_part.start_kueue(self.tools["kueue"], local, config, self.sup, folder, ports)
+            self.kueue_ports = ports
+            return
+        # With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
+        # /metrics at its pod's IP (leader election decides which one admits; both export the cache's gauges).
+        from infra.twin.monitoring import pod_network_on_loopback
+
+        pod_network_on_loopback()
+        deployment = next(o for o in rendered if o["kind"] == "Deployment")
+        selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+        replicas = int(deployment["spec"].get("replicas", 1))
+        kubectl = self.kubectl
+        pods: list[dict[str, Any]] = []
+
+        def scheduled() -> bool:
+            out = kubectl.run("get", "pods", "-n", KUEUE_NAMESPACE, "-l", selector, "-o", "json")
+            pods[:] = [p for p in json.loads(out)["items"] if p.get("status", {}).get("podIP")]
+            return len(pods) >= replicas
+
+        wait_until(scheduled, f"{replicas} Kueue pods with IPs", None, 120)
+        metrics_port = str(chart_config.get("metrics", {}).get("bindAddress", ":8443")).rsplit(":", 1)[-1]
+        for i, pod in enumerate(sorted(pods, key=lambda p: p["metadata"]["name"])[:replicas]):
+            replica_ports = ports if i == 0 else kueue_part.new_ports()
+            replica = kueue_part.local_configuration(chart_config, replica_ports, folder / "kueue-webhook")
+            replica["metrics"] = {
+                **replica["metrics"],
+                "bindAddress": f"{pod['status']['podIP']}:{metrics_port}",
+            }
+            kueue_part.start_kueue(
+                self.tools["kueue"], replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
+            )
         self.kueue_ports = ports
+
+    def _monitoring_chain(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        from infra.twin.monitoring import MonitoringChain
+
+        admin = (self.plane.admin_cert.cert, self.plane.admin_cert.key)
+        self.chain = MonitoringChain(
+            self.options.spec, self.tools, self.kubectl, self.sup, self.options.folder,
+            self.plane.server, self.plane.ca.cert_path, admin, self.say,
+        ).up()  # fmt: skip
 
     def _monitoring(self) -> None:
         """A cluster with `monitoring.prometheus` has the Prometheus operator's CRDs and its namespace."""
@@ -243,6 +287,8 @@ class Twin:
         start_secondary_scheduler(self.tools, self.plane, self.kubectl, self.sup, self.options.folder)
 
     def down(self) -> None:
+        if self.chain is not None:
+            self.chain.down()
         if self.autoscaler is not None:
             self.autoscaler.stop()
         self.sup.stop_all()

@@ -122,12 +122,18 @@ def serving_certificates(ca: CertificateAuthority, webhook_dir: Path) -> None:
 
 
 def start_kueue(
-    kueue: Path, config: dict[str, Any], kubeconfig: Path, sup: Supervisor, folder: Path, ports: KueuePorts
+    kueue: Path,
+    config: dict[str, Any],
+    kubeconfig: Path,
+    sup: Supervisor,
+    folder: Path,
+    ports: KueuePorts,
+    name: str = "kueue",
 ) -> Process:
-    path = folder / "kueue-config.yaml"
+    path = folder / f"{name}-config.yaml"
     path.write_text(dump_text(config))
     proc = sup.start(
-        "kueue",
+        name,
         [
             kueue,
             f"--config={path}",
@@ -137,7 +143,7 @@ def start_kueue(
         ],
         env={"NAMESPACE": KUEUE_NAMESPACE, "POD_NAMESPACE": KUEUE_NAMESPACE},
     )
-    wait_until(lambda: tcp_open(ports.webhook), "Kueue's webhook server", proc, 90)
+    wait_until(lambda: tcp_open(ports.webhook), f"{name}'s webhook server", proc, 90)
     wait_until(lambda: https_ok_plain(ports.health), "Kueue /readyz", proc, 90)
     return proc
 

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -109,6 +110,7 @@ def start(
     nodes: str = "desired",
     bare: bool = False,
     run: str = "",
+    monitoring: bool = False,
     say: Callable[[str], None] = print,
     stdout: int | IO[bytes] | None = None,
     lock: Path | None = None,
@@ -129,10 +131,18 @@ def start(
         argv.append("--bare")
     if run:
         argv += ["--run", run]
+    extra: list[socket.socket] = []
+    if monitoring:
+        extra = [netns.listen(), netns.listen()]
+        argv += ["--monitoring", "--prometheus-fd", str(extra[0].fileno()),
+                 "--alertmanager-fd", str(extra[1].fileno())]  # fmt: skip
+    fds = (listener.fileno(), *(s.fileno() for s in extra))
     process = subprocess.Popen(
-        netns.enter(argv), pass_fds=(listener.fileno(),), start_new_session=True, stdout=stdout, stderr=stdout
+        netns.enter(argv), pass_fds=fds, start_new_session=True, stdout=stdout, stderr=stdout
     )
     listener.close()
+    for sock in extra:
+        sock.close()
     twin = RunningTwin(process, folder, lock=held)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready.is_file():
@@ -154,6 +164,9 @@ def serve(twin: RunningTwin, say: Callable[[str], None] = print) -> int:
     say(f"twin is up in {info['seconds']:.0f} s: {info['server']}")
     say(f"  export KUBECONFIG={info['kubeconfig']}")
     say(f"  kubectl get nodes        (kubectl {Path(info['kubectl']).parent} matches the twin's minor)")
+    for name in ("prometheus", "alertmanager"):
+        if name in info:
+            say(f"  {name}: {info[name]}")
     say("Ctrl-C stops it.")
     try:
         return twin.process.wait()

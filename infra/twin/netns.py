@@ -103,9 +103,9 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
                 s.shutdown(socket.SHUT_RDWR)
 
 
-def forward(listener: socket.socket, target_port: int) -> threading.Thread:
-    """Accept on `listener` (the machine's loopback) and relay each connection to 127.0.0.1:`target_port` in
-    this process's namespace; bytes only (TLS goes end to end)."""
+def forward(listener: socket.socket, target_port: int, target_host: str = "127.0.0.1") -> threading.Thread:
+    """Accept on `listener` (the machine's loopback) and relay each connection to `target_host`:`target_port`
+    in this process's namespace (its loopback, or a pod IP routed to it); bytes only (TLS goes end to end)."""
 
     def serve() -> None:
         while True:
@@ -114,7 +114,7 @@ def forward(listener: socket.socket, target_port: int) -> threading.Thread:
             except OSError:
                 return
             try:
-                upstream = socket.create_connection(("127.0.0.1", target_port), timeout=10)
+                upstream = socket.create_connection((target_host, target_port), timeout=10)
                 upstream.settimeout(None)
             except OSError:
                 client.close()

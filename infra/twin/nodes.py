@@ -122,6 +122,9 @@ def _gpu_resources(spec: ClusterSpec, pool: NodePool) -> tuple[dict[str, str], d
         "nvidia.com/gpu.count": str(view.gpus_per_node),
         "nvidia.com/gpu.product": GPU_PRODUCTS.get(view.gpu_model, view.gpu_model),
         "nvidia.com/gpu.deploy.device-plugin": "true",  # mig-manager sets paused operands back to true
+        # the operator's per-operand switch its dcgm-exporter DaemonSet selects (state-dcgm-exporter
+        # 0800_daemonset.yaml nodeSelector), set on every GPU node it manages
+        "nvidia.com/gpu.deploy.dcgm-exporter": "true",
     }
     if view.sharing == "timeSlicing" and view.time_slicing_replicas:
         labels["nvidia.com/gpu.replicas"] = str(view.time_slicing_replicas)

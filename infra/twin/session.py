@@ -39,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", default="desired")
     parser.add_argument("--bare", action="store_true")
     parser.add_argument("--run", default="")
+    parser.add_argument("--monitoring", action="store_true")
+    # listening sockets on the machine's loopback for Prometheus and Alertmanager (with --monitoring)
+    parser.add_argument("--prometheus-fd", type=int, default=-1)
+    parser.add_argument("--alertmanager-fd", type=int, default=-1)
     args = parser.parse_args(argv)
 
     folder = Path(args.folder)
@@ -54,7 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     netns.loopback_up()
     netns.private_etc(folder)
     spec = load_stack(Path(args.stack_file))
-    options = TwinOptions(spec, folder, args.minor, parse_nodes(args.nodes), args.bare, api_port=port)
+    options = TwinOptions(
+        spec,
+        folder,
+        args.minor,
+        parse_nodes(args.nodes),
+        args.bare,
+        api_port=port,
+        monitoring=args.monitoring,
+    )
     twin = Twin(options, say)
     start = time.monotonic()
     try:
@@ -70,6 +82,14 @@ def main(argv: list[str] | None = None) -> int:
             "changes": twin.changes,
             "kubectl": str(twin.tools["kubectl"]),
         }
+        if twin.chain is not None:
+            for name, fd in (("prometheus", args.prometheus_fd), ("alertmanager", args.alertmanager_fd)):
+                proc = twin.chain.pods.get(name)
+                if proc is None or fd < 0:
+                    continue
+                outside = socket.socket(fileno=fd)
+                netns.forward(outside, proc.port, proc.ip)
+                ready[name] = f"http://127.0.0.1:{outside.getsockname()[1]}"
         Path(args.ready_file).write_text(json.dumps(ready, indent=2))
         if args.run:
             env = {

@@ -26,13 +26,16 @@ from pathlib import Path
 
 from infra.errors import ToolMissing
 from infra.versions import (
+    TWIN_ALERTMANAGER,
     TWIN_ETCD,
     TWIN_HELM,
     TWIN_KARPENTER_CRDS,
+    TWIN_KUBE_STATE_METRICS,
     TWIN_KUBERAY_CRDS,
     TWIN_KUEUE,
     TWIN_KWOK,
     TWIN_MINORS,
+    TWIN_PROMETHEUS,
     TWIN_PROMETHEUS_OPERATOR,
     TWIN_PROVISIONING_CRD,
     TWIN_PULUMI,
@@ -82,6 +85,9 @@ def components(minors: Iterable[str] = TWIN_MINORS) -> list[GoBuild]:
         TWIN_PULUMI,
         TWIN_PULUMI_KUBERNETES,
         TWIN_PROMETHEUS_OPERATOR,
+        TWIN_PROMETHEUS,
+        TWIN_ALERTMANAGER,
+        TWIN_KUBE_STATE_METRICS,
         TWIN_KARPENTER_CRDS,
         TWIN_TRAINING_OPERATOR_CRDS,
         TWIN_KUBERAY_CRDS,
@@ -150,6 +156,10 @@ def _version_ldflags(c: GoBuild) -> list[str]:
         "prometheus-operator": [
             f"-X github.com/prometheus/common/version.Version={c.version.removeprefix('v')}",
         ],
+        # Prometheus and Alertmanager stamp their version where their promu release build does (.promu.yml).
+        "prometheus": [f"-X github.com/prometheus/common/version.Version={c.note.removeprefix('v')}"],
+        "alertmanager": [f"-X github.com/prometheus/common/version.Version={c.version.removeprefix('v')}"],
+        "kube-state-metrics": [f"-X github.com/prometheus/common/version.Version={c.version}"],
         "pulumi-kubernetes": [
             f"-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version={c.version}"
         ],
@@ -204,6 +214,23 @@ def _build_pulumi_kubernetes(c: GoBuild, out: Path, scratch: Path) -> None:
     )
 
 
+def _build_alertmanager(c: GoBuild, out: Path, scratch: Path) -> None:
+    """Alertmanager's web UI is embedded from `ui/app/dist` (ui/web.go, `//go:embed app/dist`), which upstream
+    builds with npm (`make assets`) and does not ship in the module zip, so `go install` of the module fails
+    ("pattern app/dist: no matching files found"). The twin needs the API only: build a writable copy with a
+    one-page placeholder UI, as the module's own go.mod (no replace lines) resolves it."""
+    src = scratch / "alertmanager"
+    shutil.copytree(module_dir(c.module, c.version), src)
+    for path in [src, *src.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    dist = src / "ui" / "app" / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "index.html").write_text("<!doctype html><title>Alertmanager</title>API only (gpufleet twin)\n")
+    ldflags = " ".join(["-s", "-w", *_version_ldflags(c)])
+    _run([_go(), "build", "-trimpath", "-ldflags", ldflags, "-o", str(out / "alertmanager"),
+          "./cmd/alertmanager"], src)  # fmt: skip
+
+
 def _copy_data(c: GoBuild, out: Path) -> None:
     if c.name not in DATA:
         return
@@ -234,6 +261,8 @@ def build(c: GoBuild, say: Say = print) -> Path:
     try:
         if c.name == "pulumi-kubernetes":
             _build_pulumi_kubernetes(c, out, scratch)
+        elif c.name == "alertmanager":
+            _build_alertmanager(c, out, scratch)
         elif c.programs:  # a component without programs is data only
             _build_wrapper(c, out)
         _copy_data(c, out)
@@ -283,6 +312,12 @@ def _find(c: GoBuild, program: str) -> Path | None:
     if on_path:
         candidates.append(Path(on_path))
     return next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
+
+
+def program(c: GoBuild, name: str) -> Path | None:
+    """Where one program of a component is (GPUFLEET_TWIN_BIN, the twin cache, then PATH), or None: for tests
+    that run a single tool of the toolchain (promtool, prometheus) without locating a whole twin."""
+    return _find(c, name)
 
 
 def _data(c: GoBuild, say: Say) -> dict[str, Path]:

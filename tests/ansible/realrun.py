@@ -253,7 +253,7 @@ def stub_modprobe(target: Target) -> Iterator[None]:
         real.unlink()
         aside.rename(real)
         shutil.rmtree(kernel_modules, ignore_errors=True)
-        for module in ("nvidia", "nvidia-peermem"):
+        for module in ("nvidia", "nvidia-peermem", "nvidia-uvm", "nvidia-modeset"):
             shutil.rmtree(target.root / "sys/module" / module, ignore_errors=True)
 
 

@@ -42,6 +42,9 @@ def test_one_group_per_host_group_under_gpu_hosts() -> None:
         "nvidia_fabricmanager_enabled": None,
         "nvidia_container_toolkit_version": "1.18.0",
         "gpu_node_verify_expected_driver_branch": "580",
+        "nvidia_driver_drain_enabled": True,
+        "nvidia_driver_drain_kubeconfig": "",
+        "nvidia_container_toolkit_cdi_enabled": False,
     }
 
 
@@ -156,3 +159,53 @@ def test_each_host_group_is_its_own_rollout(tmp_path: Path, ansible_env: dict[st
     assert done.returncode == 0, done.stdout + done.stderr
     listed = done.stdout.split("play #2")[1]
     assert "h100-01" in listed and "h100-02" not in listed and "l40s-01" not in listed
+
+
+def test_a3_hosts_are_drained_with_the_stacks_kubeconfig(tmp_path: Path) -> None:
+    """A3. `invoke metal --reboot` reboots Kubernetes nodes: the rendered inventory turns the drain on
+    (kubectl drain docs: cordon, then evict honouring PodDisruptionBudgets) with cluster.kubeconfig."""
+    inventory = render_inventory(GROUPS, "580", "1.20.0", None, kubeconfig=str(tmp_path / "kubeconfig"))
+    rendered = inventory["gpu_hosts"]["vars"]
+    assert rendered["nvidia_driver_drain_enabled"] is True
+    assert rendered["nvidia_driver_drain_kubeconfig"] == str(tmp_path / "kubeconfig")
+
+
+def test_a3_invoke_metal_passes_the_stack_kubeconfig() -> None:
+    """A3. The metal stack's cluster.kubeconfig reaches the drain (expanded on the control node)."""
+    import tasks
+    from tests.tasks.test_render_and_metal import _ctx
+
+    tasks.metal(_ctx(0), stack="metal", reboot=True)
+    rendered = yaml.safe_load((Path(tasks.ROOT) / "build/metal/inventory.yml").read_text())["gpu_hosts"][
+        "vars"
+    ]
+    assert rendered["nvidia_driver_drain_enabled"] is True
+    assert rendered["nvidia_driver_drain_kubeconfig"] == str(Path("~/.kube/gpufleet-metal.yaml").expanduser())
+
+
+def test_a5_host_toolkit_cdi_agrees_with_the_gpu_operator() -> None:
+    """A5 / M6. With `cdi.enabled` the operator's device plugin uses the standard cdi.k8s.io/ annotations
+    that containerd/CRI-O must inject (NVIDIA/gpu-operator PR #1285; GPU operator CDI docs); containerd 1.7
+    has CDI off, so host-managed drivers need the toolkit's --enable-cdi."""
+    import tasks
+    from infra.addons.gpu_operator import gpu_operator_values
+    from tests.tasks.test_render_and_metal import _ctx
+
+    spec = tasks.load("metal")
+    assert spec.cluster.driver_managed_by == "host"
+    tasks.metal(_ctx(0), stack="metal")
+    rendered = yaml.safe_load((Path(tasks.ROOT) / "build/metal/inventory.yml").read_text())["gpu_hosts"][
+        "vars"
+    ]
+    assert rendered["nvidia_container_toolkit_cdi_enabled"] is gpu_operator_values(spec)["cdi"]["enabled"]
+    assert rendered["nvidia_container_toolkit_cdi_enabled"] is True
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [({"kubeconfig": ""}, "cluster.kubeconfig"), ({"cdi_enabled": "yes"}, "cdi.enabled")],
+)
+def test_a3_a5_bad_input_names_the_key(kwargs: dict, key: str) -> None:
+    with pytest.raises(MetalInventoryError, match=key) as info:
+        render_inventory(GROUPS, "580", "1.20.0", None, **kwargs)
+    assert isinstance(info.value, ConfigError)

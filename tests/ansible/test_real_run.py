@@ -265,6 +265,19 @@ def test_fresh_host_loads_the_module_instead_of_demanding_a_reboot(target: Targe
     assert "cdi generate --output=/var/run/cdi/nvidia.yaml" in target.saved["ctk-calls"]
 
 
+def test_a9_fresh_host_loads_nvidia_uvm_and_modeset_now_and_at_boot(target: Target) -> None:
+    """A9. nvidia-ctk cdi generate omits a missing /dev/nvidia-uvm (toolkit v1.20.0
+    internal/discover/mounts.go, pkg/nvcdi/common-nvml.go) and the GPU operator's validator loads no
+    module once nvidia is loaded (gpu-operator cmd/nvidia-validator/main.go): the role loads nvidia-uvm and
+    nvidia-modeset itself and lists them in modules-load.d."""
+    run(target, "fresh")
+    calls = target.read(stubrepo.MODPROBE_LOG).splitlines()
+    assert "nvidia-uvm" in calls and "nvidia-modeset" in calls
+    assert calls.index("nvidia") < calls.index("nvidia-uvm")
+    listed = target.read("/etc/modules-load.d/gpufleet-nvidia.conf").split()
+    assert {"nvidia", "nvidia-uvm", "nvidia-modeset"} <= set(listed)
+
+
 def test_upgrade_moves_driver_and_fabricmanager_together_then_changes_nothing(target: Target) -> None:
     upgrade = run(target, "upgrade")
     assert upgrade.returncode == 0, upgrade.output[-6000:]

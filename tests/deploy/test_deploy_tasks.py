@@ -162,3 +162,12 @@ def test_deploy_runs_preflight_first_and_stops_on_errors(
     # two quotas, the GPU and system AMIs, the monitoring add-on, and this machine outside dev's publicCidrs
     assert one_error_line(result).startswith("error: preflight found 6 error(s) for stack 'dev'")
     assert not tripwire.exists()
+
+
+def test_outputs_dash_h_is_help_not_show_secrets(tripwire: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-h` is help, as for kubectl and pulumi; invoke's automatic short flag would have made it
+    `--show-secrets` (first-use review, MINOR 1), printing secrets to whoever asked for help."""
+    result = run_task(capsys, "outputs", "-h")
+    assert result.returncode == 0
+    assert "--show-secrets" in result.stdout and "Usage:" in result.stdout
+    assert not tripwire.exists()

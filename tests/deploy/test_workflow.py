@@ -169,3 +169,12 @@ def test_every_workflow_pins_its_actions_by_commit(path: Path) -> None:
     uses = [s["uses"] for job in doc["jobs"].values() for s in job.get("steps", []) if "uses" in s]
     assert uses, path.name
     assert [u for u in uses if not SHA_PIN.fullmatch(u)] == []
+
+
+def test_n8_the_pull_request_preview_does_not_check_reachability(jobs: dict[str, dict[str, Any]]) -> None:
+    """The preview runner never deploys, and GitHub-hosted runner addresses come from broad shared ranges no
+    endpoint allow-list names: its preflight skips reachability; the deploy job's preflight keeps it."""
+    (preview,) = [s for s in jobs["preview"]["steps"] if s.get("name") == "Preflight"]
+    assert preview["run"] == '.venv/bin/invoke preflight --stack "$STACK" --skip-reachability'
+    (deploy,) = [s for s in jobs["deploy"]["steps"] if s.get("name") == "Preflight"]
+    assert "--skip-reachability" not in deploy["run"]

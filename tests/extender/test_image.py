@@ -22,11 +22,15 @@ def test_workflow_is_schema_valid_and_pushes_only_from_main_or_tags() -> None:
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     doc = yaml.safe_load(WORKFLOW.read_text())
-    (job,) = doc["jobs"].values()
-    build = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/build-push-action@"))
-    assert build["with"]["push"] == "${{ github.event_name == 'push' }}"
-    meta = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/metadata-action@"))
-    assert "latest" not in meta["with"]["tags"]
+    jobs = doc["jobs"]
+    assert jobs["check"]["if"] == "github.event_name == 'pull_request'"
+    assert jobs["publish"]["if"] == "github.event_name == 'push'"
+    for name, push in (("check", False), ("publish", True)):
+        steps = jobs[name]["steps"]
+        build = next(s for s in steps if s.get("uses", "").startswith("docker/build-push-action@"))
+        assert build["with"]["push"] is push, name
+        meta = next(s for s in steps if s.get("uses", "").startswith("docker/metadata-action@"))
+        assert "latest" not in meta["with"]["tags"]
     # (every action pinned by commit: tests/deploy/test_workflow.py checks every workflow)
 
 
@@ -64,7 +68,7 @@ def run_image_step(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProc
     import os
 
     doc = yaml.safe_load(WORKFLOW.read_text())
-    (job,) = doc["jobs"].values()
+    job = doc["jobs"]["check" if env.get("GITHUB_EVENT_NAME") == "pull_request" else "publish"]
     (step,) = [s for s in job["steps"] if s.get("id") == "image"]
     assert "shell" not in step
     script = tmp_path / "step.sh"
@@ -89,7 +93,7 @@ def test_the_workflow_pushes_where_the_stacks_pull(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert outputs == {"name": EXTENDER_REPOSITORY, "registry": IMAGE_REGISTRY.split("/")[0]}
     doc = yaml.safe_load(WORKFLOW.read_text())
-    (job,) = doc["jobs"].values()
+    job = doc["jobs"]["publish"]
     login = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/login-action@"))
     assert login["with"]["registry"] == "${{ steps.image.outputs.registry }}"
     build = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/build-push-action@"))
@@ -114,3 +118,17 @@ def test_the_workflow_refuses_another_owner_and_a_tag_of_another_release(tmp_pat
         tmp_path, GITHUB_EVENT_NAME="pull_request", GITHUB_REPOSITORY_OWNER="someone"
     )
     assert pull_request.returncode == 0, pull_request.stderr
+
+
+def test_n19_only_the_push_job_may_write_packages_and_no_job_keeps_git_credentials() -> None:
+    """GitHub Actions "Controlling permissions for GITHUB_TOKEN": a workflow-level grant reaches every job, pull
+    requests included, and `permissions` takes no expressions, so only a job that runs on push may hold
+    `packages: write`. actions/checkout README: `persist-credentials` (default true) leaves the token in the
+    local git config for later steps; none of ours needs it."""
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    assert "packages" not in doc["permissions"]
+    for name, job in doc["jobs"].items():
+        writes = job.get("permissions", {}).get("packages") == "write"
+        assert writes == (job["if"] == "github.event_name == 'push'"), name
+        checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+        assert checkout["with"]["persist-credentials"] is False, name

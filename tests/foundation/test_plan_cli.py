@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_example
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
@@ -25,6 +25,9 @@ def test_plan_examples_exit_0_and_write_files(stack: str, tmp_path: Path) -> Non
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["stack"] == stack
     markdown = (tmp_path / "plan.md").read_text()
+    # the placement strategy up front (first-use review: the plan did not say how GPUs are placed)
+    strategy = load_example(stack).scheduling.placement.strategy
+    assert plan["placement"] == strategy and f"GPU placement {strategy}" in markdown.splitlines()[0]
     for pool in plan["pools"]:
         assert pool["name"] in result.stdout
         assert f"| {pool['name']} |" in markdown
@@ -38,6 +41,12 @@ def test_plan_defaults_to_dev_stack() -> None:
 
 
 BAD = {
+    # botocore's bundled endpoint data knows every region with EC2 (first-use review, MINOR 8)
+    "unknown-region": (
+        "config:\n  aws:region: us-west-9\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
+        "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1}\n",
+        "aws:region: 'us-west-9' is not an AWS region with EC2; did you mean us-west-2",
+    ),
     "bad-values": (
         "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
         "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1, desiredSize: 2}\n",

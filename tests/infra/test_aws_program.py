@@ -228,7 +228,12 @@ def test_prod_addons_after_node_groups_on_the_clusters_provider(mocks: Mocks) ->
 
     def check(m: Mocks) -> None:
         releases = {r.inputs["chart"]: r for r in m.of_type(RELEASE) if "kueue" not in r.inputs["chart"]}
-        assert set(releases) == {"gpu-operator", "cluster-autoscaler", "aws-efa-k8s-device-plugin"}
+        assert set(releases) == {
+            "gpu-operator",
+            "cluster-autoscaler",
+            "aws-efa-k8s-device-plugin",
+            "kube-prometheus-stack",  # prometheus: install (the stack creates the cluster)
+        }
         group_urns = {g.urn for g in m.of_type(NG)}
         (provider,) = m.of_type("pulumi:providers:kubernetes")
         kubeconfig = provider.inputs["kubeconfig"]

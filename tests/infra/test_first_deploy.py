@@ -368,20 +368,7 @@ def test_the_monitoring_add_on_gets_its_configuration(mocks: Mocks) -> pulumi.Ou
     return pulumi.Output.all(after_registration(lambda: check(mocks)), outputs)
 
 
-# ---- 8. capacity blocks are never scaled down by the autoscaler -------------------------------------------
-
-
-def test_capacity_block_nodes_are_not_scaled_down_while_paid_for() -> None:
-    """cluster-autoscaler cloudprovider/aws/README.md: per-ASG `node-template/autoscaling-options/
-    scaledownutilizationthreshold` and `scaledowngpuutilizationthreshold` override the global flags; a node is
-    a scale-down candidate only below the threshold, so 0 keeps a prepaid capacity-block node. Other pools
-    keep the cluster-wide scale-down."""
-    plans = {p.pool: p for p in plan_node_groups(load_example("example-prod"))}
-    options = f"{TEMPLATE}/autoscaling-options/"
-    train = plans["h100-train"].autoscaler_tags
-    assert train[f"{options}scaledownutilizationthreshold"] == "0"
-    assert train[f"{options}scaledowngpuutilizationthreshold"] == "0"
-    assert not any(k.startswith(options) for k in plans["l40s-infer"].autoscaler_tags)
+# ---- 8. capacity blocks are never scaled down: tests/infra/test_autoscaler_scale_down.py (N3, N6) -------------
 
 
 def test_plan_says_a_running_capacity_block_cannot_change_version() -> None:
@@ -595,13 +582,18 @@ def test_the_efa_plugin_image_comes_from_the_stacks_region(region: str, registry
     }
     values = efa_values(parse_config(config, "t"))
     assert values["image"] == {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin"}
+    # a real region (botocore knows it, so the region rule passes) whose EKS registry gpufleet does not list
+    from infra.aws.registries import eks_addon_registry
+    from infra.rules import aws_regions
+
+    other = next(r for r in sorted(aws_regions()) if eks_addon_registry(r) is None)
     unknown = {
         **config,
-        "aws:region": "xx-east-9",
-        "gpufleet:cluster": {"name": "c", "availabilityZones": ["xx-east-9a"]},
+        "aws:region": other,
+        "gpufleet:cluster": {"name": "c", "availabilityZones": [f"{other}a"]},
     }
-    unknown["gpufleet:nodePools"] = [{**efa, "availabilityZone": "xx-east-9a"}]
-    assert "aws:region: the EFA device plugin's image registry for 'xx-east-9'" in _problems(unknown)
+    unknown["gpufleet:nodePools"] = [{**efa, "availabilityZone": f"{other}a"}]
+    assert f"aws:region: the EFA device plugin's image registry for {other!r}" in _problems(unknown)
 
 
 # ---- issue 10, item 3: no GPU through NVIDIA_VISIBLE_DEVICES --------------------------------------------

@@ -16,8 +16,9 @@ import pytest
 
 from infra.karpenter.disruption import do_not_disrupt_policy, match_expression
 from infra.karpenter.pools import karpenter_objects, node_class, node_pool
+from infra.stackfile import parse_config
 from scheduler.validation import cel_problems, core_problems, crd_problems
-from tests.karpenter.conftest import AWS_STACKS, karpenter_example
+from tests.karpenter.conftest import AWS_STACKS, as_karpenter, example_config, karpenter_example
 
 
 def problems(obj: dict[str, Any], schemas: dict[Any, Any]) -> list[str]:
@@ -91,3 +92,36 @@ def test_do_not_disrupt_matches_only_pods_bound_for_training_pools() -> None:
     assert not _matches(expression, {"containers": []})
     mutation = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
     assert '"karpenter.sh/do-not-disrupt": "true"' in mutation
+
+
+@pytest.mark.parametrize("capacity", ["ON_DEMAND", "SPOT"])
+def test_n2_an_efa_pool_is_pinned_to_its_zone_with_a_cluster_placement_group(
+    capacity: str, karpenter_schemas: dict
+) -> None:
+    """EC2NodeClass `spec.placementGroupSelector`: a "cluster" placement group keeps instances in one zone,
+    close together, e.g. for EFA (website/content/en/docs/concepts/nodeclasses.md @v1.14.1); EC2 User Guide
+    "Placement groups": a cluster placement group is in a single Availability Zone. An On-Demand or Spot EFA
+    pool spanned every cluster zone with no placement group; it now gets its `availabilityZone` only, and the
+    objects still pass the CRDs (schema and CEL)."""
+    config = as_karpenter(example_config("example-karpenter"))
+    config["gpufleet:nodePools"].append(
+        {
+            "name": "p5-od",
+            "instanceType": "p5.48xlarge",
+            "capacityType": capacity,
+            "efa": True,
+            "availabilityZone": "us-east-1b",
+            "maxSize": 2,
+        }
+    )
+    spec = parse_config(config, "efa")
+    pool = spec.pool("p5-od")
+    nc, np = node_class(spec, pool), node_pool(spec, pool)
+    (zone,) = [
+        r for r in np["spec"]["template"]["spec"]["requirements"] if r["key"] == "topology.kubernetes.io/zone"
+    ]
+    assert zone["values"] == ["us-east-1b"]
+    assert nc["spec"]["placementGroupSelector"] == {"name": "gpufleet-karpenter-p5-od"}
+    assert [p for o in (nc, np) for p in problems(o, karpenter_schemas)] == []
+    # A capacity block fixes where its instances are: no placement group there.
+    assert "placementGroupSelector" not in node_class(spec, spec.pool("h100-train"))["spec"]

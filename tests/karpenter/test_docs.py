@@ -40,5 +40,5 @@ def test_documented_defaults_are_the_codes() -> None:
     assert f"consolidateAfter: {kp.TRAINING_CONSOLIDATE_AFTER}" in text
     assert f"inference {kp.INFERENCE_CONSOLIDATE_AFTER}" in text
     assert "Drifted: 1 node, Empty: 20%" in text
-    for heading in ("What the cluster-autoscaler cannot do", "What Karpenter cannot do"):
+    for heading in ("What the cluster-autoscaler cannot do", "What gpufleet does not run on Karpenter"):
         assert heading in text

@@ -185,9 +185,51 @@ def test_node_role_access_entry_and_discovery_tags(mocks: Mocks) -> pulumi.Outpu
         } <= policies
         tags = [r.inputs for r in m.of_type("aws:ec2/tag:Tag")]
         assert all(t["key"] == "karpenter.sh/discovery" and t["value"] == CLUSTER for t in tags)
-        private = {s.name + "-id" for s in m.of_type("aws:ec2/subnet:Subnet") if "-private-" in s.name}
-        assert len(private) == 3 and private <= {t["resourceId"] for t in tags}
+        private = [s for s in m.of_type("aws:ec2/subnet:Subnet") if "-private-" in s.name]
+        assert len(private) == 3
+        assert all(s.inputs["tags"]["karpenter.sh/discovery"] == CLUSTER for s in private)
         assert f"sg-{CLUSTER}" in {t["resourceId"] for t in tags}
+
+    return _run(mocks, spec, check)
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_n5_the_discovery_tag_survives_a_refresh_of_the_stacks_own_subnets(
+    mocks: Mocks,
+) -> pulumi.Output[Any]:
+    """pulumi-aws `aws.ec2.Tag` (https://www.pulumi.com/registry/packages/aws/api-docs/ec2/tag/): "should not
+    be combined with the providers resource for managing the parent resource ... will cause a perpetual
+    difference". Subnets the stack creates carry the tag in their own `tags`, so a refresh keeps it; only
+    what the stack does not manage gets an `aws.ec2.Tag` (the EKS-created security group)."""
+    spec = load_example("example-karpenter")
+
+    def check(m: Mocks) -> None:
+        subnet_ids = {s.name + "-id" for s in m.of_type("aws:ec2/subnet:Subnet")}
+        tagged = {t.inputs["resourceId"] for t in m.of_type("aws:ec2/tag:Tag")}
+        assert not subnet_ids & tagged
+        assert tagged == {f"sg-{CLUSTER}"}
+        public = [s for s in m.of_type("aws:ec2/subnet:Subnet") if "-public-" in s.name]
+        assert public and all("karpenter.sh/discovery" not in s.inputs["tags"] for s in public)
+
+    return _run(mocks, spec, check)
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_n5_a_brought_vpcs_subnets_get_the_discovery_tag_as_tags(mocks: Mocks) -> pulumi.Output[Any]:
+    """A brought VPC's subnets are not managed here: an `aws.ec2.Tag` each is the only way to add the tag."""
+    config = as_karpenter(example_config("example-karpenter"))
+    config["gpufleet:cluster"]["network"] = {
+        "vpcId": "vpc-1",
+        "privateSubnetIds": ["subnet-0a", "subnet-0b", "subnet-0c"],
+    }
+    spec = parse_config(config, "byo")
+
+    def check(m: Mocks) -> None:
+        assert m.of_type("aws:ec2/subnet:Subnet") == []
+        tagged = {t.inputs["resourceId"] for t in m.of_type("aws:ec2/tag:Tag")}
+        assert tagged == {"subnet-0a", "subnet-0b", "subnet-0c", f"sg-{CLUSTER}"}
 
     return _run(mocks, spec, check)
 
@@ -313,6 +355,17 @@ def test_every_value_key_exists_in_the_charts_values(shared_dir: Any) -> None:
     assert chart["settings.featureGates.reservedCapacity"] is True  # ODCRs and capacity blocks
 
 
+def test_n4_karpenter_repairs_its_gpu_nodes(shared_dir: Any) -> None:
+    """EKS node auto-repair (`node_repair_config`) applies to managed node groups only; Karpenter repairs its
+    own nodes (an `AcceleratedHardwareReady=False` condition from the node monitoring agent, after 10 minutes)
+    only with `settings.featureGates.nodeRepair`, ALPHA and off in the chart (charts/karpenter/values.yaml
+    and website/content/en/docs/concepts/disruption.md "Node Auto Repair", both @v1.14.1)."""
+    chart = yaml.safe_load((shared_dir / "crds" / "karpenter" / "chart" / "values.yaml").read_text())
+    assert chart["settings"]["featureGates"]["nodeRepair"] is False
+    ours = karpenter_values(load_example("example-karpenter"), "arn", "queue")
+    assert ours["settings"]["featureGates"]["nodeRepair"] is True
+
+
 def test_controller_replicas_fit_the_system_pool() -> None:
     """The chart's default pod anti-affinity is required on kubernetes.io/hostname (values.yaml at v1.14.1),
     so a second replica needs a second system node or the release never becomes ready."""
@@ -324,3 +377,31 @@ def test_controller_replicas_fit_the_system_pool() -> None:
 
 def ours_replicas(spec: Any) -> int:
     return int(karpenter_values(spec, "arn", "queue")["replicas"])
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_n2_an_on_demand_efa_pool_gets_its_cluster_placement_group(mocks: Mocks) -> pulumi.Output[Any]:
+    """The placement group the EC2NodeClass selects by name exists before the class (strategy `cluster`, EC2
+    User Guide "Placement groups"); the controller policy already allows `DescribePlacementGroups`."""
+    config = as_karpenter(example_config("example-karpenter"))
+    config["gpufleet:nodePools"].append(
+        {
+            "name": "p5-od",
+            "instanceType": "p5.48xlarge",
+            "efa": True,
+            "availabilityZone": "us-east-1a",
+            "maxSize": 2,
+        }
+    )
+    config["gpufleet:teams"][0]["quotas"]["p5-od"] = 8
+    spec = parse_config(config, "efa")
+
+    def check(m: Mocks) -> None:
+        (group,) = m.of_type("aws:ec2/placementGroup:PlacementGroup")
+        assert group.inputs["strategy"] == "cluster" and group.inputs["name"] == f"{CLUSTER}-p5-od"
+        (nc,) = [c for c in m.of_type(NODECLASS) if c.inputs["metadata"]["name"] == "p5-od"]
+        assert group.urn in nc.dependencies
+        assert nc.inputs["spec"]["placementGroupSelector"] == {"name": f"{CLUSTER}-p5-od"}
+
+    return _run(mocks, spec, check)

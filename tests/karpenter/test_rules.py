@@ -107,7 +107,7 @@ CASES: list[tuple[str, Callable[[Config], None], str, str]] = [
         "minimum-size",
         lambda c: pool(c, "l40s-infer").update(minSize=1),
         f"{NP}[1].minSize",
-        "keeps no minimum",
+        "keep no minimum",
     ),
     (
         "zone-without-subnet",
@@ -217,3 +217,16 @@ def test_cli_exits_2_with_the_key_path_and_creates_nothing(tmp_path: Path) -> No
     assert result.returncode == 2
     assert f"{NP}[2].oversubscribe" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_n18_the_docs_state_karpenters_limits_as_of_v1_14_not_as_absolutes(shared_dir: Path) -> None:
+    """charts/karpenter/values.yaml @v1.14.1 has the ALPHA feature gates `nodeOverlay` (NodeOverlay
+    `spec.capacity` declares extended resources) and `staticCapacity` (NodePool `replicas`): "cannot see
+    shared/MIG resources" and "keeps no minimum" are gpufleet's choices, which the docs must say as such."""
+    gates = yaml.safe_load((shared_dir / "crds" / "karpenter" / "chart" / "values.yaml").read_text())[
+        "settings"
+    ]["featureGates"]
+    assert gates["nodeOverlay"] is False and gates["staticCapacity"] is False
+    text = " ".join((ROOT / "docs" / "aws.md").read_text().split())
+    assert "Karpenter keeps no minimum" not in text and "What Karpenter cannot do" not in text
+    assert "NodeOverlay" in text and "featureGates.staticCapacity" in text

@@ -1,9 +1,15 @@
-"""Fixtures for the operations tests: promtool and prometheus from Debian's `prometheus` package, test specs."""
+"""Fixtures for the operations tests: promtool and prometheus 3.x from the project's toolchain, test specs.
+
+The chart runs Prometheus v3.14.0 (kube-prometheus-stack 88.5.3), and 3.x evaluates differently from 2.x
+(left-open range selectors, among others), so every rule and query is checked with the toolchain's build of
+that version (`infra.versions.TWIN_PROMETHEUS`, built into the twin cache by `invoke twin-build`), never with a
+distribution's 2.x. Missing there, the tests skip with how to build it, and fail under CI=true.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,38 +19,31 @@ import yaml
 
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
+from infra.twin.toolchain import BUILD_HINT, program
+from infra.versions import TWIN_PROMETHEUS
 from tests.conftest import ROOT
 from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
 
+MIN_MAJOR = 3
 
-def _install_prometheus() -> None:
-    """As the Ansible tests do for debootstrap: install the missing Debian package when running as root, so
-    the README's test command works on a fresh machine (no-op elsewhere; the fixture then explains)."""
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"],
-        check=False,
-        env=env,
-        capture_output=True,
-    )
+
+def major_version(path: Path) -> int | None:
+    """The major version a Prometheus program reports (`<name>, version 3.14.0 (...)`)."""
+    out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30)
+    found = re.search(r"version (\d+)\.", out.stdout + out.stderr)
+    return int(found.group(1)) if found else None
 
 
 def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        _install_prometheus()
-        path = shutil.which(name)
-    if path is None:
-        message = (
-            f"{name} not found: apt-get install prometheus (Debian's package ships prometheus and promtool)"
-        )
+    path = program(TWIN_PROMETHEUS, name)
+    major = major_version(path) if path else None
+    if path is None or major is None or major < MIN_MAJOR:
+        found = f"found {path} (version {major})" if path else "not found"
+        message = f"{name} {TWIN_PROMETHEUS.note} from the toolchain is needed, {found}: {BUILD_HINT}"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
-    return path
+    return str(path)
 
 
 @pytest.fixture(scope="session")

@@ -78,11 +78,11 @@ def test_none_and_off_install_nothing_extra(mocks: Mocks) -> pulumi.Output[Any]:
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
 def test_aws_relies_on_eks_node_health_not_nvsentinel(mocks: Mocks) -> pulumi.Output[Any]:
-    build(load_example("example-prod"))  # monitoring: true -> existing Prometheus, rules and monitors only
+    build(load_example("example-prod"))  # prometheus: install on the cluster the stack creates
 
     def check(m: Mocks) -> None:
         releases = _releases(m)
-        assert "nvsentinel" not in releases and "kube-prometheus-stack" not in releases
+        assert "nvsentinel" not in releases and "kube-prometheus-stack" in releases
         kinds = {
             g.inputs["objs"][0]["kind"]
             for g in m.of_type("kubernetes:yaml/v2:ConfigGroup")

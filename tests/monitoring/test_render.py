@@ -25,13 +25,13 @@ def test_render_writes_rules_monitors_and_dashboards(tmp_path: Path, promtool: s
     folder = tmp_path / "monitoring"
     listed = yaml.safe_load((folder / "kustomization.yaml").read_text())["resources"]
     kinds = {yaml.safe_load((folder / name).read_text())["kind"] for name in listed}
-    assert kinds == {"PrometheusRule", "ServiceMonitor", "ClusterRoleBinding"}  # monitoring: true = existing
+    assert kinds == {"PrometheusRule", "ServiceMonitor", "ClusterRoleBinding"}
     checked = run_promtool(promtool, "check", "rules", str(folder / "rules/gpufleet-rules.yaml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     boards = sorted(p.name for p in (folder / "dashboards").iterdir())
     assert boards == ["gpufleet-fleet.json", "gpufleet-pools.json", "gpufleet-teams.json"]
     assert all(json.loads((folder / "dashboards" / b).read_text())["panels"] for b in boards)
-    assert not (folder / "kube-prometheus-stack-values.yaml").exists()  # nothing to install on `existing`
+    assert (folder / "kube-prometheus-stack-values.yaml").exists()  # prometheus: install
     top = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())["resources"]
     assert not [name for name in top if name.startswith("monitoring")]  # applied on their own (CRDs needed)
 

@@ -1,12 +1,20 @@
-"""`invoke usage` against a real Prometheus server (Debian's `prometheus`) on loopback, its TSDB filled with
-`promtool tsdb create-blocks-from openmetrics` from series whose answers are known:
+"""`invoke usage` against a real Prometheus server (the toolchain's v3.14.0) on loopback, its TSDB filled with
+`promtool tsdb create-blocks-from openmetrics` from series whose answers are known. Kueue's gauges come from
+both replicas (`replica_role` leader and follower, as Kueue v0.19.2 exports them) and kube-state-metrics' node
+labels twice (a rollout):
 
 two teams on two pools over a 2h window ending at T (1-minute samples):
 - alpha: 8 H100 GPUs allocated (Kueue) all window, quota 8; six of its GPUs at 75% utilisation, two idle (0%);
   10 admissions that waited 320-640 s;
 - beta: 4 H100 GPUs allocated (quota 8) at 50%; 2 L40S GPUs (quota 4) allocated for the last hour only, idle;
   2 admissions that waited 5-10 s and 2 that waited 40-80 s;
-- four unallocated H100 GPUs at 0% (no pod labels): never counted.
+- four unallocated H100 GPUs at 0% (no pod labels): never counted;
+- gamma: 7 MIG 1g.10gb slices of one H100 (pool `mig`), five at 70% graphics-engine activity and two idle
+  (DCGM_FI_PROF_GR_ENGINE_ACTIVE, the MIG field; no GPU_UTIL), and 4 time-sliced replicas of one L40S (pool
+  `ts`) whose pods' own shares (dcgm-exporter's per-process values) are 60%, 20%, 0%, 0%, beside the GPU's own
+  series at 80%; quota 7 slices and 4 replicas;
+- Kueue Workloads (kube-state-metrics' CustomResourceState): alpha has one created 90 minutes before T still
+  without QuotaReserved, and one admitted.
 Prices: p5.48xlarge 55.04 USD/h / 8 GPUs = 6.88 per GPU-hour; g6e.xlarge 1.861 (infra.catalog).
 """
 
@@ -37,14 +45,34 @@ STACK = {
     "config": {
         "aws:region": "us-east-1",
         "gpufleet:platform": "aws",
-        "gpufleet:cluster": {"name": "usage-test", "monitoring": {"prometheus": "install"}},
+        "gpufleet:cluster": {
+            "name": "usage-test",
+            "monitoring": {"prometheus": "install", "scrapeInterval": f"{STEP}s"},
+        },
         "gpufleet:nodePools": [
             {"name": "h100", "instanceType": "p5.48xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 2},
             {"name": "l40s", "instanceType": "g6e.xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4},
+            {
+                "name": "mig",
+                "instanceType": "p5.48xlarge",
+                "minSize": 0,
+                "desiredSize": 0,
+                "maxSize": 1,
+                "sharing": {"mig": "1g.10gb"},
+            },
+            {
+                "name": "ts",
+                "instanceType": "g6e.xlarge",
+                "minSize": 0,
+                "desiredSize": 0,
+                "maxSize": 1,
+                "sharing": {"timeSlicing": {"replicas": 4}},
+            },
         ],
         "gpufleet:teams": [
             {"name": "alpha", "namespace": "team-alpha", "quotas": {"h100": 8}},
             {"name": "beta", "namespace": "team-beta", "quotas": {"h100": 8, "l40s": 4}},
+            {"name": "gamma", "namespace": "team-gamma", "quotas": {"mig": 1, "ts": 1}},
         ],
     }
 }
@@ -61,19 +89,44 @@ def _gauge(name: str, labels: dict[str, str], value, since: int = START) -> list
     ]
 
 
+def _kueue(name: str, labels: dict[str, str], value, since: int = START) -> list[str]:  # type: ignore[no-untyped-def]
+    """Both Kueue replicas report every gauge; the follower's copy must count nothing."""
+    return [
+        line
+        for role in ("leader", "follower")
+        for line in _gauge(name, {**labels, "replica_role": role}, value, since)
+    ]
+
+
 def openmetrics() -> str:
     lines: list[str] = []
     lines.append(f"# TYPE {m.KUEUE_USAGE} gauge")
     q = {"cohort": "gpufleet", "resource": GPU}
-    lines += _gauge(m.KUEUE_USAGE, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
-    lines += _gauge(m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "h100"}, 4)
-    lines += _gauge(
+    lines += _kueue(m.KUEUE_USAGE, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
+    lines += _kueue(m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "h100"}, 4)
+    lines += _kueue(
         m.KUEUE_USAGE, {**q, "cluster_queue": "beta", "flavor": "l40s"}, lambda t: 2 if t > T - 3600 else 0
     )
+    mig = {
+        "cohort": "gpufleet",
+        "cluster_queue": "gamma",
+        "flavor": "mig",
+        "resource": "nvidia.com/mig-1g.10gb",
+    }
+    shared = {
+        "cohort": "gpufleet",
+        "cluster_queue": "gamma",
+        "flavor": "ts",
+        "resource": "nvidia.com/gpu.shared",
+    }
+    lines += _kueue(m.KUEUE_USAGE, mig, 7)
+    lines += _kueue(m.KUEUE_USAGE, shared, 4)
     lines.append(f"# TYPE {m.KUEUE_NOMINAL} gauge")
-    lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
-    lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "beta", "flavor": "h100"}, 8)
-    lines += _gauge(m.KUEUE_NOMINAL, {**q, "cluster_queue": "beta", "flavor": "l40s"}, 4)
+    lines += _kueue(m.KUEUE_NOMINAL, {**q, "cluster_queue": "alpha", "flavor": "h100"}, 8)
+    lines += _kueue(m.KUEUE_NOMINAL, {**q, "cluster_queue": "beta", "flavor": "h100"}, 8)
+    lines += _kueue(m.KUEUE_NOMINAL, {**q, "cluster_queue": "beta", "flavor": "l40s"}, 4)
+    lines += _kueue(m.KUEUE_NOMINAL, mig, 7)
+    lines += _kueue(m.KUEUE_NOMINAL, shared, 4)
     lines.append(f"# TYPE {m.GPU_UTIL} gauge")
     for i in range(8):
         gpu = {"gpu": str(i), "UUID": f"GPU-h1-{i}", "Hostname": "h1", "node": "h1"}
@@ -87,9 +140,43 @@ def openmetrics() -> str:
     for i in range(2):
         gpu = {"gpu": "0", "UUID": f"GPU-l{i}", "Hostname": f"l{i}", "node": f"l{i}"}
         lines += _gauge(m.GPU_UTIL, {**gpu, "namespace": "team-beta", "pod": f"nb-{i}"}, 0, since=T - 3540)
+    shared_gpu = {"gpu": "0", "UUID": "GPU-t1-0", "Hostname": "t1", "node": "t1"}
+    lines += _gauge(m.GPU_UTIL, shared_gpu, 80)
+    for i, util in enumerate((60, 20, 0, 0)):
+        lines += _gauge(
+            m.GPU_UTIL, {**shared_gpu, "namespace": "team-gamma", "pod": f"g-t{i}", "vgpu": str(i)}, util
+        )
+    lines.append(f"# TYPE {m.GR_ENGINE_ACTIVE} gauge")
+    for i in range(7):
+        instance = {"gpu": "0", "UUID": "GPU-m1-0", "GPU_I_ID": str(i), "Hostname": "m1", "node": "m1"}
+        lines += _gauge(
+            m.GR_ENGINE_ACTIVE, {**instance, "namespace": "team-gamma", "pod": f"g-m{i}"}, 0.7 if i < 5 else 0
+        )
     lines.append(f"# TYPE {m.NODE_LABELS} gauge")
-    for node, pool in (("h1", "h100"), ("h2", "h100"), ("l0", "l40s"), ("l1", "l40s")):
-        lines += _gauge(m.NODE_LABELS, {"node": node, m.POOL_LABEL_METRIC: pool}, 1)
+    # a1: a node of a pool only test_a_pool_without_dcgm_series_is_unknown_not_zero's stack has; no DCGM series.
+    nodes = (
+        ("h1", "h100"),
+        ("h2", "h100"),
+        ("l0", "l40s"),
+        ("l1", "l40s"),
+        ("m1", "mig"),
+        ("t1", "ts"),
+        ("a1", "a10g"),
+    )
+    for node, pool in nodes:
+        for instance in ("ksm-a", "ksm-b"):
+            lines += _gauge(m.NODE_LABELS, {"node": node, m.POOL_LABEL_METRIC: pool, "instance": instance}, 1)
+    lines.append("# TYPE up gauge")
+    lines += _gauge("up", {"job": m.KSM_JOB, "instance": "ksm-a"}, 1)
+    lines.append(f"# TYPE {m.WORKLOAD_CREATED} gauge")
+    for name, created in (("big", T - 5400), ("done", T - 7000)):
+        lines += _gauge(
+            m.WORKLOAD_CREATED, {"namespace": "team-alpha", "workload": name, "queue": "alpha"}, created
+        )
+    lines.append(f"# TYPE {m.WORKLOAD_CONDITION} gauge")
+    for name, reserved in (("big", 0), ("done", 1)):
+        cond = {"namespace": "team-alpha", "workload": name, "queue": "alpha", "type": "QuotaReserved"}
+        lines += _gauge(m.WORKLOAD_CONDITION, cond, reserved)
     # The idle alert Prometheus' rule engine keeps as ALERTS series, for `invoke reclaim` (test_reclaim.py):
     # alpha's two idle GPUs (pods a-6, a-7) and beta's idle L40S pods, firing for the last 30 minutes.
     lines.append("# TYPE ALERTS gauge")
@@ -249,7 +336,24 @@ def test_every_number_of_the_report(prometheus_url: str, stack_file: Path, tmp_p
     assert pools["l40s"]["idle_gpu_hours"] == approx(2.0)
     assert pools["l40s"]["cost_usd"] == approx(3.722)
     assert pools["l40s"]["quota_utilisation"] == approx(0.25)
-    assert report["notes"] == []
+    # gamma: 7 slices x 1/7 x 2h + 4 replicas x 1/4 x 2h allocated; used 5 x 0.7 x 1/7 x 2h (MIG) + (0.6 + 0.2)
+    # x 2h (the pods' own shares); idle 2 x 1/7 x 2h + 2 x 1/4 x 2h; 2 x 6.88 + 2 x 1.861 USD.
+    assert teams["gamma"] == {
+        "name": "gamma",
+        "allocated_gpu_hours": approx(4.0),
+        "used_gpu_hours": approx(2.6),
+        "idle_gpu_hours": approx(4 / 7 + 1.0),
+        "cost_usd": approx(17.482),
+        "quota_gpu_hours": approx(4.0),
+        "quota_utilisation": approx(1.0),
+        "queue_wait_p50_seconds": None,
+        "queue_wait_p95_seconds": None,
+    }
+    assert (pools["mig"]["used_gpu_hours"], pools["mig"]["idle_gpu_hours"]) == (approx(1.0), approx(4 / 7))
+    assert (pools["ts"]["used_gpu_hours"], pools["ts"]["idle_gpu_hours"]) == (approx(1.6), approx(1.0))
+    assert report["notes"] == [
+        "queue waits cover admitted workloads only; still pending at the window's end: alpha 1 (oldest waited 90m)"
+    ]
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
         "allocated-over-time.png",
         "gpu-hours-pools.png",
@@ -266,6 +370,8 @@ def test_the_table_prints_the_same_numbers(prometheus_url: str, stack_file: Path
     assert cells["beta"] == ["10.0", "4.0", "2.0", "58.76", "24.0", "42%", "10s", "76s"]
     assert cells["h100"] == ["24.0", "13.0", "4.0", "165.12", "32.0", "75%", "-", "-"]
     assert cells["l40s"] == ["2.0", "0.0", "2.0", "3.72", "8.0", "25%", "-", "-"]
+    assert cells["gamma"] == ["4.0", "2.6", "1.6", "17.48", "4.0", "100%", "-", "-"]
+    assert "note: queue waits cover admitted workloads only" in result.stdout
 
 
 def test_csv_and_price_file(prometheus_url: str, stack_file: Path, tmp_path: Path) -> None:
@@ -299,9 +405,42 @@ def test_a_missing_metric_becomes_a_note(prometheus_url: str, tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     notes = " ".join(report["notes"])
-    for metric in (m.KUEUE_USAGE, m.KUEUE_NOMINAL, m.GPU_UTIL, m.KUEUE_ADMISSION_WAIT):
+    for metric in (m.KUEUE_USAGE, m.KUEUE_NOMINAL, m.GPU_UTIL, m.KUEUE_ADMISSION_WAIT, m.WORKLOAD_CREATED):
         assert metric in notes
     assert all(r["allocated_gpu_hours"] is None and r["cost_usd"] is None for r in report["teams"])
+    assert all(r["used_gpu_hours"] is None for r in report["teams"] + report["pools"])
+    # no empty charts that read as "zero hours": nothing is drawn, and stderr says why
+    assert not list(tmp_path.glob("*.png"))
+    assert "no plots" in result.stderr
+
+
+def test_a_window_longer_than_the_data_says_so(prometheus_url: str, stack_file: Path, tmp_path: Path) -> None:
+    """The TSDB starts 3h before T: a 4h window is cut, and the report says from when it has data."""
+    result = invoke(
+        "usage", "--stack", str(stack_file), "--since", "4h", "--until", str(T), "--prometheus", prometheus_url,
+        "--out", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (note,) = [n for n in json.loads(result.stdout)["notes"] if "samples only from" in n]
+    assert "2025-12-31 21:00 UTC" in note
+
+
+def test_a_pool_without_dcgm_series_is_unknown_not_zero(prometheus_url: str, tmp_path: Path) -> None:
+    """A pool whose nodes report no DCGM series at all (a labelled node, no exporter) shows no number, and a
+    note names it; the other pools keep theirs."""
+    stack = tmp_path / "Pulumi.usage-test.yaml"
+    config = yaml.safe_load(yaml.safe_dump(STACK))
+    config["config"]["gpufleet:nodePools"].append(
+        {"name": "a10g", "instanceType": "g5.2xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 1}
+    )
+    stack.write_text(yaml.safe_dump(config))
+    result = usage(prometheus_url, stack, tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    pools = {r["name"]: r for r in report["pools"]}
+    assert pools["a10g"]["used_gpu_hours"] is None and pools["a10g"]["idle_gpu_hours"] is None
+    assert pools["h100"]["used_gpu_hours"] == pytest.approx(13.0)
+    assert f"no DCGM series for pool(s) a10g ({m.GPU_UTIL})" in " ".join(report["notes"])
 
 
 def test_unreachable_prometheus_exits_3(stack_file: Path, tmp_path: Path) -> None:

@@ -107,7 +107,41 @@ def test_private_only_endpoint_needs_a_connected_network(tmp_path: Path) -> None
     assert finding.severity is Severity.ERROR and "in a VPC this stack creates" in finding.message
     cluster["network"] = {"vpcId": "vpc-0abc", "privateSubnetIds": ["subnet-0a", "subnet-0b", "subnet-0c"]}
     (finding,) = check_reachability(variant(tmp_path, "p3", **{"gpufleet:cluster": cluster}), no_address)
-    assert finding.severity is Severity.OK and "10.8.0.0/16" in finding.message
+    assert finding.severity is Severity.WARNING and "10.8.0.0/16" in finding.message
+
+
+def test_n8_a_private_endpoint_needs_this_machine_inside_the_connected_network(tmp_path: Path) -> None:
+    """EKS User Guide, "Cluster API server endpoint" (private access): only the networks given a port-443 rule
+    reach the endpoint. A configured VPN range does not put this machine in it: a hosted CI runner passed
+    before and failed after the cluster existed (B2, in CI). Its stated address must be in the range."""
+    cluster = stack_doc("example-prod")["config"]["gpufleet:cluster"]
+    cluster["endpointAccess"] = {"privateAccessCidrs": ["10.8.0.0/16"]}
+    cluster["network"] = {"vpcId": "vpc-0abc", "privateSubnetIds": ["subnet-0a", "subnet-0b", "subnet-0c"]}
+    spec = variant(tmp_path, "p4", **{"gpufleet:cluster": cluster})
+    outside = Deployer(ipaddress.ip_address("198.51.100.7"), "stated")
+    (finding,) = check_reachability(spec, outside)
+    assert finding.severity is Severity.ERROR
+    assert "outside gpufleet:cluster.endpointAccess.privateAccessCidrs (10.8.0.0/16)" in finding.message
+    (finding,) = check_reachability(spec, Deployer(ipaddress.ip_address("10.8.3.4"), "stated"))
+    assert finding.severity is Severity.OK
+    cluster["endpointAccess"]["privateAccessSecurityGroupIds"] = ["sg-0123456789abcdef0"]
+    (finding,) = check_reachability(variant(tmp_path, "p5", **{"gpufleet:cluster": cluster}), outside)
+    assert finding.severity is Severity.WARNING  # a member of the group may still reach it
+
+
+def test_n8_a_preview_only_machine_skips_the_reachability_check(
+    aws: FakeAws, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull-request runner previews and never talks to the endpoint; GitHub-hosted runners' addresses are
+    not in any allow-list. `--skip-reachability` replaces the check with a warning; without it, the same
+    machine is refused."""
+    spec = load_example("dev")
+    aws.seed_clean(spec)
+    monkeypatch.setenv(DEPLOYER_ENV, "192.0.2.50")
+    assert run_task(capsys, "preflight", "--stack", "dev").returncode == 1
+    result = run_task(capsys, "preflight", "--stack", "dev", "--skip-reachability")
+    assert result.returncode == 0, result.stdout
+    assert "--skip-reachability" in result.stdout
 
 
 def test_dev_deploys_from_a_laptop_after_its_one_documented_edit(

@@ -45,6 +45,7 @@ def start_twin(
     bare: bool = False,
     minor: str = "",
     nodes: str = "desired",
+    monitoring: bool = False,
 ) -> RunningTwin:
     """A twin of an example stack (by name) or of a stack file (a path)."""
     path = stack if isinstance(stack, Path) else ROOT / f"Pulumi.{stack}.yaml"
@@ -53,7 +54,7 @@ def start_twin(
     folder = tmp.mktemp(f"twin-{spec.stack}")
     log = (folder.parent / f"{folder.name}.out").open("wb")
     return launch.start(
-        path, spec, folder / "twin", minor=minor, nodes=nodes, bare=bare,
+        path, spec, folder / "twin", minor=minor, nodes=nodes, bare=bare, monitoring=monitoring,
         stdout=log, lock=folder.parent / f"{folder.name}.lock", say=lambda _line: None,
     )  # fmt: skip
 

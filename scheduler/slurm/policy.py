@@ -1,0 +1,102 @@
+"""What a team's GPU policy becomes in Slurm: per team and pool a guaranteed limit and a borrowing allowance.
+
+The numbers are Kueue's: `gpu_units` turns GPUs of the spec into the pool's own units (whole GPUs, time-slicing
+replicas as Slurm `shard`s, MIG instances), exactly as `scheduler.kueue` sizes `nominalQuota` and
+`borrowingLimit`. Slurm enforces them as `GrpTRES` (sacctmgr(1), "GrpTRES"; resource_limits.html): the
+guaranteed limit on the team's account association, the borrowing allowance on a QOS of the team's own that
+is preemptible (requeued) by owners' jobs. A limit set on the job's QOS is used instead of the association's
+(https://slurm.schedmd.com/resource_limits.html, "Hierarchy": the first point where a limit is defined wins),
+which is what lets a borrowing job run beyond the account's guaranteed GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from scheduler.model import PoolView, SchedulingPolicy
+from scheduler.resources import gpu_units
+
+BORROW_SUFFIX = "-borrow"
+# The QOS every association has by default (sacctmgr(1): a new cluster's default QOS is `normal`): the owners'.
+OWNER_QOS = "normal"
+# sacctmgr(1) Fairshare is an integer; team weights are floats in (0, 1000]: two decimals carried over.
+FAIRSHARE_SCALE = 100
+
+
+@dataclass(frozen=True)
+class PartitionOptions:
+    max_time: str = "UNLIMITED"
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class SlurmSite:
+    """What Slurm needs beyond the pools and teams: the cluster's name, controller(s), accounting host, and
+    per-partition options (by pool name)."""
+
+    cluster_name: str
+    controller_hosts: tuple[str, ...]
+    accounting_host: str
+    hosts: dict[str, tuple[str, ...]]  # pool name -> its hosts (the partition's nodes)
+    partitions: dict[str, PartitionOptions] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TeamLimit:
+    """One team in one pool, in the pool's GRES units."""
+
+    team: str
+    pool: str
+    tres: str  # e.g. gres/gpu:h100, gres/shard
+    guaranteed: int  # the account association's GrpTRES (Kueue nominalQuota)
+    borrowable: int  # the team's borrow QOS GrpTRES (Kueue borrowingLimit; unlimited: the rest of the pool)
+
+
+def gres_type(pool: PoolView) -> str:
+    """The GRES type of a pool's GPUs: the MIG profile (NVML names a MIG device after its profile), else the
+    GPU model in lower case. gres.conf(5) Type: with AutoDetect the Type "should match or be a substring of
+    the value that is detected" (NVML's device name, lower case, underscores for spaces, e.g.
+    nvidia_h100_80gb_hbm3), so the model name, not a pool name."""
+    return pool.mig_profile if pool.sharing == "mig" and pool.mig_profile else pool.gpu_model.lower()
+
+
+def tres_name(pool: PoolView) -> str:
+    """The TRES a team's limit in this pool is counted in. Time-sliced GPUs are Slurm `shard`s (gres.html,
+    "Sharding", new in 22.05), untyped; whole GPUs and MIG instances are typed `gpu` GRES."""
+    if pool.sharing == "timeSlicing":
+        return "gres/shard"
+    return f"gres/gpu:{gres_type(pool)}"
+
+
+def borrow_qos(team: str) -> str:
+    return team + BORROW_SUFFIX
+
+
+def fairshare(weight: float) -> int:
+    """sacctmgr(1) `Fairshare=` from a team's fair-sharing weight (the Kueue Cohort's `fairSharing.weight`)."""
+    return max(1, round(weight * FAIRSHARE_SCALE))
+
+
+def team_limits(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[TeamLimit]:
+    """Every team's guaranteed and borrowable units per pool, as `scheduler.kueue._team_flavor` sizes them."""
+    out = []
+    for team in policy.teams:
+        for pool in pools:
+            quota = team.quotas.get(pool.name, 0)
+            borrow = team.borrowing_limit if team.borrowing_limit is not None else pool.max_gpus - quota
+            out.append(
+                TeamLimit(
+                    team=team.name,
+                    pool=pool.name,
+                    tres=tres_name(pool),
+                    guaranteed=gpu_units(pool, quota),
+                    borrowable=gpu_units(pool, max(0, borrow)),
+                )
+            )
+    return out
+
+
+def tres_list(limits: Sequence[TeamLimit], attr: str) -> str:
+    """`gres/gpu:h100=16,gres/shard=8`: one team's limits as a GrpTRES value."""
+    return ",".join(f"{lim.tres}={getattr(lim, attr)}" for lim in limits)

@@ -1,0 +1,392 @@
+"""Operations on real components (docs/operations.md): the stack's metrics scraped as the Prometheus operator
+scrapes them in a cluster, `invoke usage` checked against what the twin ran, alerts driven by real conditions.
+
+One twin with `--monitoring` (infra.twin.monitoring): the real Prometheus operator v0.93.1 turns the stack's
+ServiceMonitors and PrometheusRule, the GPU operator's dcgm-exporter monitor (built from the stack's
+`dcgmExporter.serviceMonitor` values) and the charts' monitors into Prometheus 3.14's configuration; Prometheus
+discovers targets through the API server's Endpoints and scrapes both Kueue replicas, kube-state-metrics 2.20
+and one dcgm-exporter stand-in per GPU node, each at its pod's IP. The tests set what workloads do (their GPUs'
+utilisation, their durations, node faults) and never a series or a label.
+
+Named after the findings of the operations review (O1..O19) they would have caught on the code before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.stackfile import load_stack
+from infra.twin.launch import RunningTwin
+from tests.conftest import ROOT
+from tests.twin.conftest import start_twin
+from tests.twin.kube import Kube, eventually, job, name
+
+SCRAPE_S = 5
+UTIL = "gpufleet.io/twin-gpu-util"
+DURATION = "gpufleet.io/twin-duration"
+ON_BINPACK = {"schedulerName": "gpu-binpack"}
+PRICES = {"h100": 4.0, "l40s": 1.5, "a100": 2.0}
+
+
+def monitoring_stack(folder: Path) -> Path:
+    """The metal stack with a Prometheus and three kinds of GPU: whole H100s, time-sliced L40S (2 replicas) and
+    MIG A100s (1g.10gb, 7 per GPU), two teams; short scrape and alert windows so the test sees them pass."""
+    doc = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())
+    c = doc["config"]
+    c["gpufleet:cluster"]["monitoring"] = {
+        "prometheus": "install",
+        "scrapeInterval": f"{SCRAPE_S}s",
+        "idleAfter": "1m",
+        "pendingAfter": "1m",
+        "storage": {"size": "20Gi"},
+        "retentionSize": "15GB",
+        "alertmanager": {
+            "receivers": [
+                {
+                    "name": "oncall-mail",
+                    "email": {
+                        "to": "oncall@example.com",
+                        "fromAddress": "gpufleet@example.com",
+                        "smarthost": "127.0.0.1:2525",
+                        "requireTls": False,
+                    },
+                }
+            ],
+            "routes": {"critical": "oncall-mail"},
+        },
+    }
+    c["gpufleet:nodePools"] = [
+        {"name": "h100", "hosts": ["gpu-h100-01", "gpu-h100-02"], "gpuModel": "H100", "gpusPerNode": 8,
+         "cpusPerNode": 192, "memoryGiBPerNode": 2048},
+        {"name": "l40s", "hosts": ["gpu-l40s-01"], "gpuModel": "L40S", "gpusPerNode": 4, "cpusPerNode": 64,
+         "memoryGiBPerNode": 512, "sharing": {"timeSlicing": {"replicas": 2}}},
+        {"name": "a100", "hosts": ["gpu-a100-01"], "gpuModel": "A100-80GB", "gpusPerNode": 2, "cpusPerNode": 64,
+         "memoryGiBPerNode": 512, "sharing": {"mig": "1g.10gb"}},
+    ]  # fmt: skip
+    c["gpufleet:teams"] = [
+        {"name": "vision", "quotas": {"h100": 8, "l40s": 2, "a100": 1}, "borrowingLimit": 8},
+        {"name": "nlp", "quotas": {"h100": 8, "l40s": 2, "a100": 1}, "borrowingLimit": 8},
+    ]
+    path = folder / "Pulumi.twin-monitoring.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    load_stack(path)  # a valid stack, or the test's own setup is wrong
+    return path
+
+
+class Chain:
+    """The running twin and how to ask its Prometheus and Alertmanager."""
+
+    def __init__(self, twin: RunningTwin, kube: Kube, stack: Path) -> None:
+        self.twin, self.kube, self.stack = twin, kube, stack
+        self.prometheus = str(twin.info["prometheus"])
+        self.alertmanager = str(twin.info["alertmanager"])
+        self.started = time.time()
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        url = f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=20) as r:
+            return list(json.load(r)["data"]["result"])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{self.prometheus}/api/v1/alerts", timeout=20) as r:
+            return list(json.load(r)["data"]["alerts"])
+
+    def targets(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{self.prometheus}/api/v1/targets?state=active", timeout=20) as r:
+            return list(json.load(r)["data"]["activeTargets"])
+
+    def submit(self, obj: dict[str, Any]) -> None:
+        done = self.kube.create(obj)
+        assert done.ok, done.stderr
+
+    def annotate_node(self, node: str, key: str, value: str) -> None:
+        self.kube.ok("annotate", "node", node, f"{key}={value}", "--overwrite")
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
+    stack = monitoring_stack(tmp_path_factory.mktemp("monitoring-stack"))
+    twin = start_twin(tmp_path_factory, stack, monitoring=True)
+    try:
+        c = Chain(twin, Kube.of(twin), stack)
+        jobs = {
+            "nvidia-dcgm-exporter": 4,
+            "kueue-controller-manager-metrics-service": 2,
+            "kube-state-metrics": 1,
+        }
+
+        def all_up() -> bool:
+            up: dict[str, int] = {}
+            for t in c.targets():
+                if t["health"] == "up":
+                    up[t["labels"]["job"]] = up.get(t["labels"]["job"], 0) + 1
+            return all(up.get(j, 0) >= n for j, n in jobs.items())
+
+        eventually(all_up, "every scrape target up", timeout=120, every=2)
+        yield c
+    finally:
+        twin.stop()
+
+
+def gpu_job(
+    team: str, job_name: str, requests: dict[str, int], util: int, seconds: int = 0
+) -> dict[str, Any]:
+    annotations = {UTIL: str(util), **({DURATION: str(seconds)} if seconds else {})}
+    return job(job_name, team, requests, queue="default", pod=dict(ON_BINPACK), annotations=annotations)
+
+
+# ---- the chain itself ---------------------------------------------------------------------------------
+
+
+def test_o16_operator_generated_the_scrape_configuration_for_prometheus_3(chain: Chain) -> None:
+    """Every target comes from a ServiceMonitor the operator turned into a scrape job (its `serviceMonitor/<ns>/
+    <name>/<endpoint>` job names, prometheus-operator v0.93 promcfg.go), at the pods' IPs from Endpoints."""
+    pools = {t["scrapePool"] for t in chain.targets()}
+    assert "serviceMonitor/gpu-operator/nvidia-dcgm-exporter/0" in pools
+    assert "serviceMonitor/kueue-system/gpufleet-kueue/0" in pools
+    assert any(p.startswith("serviceMonitor/monitoring/") and "kube-state-metrics" in p for p in pools)
+    build = json.load(urllib.request.urlopen(f"{chain.prometheus}/api/v1/status/buildinfo", timeout=10))
+    assert build["data"]["version"] == "3.14.0"  # the chart's Prometheus, not Debian's 2.42 (O16)
+
+
+def test_o7_prometheus_keeps_history_on_a_volume_with_the_specs_size_and_retention(chain: Chain) -> None:
+    """O7: the operator's StatefulSet gets a volumeClaimTemplate of `monitoring.storage.size` and Prometheus runs
+    with the spec's `retention` and `retentionSize` (prometheus-operator: storage.volumeClaimTemplate,
+    retention, retentionSize), so a restart keeps the usage history."""
+    claims = chain.kube.items("pvc", "monitoring")
+    sizes = {c["metadata"]["name"]: c["spec"]["resources"]["requests"]["storage"] for c in claims}
+    assert any(n.startswith("prometheus-") and s == "20Gi" for n, s in sizes.items()), sizes
+    # what the running Prometheus says it keeps (the operator passes retention by flag or, for Prometheus 3.x,
+    # in the generated configuration's storage section; either way the server reports the effective limits)
+    info = json.load(urllib.request.urlopen(f"{chain.prometheus}/api/v1/status/runtimeinfo", timeout=10))
+    retention = info["data"]["storageRetention"]
+    assert "15d" in retention and ("15GB" in retention or "15GiB" in retention), retention
+
+
+def test_o1_gpu_series_carry_the_pod_that_holds_the_gpu_and_free_gpus_none(chain: Chain) -> None:
+    """O1: scraped through the GPU operator's ServiceMonitor (honorLabels false), dcgm-exporter's own
+    `namespace`/`pod`/`container` labels would land in `exported_*` and every free GPU would carry the exporter
+    pod's name; the stack's relabelling keeps the exporter's pod mapping and leaves free GPUs unlabelled."""
+    n = name("o1")
+    chain.submit(gpu_job("vision", n, {"nvidia.com/gpu": 2}, util=70))
+    series = eventually(
+        lambda: chain.query(f'DCGM_FI_DEV_GPU_UTIL{{namespace="vision",pod=~"{n}-.*"}}'),
+        "the job's GPUs",
+        90,
+        2,
+    )
+    assert len(series) == 2 and {s["value"][1] for s in series} == {"70"}
+    assert all(s["metric"]["container"] == "main" for s in series)
+    assert not chain.query("count(DCGM_FI_DEV_GPU_UTIL{exported_pod!=''})")
+    free = chain.query('DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-h100-.*",pod=""}')
+    held = chain.query('DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-h100-.*",pod!=""}')
+    assert len(free) + len(held) == 16 and free, (len(free), len(held))
+    assert not [s for s in held if s["metric"]["namespace"] == "gpu-operator"]
+    chain.kube.ok("delete", "job", n, "-n", "vision", "--wait=false")
+
+
+def test_o2_both_kueue_replicas_export_gauges_and_the_reports_count_the_leader_once(chain: Chain) -> None:
+    """O2: Kueue v0.19.2's follower replica exports the cache gauges too (`replica_role`, pkg/metrics); summed
+    without the role, quota and usage double. Both replicas are scraped here, and the query `invoke usage` reads
+    quota with, and the recording rule the dashboards use, give the spec's 8 H100 per team."""
+    from infra.monitoring.usage import QUERIES
+
+    roles = chain.query("count by (replica_role) (kueue_cluster_queue_nominal_quota)")
+    assert {r["metric"]["replica_role"] for r in roles} == {"leader", "follower"}
+    quota = {
+        (r["metric"]["cluster_queue"], r["metric"]["flavor"], r["metric"]["resource"]): float(r["value"][1])
+        for r in chain.query(QUERIES["quota"])
+    }
+    for team in ("vision", "nlp"):
+        assert quota[(team, "h100", "nvidia.com/gpu")] == 8, quota
+        assert quota[(team, "l40s", "nvidia.com/gpu.shared")] == 4, quota
+    whole = eventually(
+        lambda: chain.query('sum by (cluster_queue) (gpufleet:kueue_quota:gpus{cluster_queue="vision"})'),
+        "the whole-GPU recording rule",
+        60,
+        2,
+    )
+    assert float(whole[0]["value"][1]) == 11  # 8 H100 + 2 L40S (4 replicas) + 1 A100 (7 slices): O12
+
+
+# ---- usage, end to end -------------------------------------------------------------------------------
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _condition(obj: dict[str, Any], kind: str) -> float | None:
+    for c in obj.get("status", {}).get("conditions", []):
+        if c["type"] == kind and c["status"] == "True":
+            return _when(c["lastTransitionTime"])
+    return None
+
+
+def test_o3_o12_o13_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
+    """`invoke usage --prometheus URL` against the twin's Prometheus, compared with what the test computes from
+    the API server's own record of the same workloads (admission and finish times of the Workloads, the
+    utilisation each job was given): allocated, used and idle GPU-hours per team, cost and quota GPU-hours, each
+    within a scrape interval per workload edge. Covers O1 (pod mapping), O2 (one Kueue replica), O3 (time-sliced
+    pods mapped), O12 (MIG slices and replicas in whole GPUs), O13 (MIG used from GR_ENGINE_ACTIVE)."""
+    seconds = 75
+    runs = {  # team, requests, whole GPUs, utilisation
+        name("busy"): ("vision", {"nvidia.com/gpu": 2}, 2.0, 90),
+        name("share"): ("vision", {"nvidia.com/gpu.shared": 1}, 0.5, 40),
+        name("idle"): ("nlp", {"nvidia.com/gpu": 1}, 1.0, 1),
+        name("mig"): ("nlp", {"nvidia.com/mig-1g.10gb": 2}, 2 / 7, 50),
+    }
+    for job_name, (team, requests, _, util) in runs.items():
+        chain.submit(gpu_job(team, job_name, requests, util, seconds))
+
+    def finished() -> list[dict[str, Any]] | None:
+        done = []
+        for team in ("vision", "nlp"):
+            for w in chain.kube.items("workloads", team):
+                owner = w["metadata"]["ownerReferences"][0]["name"]
+                if owner in runs:
+                    if _condition(w, "Finished") is None:
+                        return None
+                    done.append(w)
+        return done if len(done) == len(runs) else None
+
+    workloads = eventually(finished, "the four jobs to finish", timeout=seconds + 120, every=3)
+    time.sleep(3 * SCRAPE_S)
+    expected = {
+        t: {"allocated": 0.0, "used": 0.0, "idle": 0.0, "edges": 0.0, "cost": 0.0} for t in ("vision", "nlp")
+    }
+    pool_of = {"nvidia.com/gpu": "h100", "nvidia.com/gpu.shared": "l40s", "nvidia.com/mig-1g.10gb": "a100"}
+    for w in workloads:
+        job_name = w["metadata"]["ownerReferences"][0]["name"]
+        team, requests, whole, util = runs[job_name]
+        admitted, done = _condition(w, "QuotaReserved"), _condition(w, "Finished")
+        assert admitted and done
+        hours = (done - admitted) / 3600
+        e = expected[team]
+        e["allocated"] += whole * hours
+        e["used"] += whole * util / 100 * hours
+        e["idle"] += whole * hours if util < 5 else 0.0
+        e["edges"] += whole * 2 * SCRAPE_S / 3600  # a scrape's worth of error at each end
+        e["cost"] += whole * hours * PRICES[pool_of[next(iter(requests))]]
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump(PRICES))
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "usage", "--stack", str(chain.stack), "--prometheus", chain.prometheus,
+         "--since", "15m", "--json", "--price-file", str(prices), "--out", str(tmp_path / "plots")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    teams = {r["name"]: r for r in report["teams"]}
+    for team, e in expected.items():
+        row = teams[team]
+        tol = e["edges"] + 1e-4
+        assert row["allocated_gpu_hours"] == pytest.approx(e["allocated"], abs=tol), (team, row, e)
+        assert row["used_gpu_hours"] == pytest.approx(e["used"], abs=tol), (team, row, e)
+        assert row["idle_gpu_hours"] == pytest.approx(e["idle"], abs=tol), (team, row, e)
+        assert row["cost_usd"] == pytest.approx(e["cost"], abs=tol * max(PRICES.values())), (team, row, e)
+        # quota: 8 H100 + 2 L40S + 1 A100 = 11 whole GPUs for every minute Prometheus has samples (O2, O12)
+        covered_h = (time.time() - chain.started) / 3600
+        assert row["quota_gpu_hours"] == pytest.approx(11 * covered_h, rel=0.25), (team, row)
+    assert any("after the window's start" in n for n in report["notes"]), report["notes"]  # O7
+
+
+# ---- alerts ---------------------------------------------------------------------------------------------
+
+
+def _alerts(chain: Chain) -> list[tuple[str, dict[str, str], str]]:
+    """(alert name, labels, state) of every alert Prometheus holds."""
+    return [(a["labels"]["alertname"], a["labels"], a["state"]) for a in chain.alerts()]
+
+
+def _on(alerts: list[tuple[str, dict[str, str], str]], alert: str, label: str) -> set[str]:
+    return {labels.get(label, "") for name_, labels, _ in alerts if name_ == alert}
+
+
+def test_o4_o5_o6_o8_o11_o14_alerts_fire_on_real_conditions_and_reach_alertmanager(chain: Chain) -> None:
+    """Each condition made real on the twin, then observed in Prometheus' alert state:
+    - an idle pod past its team's `idleAfter` (GpuAllocatedIdle), and a busy one that does not fire;
+    - XID 79 on a GPU (GpuFallenOffBus, O4/O6: the windowed `DCGM_EXP_XID_ERRORS_COUNT`, not the sticky
+      last-XID field), double-bit ECC (GpuDoubleBitEccError, O14: the level, not an increase);
+    - a GPU that stops reporting (GpuMissingFromDcgm, O4: fewer DCGM GPUs than the node's capacity; `for: 10m`,
+      so pending here);
+    - an exporter answering errors (GpuMetricsTargetDown, O5);
+    - a large job starving behind small admissions (GpuWorkloadStarved, O11: kube-state-metrics' Workload
+      metrics, the age of a workload without QuotaReserved);
+    - a node that stops heartbeating, so the node controller marks it NotReady (GpuNodeNotReady, `for: 5m`:
+      pending).
+    Critical alerts reach Alertmanager, routed to the spec's receiver (O8): Alertmanager tries to deliver to it
+    (its notification counter for the email integration moves)."""
+    chain.submit(gpu_job("nlp", name("idle"), {"nvidia.com/gpu": 1}, util=0))
+    busy = name("busy")
+    chain.submit(gpu_job("vision", busy, {"nvidia.com/gpu": 8}, util=95))
+    chain.annotate_node("gpu-h100-01", "gpufleet.io/twin-xid", "7:79")
+    chain.annotate_node("gpu-h100-01", "gpufleet.io/twin-ecc-dbe", "6:2")
+    chain.annotate_node("gpu-h100-02", "gpufleet.io/twin-gpu-lost", "7")
+    chain.annotate_node("gpu-l40s-01", "gpufleet.io/twin-exporter", "down")
+    # starvation: vision holds 8 H100 and nlp 1; a 12-GPU nlp job cannot fit while 1-GPU nlp jobs keep coming
+    big = name("big")
+    chain.submit(gpu_job("nlp", big, {"nvidia.com/gpu": 12}, util=90))
+    # NotReady: kwok stops playing kubelet for a node that loses its label (--manage-nodes-with-label-selector)
+    chain.kube.ok("label", "node", "gpu-a100-01", "type-")
+
+    wanted = {
+        "GpuAllocatedIdle": "firing",
+        "GpuFallenOffBus": "firing",
+        "GpuDoubleBitEccError": "firing",
+        "GpuMissingFromDcgm": "pending",  # for: 10m
+        "GpuMetricsTargetDown": "pending",  # for: 10m
+        "GpuWorkloadStarved": "pending",  # for: 5m
+        "GpuNodeNotReady": "pending",  # for: 5m
+    }
+
+    def small_jobs_and_alerts() -> list[tuple[str, dict[str, str], str]] | None:
+        chain.submit(gpu_job("nlp", name("small"), {"nvidia.com/gpu": 1}, util=50, seconds=20))
+        alerts = _alerts(chain)
+        seen = {(alert, state) for alert, _, state in alerts}
+        # an alert wanted pending may already fire
+        met = all((a, s) in seen or (s == "pending" and (a, "firing") in seen) for a, s in wanted.items())
+        return alerts if met else None
+
+    try:
+        alerts = eventually(small_jobs_and_alerts, "every alert in its state", timeout=300, every=10)
+        idle_pods = _on(alerts, "GpuAllocatedIdle", "pod")
+        assert idle_pods and not [p for p in idle_pods if p.startswith(busy)], idle_pods
+        assert _on(alerts, "GpuFallenOffBus", "Hostname") == {"gpu-h100-01"}
+        assert _on(alerts, "GpuDoubleBitEccError", "Hostname") == {"gpu-h100-01"}
+        assert "gpu-h100-02" in _on(alerts, "GpuMissingFromDcgm", "node")
+        assert _on(alerts, "GpuMetricsTargetDown", "node") == {"gpu-l40s-01"}
+        assert _on(alerts, "GpuNodeNotReady", "node") == {"gpu-a100-01"}
+        assert [w for w in _on(alerts, "GpuWorkloadStarved", "workload") if big in w], alerts
+
+        def delivered() -> bool:
+            with urllib.request.urlopen(f"{chain.alertmanager}/api/v2/alerts", timeout=10) as r:
+                alerts = json.load(r)
+            routed = {a["labels"]["alertname"]: [x["name"] for x in a["receivers"]] for a in alerts}
+            with urllib.request.urlopen(f"{chain.alertmanager}/metrics", timeout=10) as r:
+                text = r.read().decode()
+            tried = [ln for ln in text.splitlines()
+                     if ln.startswith("alertmanager_notifications_total") and 'integration="email"' in ln]  # fmt: skip
+            return routed.get("GpuFallenOffBus") == ["oncall-mail"] and any(
+                float(ln.split()[-1]) > 0 for ln in tried
+            )
+
+        eventually(delivered, "the critical alert routed to the spec's receiver", timeout=90, every=3)
+    finally:
+        chain.kube.ok("label", "node", "gpu-a100-01", "type=kwok", "--overwrite")
+        for node, key in (("gpu-h100-01", "xid"), ("gpu-h100-01", "ecc-dbe"), ("gpu-h100-02", "gpu-lost"),
+                          ("gpu-l40s-01", "exporter")):  # fmt: skip
+            chain.kube.ok("annotate", "node", node, f"gpufleet.io/twin-{key}-")
