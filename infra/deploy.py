@@ -92,9 +92,9 @@ def prepare(spec: ClusterSpec, root: Path, backend: str | None, *, needs_aws: bo
     require_cli()
     require_passphrase(url)
     if needs_aws and spec.platform == "aws":
-        from infra.preflight import aws_session
+        from infra.preflight.run import spec_session
 
-        aws_session(spec.region)
+        spec_session(spec)
     return url
 
 

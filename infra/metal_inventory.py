@@ -160,6 +160,40 @@ def playbook_command(
 
 def group_limits(inventory: dict[str, Any], limit: str | None) -> list[str]:
     """One --limit per host group, in spec order: the play's batches (serial) are then shares of a
-    single group, so rebooting batches never take a whole group down; a user limit narrows each."""
+    single group, so rebooting batches never take a whole group down; a user limit narrows each.
+
+    Only the groups the user's limit reaches get a run: ansible-playbook exits 1 with "--limit leaves us with
+    no hosts to target" for a run whose pattern matches nothing, which would stop the rollout at the first
+    group the limit does not touch. The pattern is evaluated by Ansible's own InventoryManager (patterns,
+    wildcards, `~regex`, `:&`, `:!` mean exactly what ansible-playbook makes of them), and a limit that
+    matches no host at all is refused with the groups and hosts there are."""
     groups = list(inventory[PARENT_GROUP]["children"])
-    return [f"{group}:&{limit}" if limit else group for group in groups]
+    if not limit:
+        return groups
+    matched = _limit_matches(inventory, [limit, *(f"{group}:&{limit}" for group in groups)])
+    if not matched[0]:
+        hosts = [host for group in groups for host in inventory[PARENT_GROUP]["children"][group]["hosts"]]
+        raise MetalInventoryError(
+            f"--limit {limit!r} matches no host of this stack: an Ansible host pattern over the groups "
+            f"{', '.join(groups)} (one per entry of cluster.nodePools) and the hosts {', '.join(hosts)}"
+        )
+    return [f"{group}:&{limit}" for group, hosts in zip(groups, matched[1:], strict=True) if hosts]
+
+
+def _limit_matches(inventory: dict[str, Any], patterns: list[str]) -> list[list[str]]:
+    """The hosts each pattern selects in this inventory, as ansible-playbook's --limit would select them."""
+    import contextlib
+    import io
+    import tempfile
+
+    import yaml
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "inventory.yml"
+        path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+        # Ansible warns on stderr for every pattern part that matches nothing; the caller reports instead.
+        with contextlib.redirect_stderr(io.StringIO()):
+            manager = InventoryManager(loader=DataLoader(), sources=[str(path)])
+            return [[host.name for host in manager.get_hosts(pattern)] for pattern in patterns]

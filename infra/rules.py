@@ -489,12 +489,15 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
 @functools.cache
 def aws_regions() -> frozenset[str]:
     """Every region with EC2 in every AWS partition, from botocore's bundled endpoint data (no network), so a
-    typo (`us-west-9`) is refused by `invoke plan` rather than by the first API call of a deploy."""
-    import boto3
+    typo (`us-west-9`) is refused by `invoke plan` rather than by the first API call of a deploy. Read
+    through botocore's loader, not a Session: a Session resolves AWS_PROFILE, which is not this check's
+    business (a mistyped profile is preflight's one-line error, not a traceback here)."""
+    from botocore.loaders import create_loader
+    from botocore.regions import EndpointResolver
 
-    session = boto3.session.Session()
+    resolver = EndpointResolver(create_loader().load_data("endpoints"))
     return frozenset(
         region
-        for partition in session.get_available_partitions()
-        for region in session.get_available_regions("ec2", partition_name=partition)
+        for partition in resolver.get_available_partitions()
+        for region in resolver.get_available_endpoints("ec2", partition)
     )

@@ -521,12 +521,28 @@ class Slurm(Model):
     partitions: dict[str, SlurmPartition] = Field(default_factory=dict)  # by pool name
 
 
+class AwsRole(BaseModel):
+    """One entry of the AWS provider's `aws:assumeRoles` chain, applied in order (pulumi-aws provider
+    configuration, `assumeRoles`). Only what preflight needs to take the same identity is typed; the
+    provider's other fields (duration, policy, tags, ...) pass through untouched."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+    role_arn: str
+    external_id: str | None = None
+    session_name: str | None = None
+
+
 class ClusterSpec(Model):
     """The whole validated stack: what `load_stack` returns and every part consumes."""
 
     stack: str
     platform: Literal["aws", "existing"]
     region: str | None = None
+    # The AWS provider's own credentials settings (`aws:profile`, `aws:assumeRoles`): preflight and the
+    # deploy's credential check use the same identity the program deploys with.
+    aws_profile: str | None = None
+    aws_assume_roles: tuple[AwsRole, ...] = ()
     cluster: Cluster
     system_pool: SystemPool = SystemPool()
     node_pools: list[NodePool]

@@ -16,6 +16,7 @@ from infra.errors import ConfigError
 from infra.rules import check_spec
 from infra.spec import (
     NAMESPACE,
+    AwsRole,
     Cluster,
     ClusterSpec,
     NodePool,
@@ -29,6 +30,8 @@ from infra.versions import Versions
 SECTIONS: dict[str, tuple[str, Any]] = {
     # config key -> (ClusterSpec field, type)
     "aws:region": ("region", str),
+    "aws:profile": ("aws_profile", str),
+    "aws:assumeRoles": ("aws_assume_roles", list[AwsRole]),
     f"{NAMESPACE}:platform": ("platform", Literal["aws", "existing"]),
     f"{NAMESPACE}:cluster": ("cluster", Cluster),
     f"{NAMESPACE}:systemPool": ("system_pool", SystemPool),

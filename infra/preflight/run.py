@@ -7,11 +7,12 @@ rejected credential stops the run with one line saying what to set; everything e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from infra.errors import CheckFailed, ToolMissing
 from infra.preflight.capacity import check_capacity_blocks
@@ -28,7 +29,7 @@ from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs
 from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
 from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
-from infra.spec import ClusterSpec
+from infra.spec import AwsRole, ClusterSpec
 
 CREDENTIALS_HINT = (
     "AWS credentials not found: set AWS_PROFILE (after `aws sso login` or `aws configure`) "
@@ -37,12 +38,55 @@ CREDENTIALS_HINT = (
 _CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=20)
 
 
-def aws_session(region: str | None) -> boto3.Session:
-    """A boto3 session for the spec's region; ToolMissing when no credentials can be found."""
-    session = boto3.Session(region_name=region)
+def aws_session(
+    region: str | None, profile: str | None = None, roles: Sequence[AwsRole] = ()
+) -> boto3.Session:
+    """A boto3 session with the identity the stack's AWS provider deploys as: the stack's `aws:profile`
+    (which the provider prefers to AWS_PROFILE), then each of `aws:assumeRoles` in order (the provider
+    applies the chain in order; pulumi-aws provider configuration, `assumeRoles`). ToolMissing (exit 3, one
+    line) when a profile does not exist, no credentials can be found, or a role cannot be assumed."""
+    try:
+        session = boto3.Session(region_name=region, profile_name=profile)
+    except ProfileNotFound as exc:
+        source = "aws:profile in the stack file" if profile else "AWS_PROFILE"
+        raise ToolMissing(
+            f"{exc} (from {source}): `aws configure list-profiles` lists the profiles there are; "
+            "create it with `aws configure --profile NAME` or `aws configure sso`"
+        ) from None
     if session.get_credentials() is None:
         raise ToolMissing(CREDENTIALS_HINT)
+    for index, role in enumerate(roles):
+        session = _assume(session, region, role, f"aws:assumeRoles[{index}]")
     return session
+
+
+def spec_session(spec: ClusterSpec) -> boto3.Session:
+    """aws_session for a stack: its region, profile and role chain."""
+    return aws_session(spec.region, spec.aws_profile, spec.aws_assume_roles)
+
+
+def _assume(session: boto3.Session, region: str | None, role: AwsRole, key: str) -> boto3.Session:
+    kwargs: dict[str, str] = {"RoleArn": role.role_arn, "RoleSessionName": role.session_name or "gpufleet"}
+    if role.external_id:
+        kwargs["ExternalId"] = role.external_id
+    try:
+        creds = session.client("sts", config=_CONFIG).assume_role(**kwargs)["Credentials"]
+    except NoCredentialsError:
+        raise ToolMissing(CREDENTIALS_HINT) from None
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        raise ToolMissing(
+            f"{key}: cannot assume {role.role_arn} ({code}): the identity before it in the chain needs "
+            "sts:AssumeRole on it, and the role's trust policy must allow that identity"
+        ) from None
+    except BotoCoreError as exc:
+        raise CheckFailed(f"{key}: cannot reach AWS STS to assume {role.role_arn}: {exc}") from None
+    return boto3.Session(
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+        region_name=region,
+    )
 
 
 def run_preflight(
@@ -65,7 +109,7 @@ def run_preflight(
             + check_nvsentinel_prerequisites(spec)
             + check_images(spec, registry)
         )
-    session = session or aws_session(spec.region)
+    session = session or spec_session(spec)
     now = now or datetime.now(UTC)
     ec2 = session.client("ec2", config=_CONFIG)
     eks = session.client("eks", config=_CONFIG)

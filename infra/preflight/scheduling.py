@@ -256,7 +256,8 @@ def check_adopted_addons(spec: ClusterSpec, cluster: ClusterReader) -> list[Find
 
 
 def check_existing_cluster(spec: ClusterSpec, cluster: ClusterReader | None = None) -> list[Finding]:
-    """The in-cluster checks; a warning (the checks were skipped) when the cluster cannot be read."""
+    """The in-cluster checks; an error when the cluster cannot be read: a preflight that checked nothing of
+    the cluster it deploys to must not pass (first-use review M5), and deploy stops on errors only."""
     try:
         path = str(Path(spec.cluster.kubeconfig or "").expanduser())
         reader = cluster or KubernetesReader(path, spec.cluster.kubeconfig_context)
@@ -269,7 +270,7 @@ def check_existing_cluster(spec: ClusterSpec, cluster: ClusterReader | None = No
     except Exception as exc:  # any client or connection failure: report it, do not crash
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [
-            warning(
+            error(
                 "gpufleet:cluster.kubeconfig",
                 f"could not read the cluster ({reason}); GPU taints, platform nodes and NetworkPolicy enforcement "
                 "not checked",

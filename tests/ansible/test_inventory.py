@@ -144,7 +144,11 @@ def test_each_host_group_is_its_own_rollout(tmp_path: Path, ansible_env: dict[st
     with serial"); one run per group keeps a batch inside one group, and a user limit narrows each run."""
     inventory = render_inventory(GROUPS, "580", "1.20.0", None)
     assert group_limits(inventory, None) == ["gpu_h100", "gpu_l40s"]
-    assert group_limits(inventory, "h100-01") == ["gpu_h100:&h100-01", "gpu_l40s:&h100-01"]
+    assert group_limits(inventory, "h100-01") == ["gpu_h100:&h100-01"]
+    assert group_limits(inventory, "h100-01,gpu_l40s") == [
+        "gpu_h100:&h100-01,gpu_l40s",
+        "gpu_l40s:&h100-01,gpu_l40s",
+    ]
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inventory))
     argv = playbook_command(path, check=True, limit="gpu_h100:&h100-01", reboot=True, continue_command="x")

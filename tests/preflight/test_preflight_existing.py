@@ -15,17 +15,58 @@ def metal_stack(tmp_path: Path, kubeconfig: Path) -> Path:
     return write_stack(tmp_path, "metal-test", doc)
 
 
-def test_existing_cluster_with_kubeconfig_passes_without_aws(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def _refused_server() -> str:
+    """A loopback URL nothing listens on: the socket is bound to find a free port, then closed."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"https://127.0.0.1:{sock.getsockname()[1]}"
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{server}", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: ctx, context: {{cluster: c, user: u}}}}]
+current-context: ctx
+"""
+
+
+@pytest.mark.parametrize(
+    ("case", "text", "context"),
+    [
+        ("refused", KUBECONFIG, None),
+        ("no such context", KUBECONFIG, "nosuchctx"),
+        ("not YAML", "clusters: [a: b: c\n", None),
+    ],
+)
+def test_m5_existing_cluster_preflight_fails_when_it_cannot_read_the_cluster(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    text: str,
+    context: str | None,
 ) -> None:
+    """First-use review M5: a kubeconfig whose server refuses connections, a `kubeconfigContext` the file
+    does not hold, and a kubeconfig that is not YAML each gave a warning and `preflight passed`, exit 0, so a
+    deploy would go ahead with nothing checked (docs/deploy.md: deploy stops on errors only). Each is now an
+    error naming gpufleet:cluster.kubeconfig, exit 1. No AWS credentials are needed for an existing cluster."""
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    result = run_task(capsys, "preflight", "--stack", str(metal_stack(tmp_path, kubeconfig)))
-    assert result.returncode == 0, result.stderr
-    assert "nothing to check on AWS" in " ".join(result.stdout.split())
-    assert "preflight passed" in result.stdout
+    kubeconfig.write_text(text.format(server=_refused_server()))
+    doc = stack_doc("metal")
+    doc["config"]["gpufleet:cluster"]["kubeconfig"] = str(kubeconfig)
+    if context:
+        doc["config"]["gpufleet:cluster"]["kubeconfigContext"] = context
+    result = run_task(capsys, "preflight", "--stack", str(write_stack(tmp_path, "metal-test", doc)))
+    assert result.returncode == 1, (case, result.stdout, result.stderr)
+    out = " ".join(result.stdout.split())
+    assert "could not read the cluster" in out and "nothing to check on AWS" in out
+    assert "preflight passed" not in result.stdout
+    assert result.stderr.strip().startswith("error: preflight found")
 
 
 def test_existing_cluster_without_kubeconfig_fails(

@@ -231,11 +231,12 @@ def test_network_policy_enforcement(api: tuple[FakeApi, Path], daemonsets: list[
         assert finding.severity is Severity.WARNING
 
 
-def test_an_unreachable_cluster_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+def test_an_unreadable_cluster_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """First-use review M5: nothing of the cluster was checked, so preflight must not pass."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     (finding,) = check_existing_cluster(metal(kubeconfig))
-    assert finding.severity is Severity.WARNING and "not checked" in finding.message
+    assert finding.severity is Severity.ERROR and "not checked" in finding.message
 
 
 @pytest.mark.parametrize(("chart", "ok"), [("9.59.0", True), ("9.57.0", True), ("9.56.0", False)])

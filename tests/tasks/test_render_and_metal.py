@@ -78,10 +78,10 @@ def test_metal_renders_inventory_and_runs_the_playbook() -> None:
     assert inventory["gpu_hosts"]["vars"]["nvidia_driver_branch"] == "580"
     assert inventory["gpu_hosts"]["vars"]["nvidia_driver_version"] == "580.95.05"
     assert "--check" in command and "gpu-hosts.yml" in command
-    # One run per host group, in spec order, each narrowed by the user's limit: the play's serial
-    # batches are then shares of one group.
+    # One run per host group the limit reaches, narrowed by it: the play's serial batches are then
+    # shares of one group, and a group the limit does not touch gets no run that would match nothing.
     runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
-    assert "--limit 'h100:&gpu-h100-01'" in runs[0] and "--limit 'l40s:&gpu-h100-01'" in runs[1]
+    assert len(runs) == 1 and "--limit 'h100:&gpu-h100-01'" in runs[0]
     assert "nvidia_driver_reboot_allowed" not in command
     assert "invoke metal --stack metal --reboot" in command  # printed when a reboot is pending
 
@@ -111,3 +111,39 @@ def test_metal_refuses_aws_stack() -> None:
     with pytest.raises(Exit) as info:
         tasks.metal(MockContext(), stack="dev")
     assert info.value.code == 2 and "existing" in str(info.value.message)
+
+
+@pytest.mark.parametrize(
+    ("limit", "groups"),
+    [
+        ("l40s", ["l40s"]),
+        ("gpu-l40s-02", ["l40s"]),
+        ("gpu-h100-01,gpu-l40s-03", ["h100", "l40s"]),
+        ("gpu-*-01", ["h100", "l40s"]),
+        ("all:!h100", ["l40s"]),
+    ],
+)
+def test_m2_metal_limit_reaches_any_host_group(limit: str, groups: list[str]) -> None:
+    """First-use review M2: `--limit l40s` (the second host group) or one of its hosts ran
+    `h100:&l40s` first, which ansible-playbook refuses with "Specified inventory, host pattern and/or
+    --limit leaves us with no hosts to target" (exit 1), so the rollout stopped before the group it was
+    meant for. Each run now targets only a group the limit reaches, the pattern judged by Ansible's own
+    InventoryManager (Ansible docs, "Patterns: targeting hosts and groups": `,` union, `*` wildcard,
+    `:!` exclusion, `:&` intersection)."""
+    ctx = _ctx(0)
+    tasks.metal(ctx, stack="metal", check=True, limit=limit)
+    runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+    assert [re.search(r"--limit '([a-z0-9]+):&", run).group(1) for run in runs] == groups  # type: ignore[union-attr]
+
+
+def test_m2_metal_limit_matching_no_host_is_refused() -> None:
+    """First-use review M2: `--limit gpu_h100` (the group name of ansible/inventory/example.yml, not of the
+    stack's inventory) reached ansible-playbook as a pattern matching nothing. It is refused before any run,
+    exit 2, naming the groups and hosts the stack does have."""
+    ctx = _ctx(0)
+    with pytest.raises(Exit) as exited:
+        tasks.metal(ctx, stack="metal", check=True, limit="gpu_h100")
+    assert exited.value.code == 2
+    err = str(exited.value.message)
+    assert "--limit 'gpu_h100' matches no host" in err and "h100, l40s" in err and "gpu-l40s-03" in err
+    assert not [call for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
