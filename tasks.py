@@ -7,9 +7,10 @@ User errors print one clear message and no traceback; anything else is a bug and
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from invoke import Context, Exit, task
 
@@ -213,17 +214,22 @@ def simulate(
                 notes += [f"  {describe_pod(workload, i)}" for i in never[:5]]
             for line in notes:
                 console().print(line)
-            with Progress(console=console(), transient=True) as bar:
-                job = bar.add_task(
-                    f"{len(policies)} policies x {len(seed_list)} seeds", total=len(policies) * len(seed_list)
+            if "FGD-Extender" in policies and len(workload) > 2000:
+                console().print(
+                    f"FGD-Extender sends each of the {len(workload):,} pods through the extender's filter, "
+                    "prioritize and bind handlers: a run takes a minute or more where FGD takes seconds "
+                    "(docs/simulation.md); --policy FGD,... leaves it out"
                 )
+            total = len(policies) * len(seed_list)
+            with Progress(console=console(), transient=True) as bar:
+                job = bar.add_task(f"{len(policies)} policies x {len(seed_list)} seeds", total=total)
                 results = sim.run_many(
                     cluster,
                     workload,
                     policies,
                     seed_list,
                     processes=processes or None,
-                    on_done=lambda _r: bar.advance(job),
+                    on_done=_progress(bar, job, total),
                     params=params,
                     share_rule="distributed" if deployed else "policy",
                     strict=strict,
@@ -352,6 +358,23 @@ def twin_notes(runs: list) -> list[str]:  # type: ignore[type-arg]
                 f"{mean(r.result.failed for r in mine):.1f}, {mean(r.pods_per_second for r in mine):.1f} pods/s"
             )
     return out
+
+
+def _progress(bar: Any, job: Any, total: int) -> Callable[[Any], None]:
+    """The bar in a terminal; in a log (CI, a pipe), where Rich draws no bar, a line per finished run."""
+    done = [0]
+
+    def advance(result: Any) -> None:
+        done[0] += 1
+        bar.advance(job)
+        if not bar.console.is_terminal:
+            print(
+                f"[{done[0]}/{total}] {result.policy} seed {result.seed}: {result.seconds:.1f} s, "
+                f"unallocated GPU {result.unallocated():.1f} % at 100 % arrived",
+                flush=True,
+            )
+
+    return advance
 
 
 def print_twin_runs(runs: list, results: list, name: str) -> None:  # type: ignore[type-arg]
@@ -680,7 +703,6 @@ def reclaim(
     import io
     import json as jsonlib
     import shlex
-    from typing import Any
 
     from infra.errors import ConfigError, ToolMissing
     from infra.monitoring.prometheus import Prometheus
