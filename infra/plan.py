@@ -121,8 +121,13 @@ def build_plan(spec: ClusterSpec) -> Plan:
         for code, vcpus in entries:
             if code:
                 buckets[code] = buckets.get(code, 0) + vcpus
+        where = (
+            "us-east-1"
+            if spec.region == "us-east-1"
+            else f"us-east-1's, not {spec.region}'s, which can differ"
+        )
         notes.append(
-            "Costs: On-Demand list prices (us-east-1, Linux) x 730 h; the control plane, NAT and storage are extra."
+            f"Costs: On-Demand list prices ({where}; Linux) x 730 h; the control plane, NAT and storage are extra."
         )
         if any(p.capacity_type == "SPOT" for p in pools):
             notes.append("SPOT pools are priced at the On-Demand rate: an upper bound.")
@@ -153,6 +158,11 @@ def build_plan(spec: ClusterSpec) -> Plan:
         )
     notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
     notes += cpu_capacity_warnings(spec)
+    if not spec.teams:
+        notes.append(
+            "No teams (gpufleet:teams): no namespace gets a queue, so no GPU work can be admitted; "
+            "add a team per group of users (docs/spec.md)"
+        )
     teams = [
         {
             "name": t.name,

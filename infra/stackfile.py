@@ -6,15 +6,19 @@ joins the two (models, then `infra.rules.check_spec`), and nothing it imports im
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from infra.errors import ConfigError
 from infra.rules import check_spec
 from infra.spec import (
+    DNS_LABEL,
     NAMESPACE,
     AwsRole,
     Cluster,
@@ -56,16 +60,75 @@ def key_path(root: str, loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _describe(err: Any) -> str:
+# What the spec's patterns accept, in words (first-use review MINOR 9: the raw regex was the message).
+_PATTERNS = {
+    DNS_LABEL: "lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)",
+    r"^[1-9]\d*(s|m|h|d)$": "a whole number and a unit s, m, h or d, e.g. 30m or 2h",
+    r"^\d+(h|d|w|y)$": "a whole number and a unit h, d, w or y, e.g. 15d",
+    r"^[1-9]\d*(Gi|Ti)$": "a whole number of Gi or Ti, e.g. 50Gi",
+    r"^[1-9]\d*(MB|GB|TB)$": "a whole number of MB, GB or TB, e.g. 50GB",
+    r"^sg-[0-9a-f]{8,17}$": "a security group ID, sg- and 8 to 17 hex digits",
+    r"^cr-[0-9a-f]{8,17}$": "a capacity reservation ID, cr- and 8 to 17 hex digits",
+    r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$": "an IAM role ARN, arn:aws:iam::<12-digit account>:role/<name>",
+    r"^(([0-9]+(s|m|h))+|Never)$": "a duration such as 720h or 30m, or Never",
+}
+
+
+def _describe(err: Any, root: str = "") -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
-        return "unknown key (check the spelling; docs/spec.md lists every key)"
+        known = _keys_at(SECTIONS[root][1], err["loc"][:-1]) if root in SECTIONS else []
+        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown key ({hint}docs/spec.md lists every key)"
     if kind == "missing":
         return "required key is missing"
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     got = err.get("input")
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in _PATTERNS:
+        return f"expected {_PATTERNS[err['ctx']['pattern']]} (got {got!r})"
+    if kind == "string_type" and isinstance(got, int | float) and not isinstance(got, bool):
+        return (
+            f"expected a string, got the number {got!r}: YAML reads an unquoted 1.30 as the number 1.3; "
+            'put the value in quotes as meant, e.g. "1.30"'
+        )
     return f"{msg} (got {got!r})" if not isinstance(got, dict | list) else msg
+
+
+def _keys_at(tp: Any, loc: tuple[int | str, ...]) -> list[str]:
+    """The keys a stack file may give at `loc` below a section of type `tp` (for "did you mean")."""
+    for part in loc:
+        tp = _unwrap(tp)
+        args = typing.get_args(tp)
+        if isinstance(part, int) and typing.get_origin(tp) in (list, tuple) and args:
+            tp = args[0]
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            fields = {f.alias or name: f for name, f in tp.model_fields.items()}
+            if part not in fields:
+                return []
+            tp = fields[str(part)].annotation
+        elif typing.get_origin(tp) is dict and len(args) == 2:
+            tp = args[1]
+        else:
+            return []
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [f.alias or name for name, f in tp.model_fields.items()]
+    return []
+
+
+def _unwrap(tp: Any) -> Any:
+    """Annotated[X, ...] -> X; X | None -> X (the one member that is not None)."""
+    while True:
+        if typing.get_origin(tp) is Annotated:
+            tp = typing.get_args(tp)[0]
+            continue
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(members) == 1:
+            tp = members[0]
+            continue
+        return tp
 
 
 def parse_config(config: dict[str, Any], stack: str) -> ClusterSpec:
@@ -74,8 +137,14 @@ def parse_config(config: dict[str, Any], stack: str) -> ClusterSpec:
     values: dict[str, Any] = {"stack": stack}
     for key in config:
         if key.startswith(f"{NAMESPACE}:") and key not in SECTIONS:
-            accepted = ", ".join(k for k in SECTIONS if k.startswith(NAMESPACE))
-            problems.append(f"{key}: unknown key; accepted: {accepted}")
+            accepted = [k for k in SECTIONS if k.startswith(NAMESPACE)]
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            problems.append(f"{key}: unknown key; {hint}accepted: {', '.join(accepted)}")
+    if "aws:region" not in config:
+        for key in config:
+            if key.startswith("aws:") and difflib.get_close_matches(key, ["aws:region"], cutoff=0.8):
+                problems.append(f"{key}: not an AWS provider setting; did you mean 'aws:region'?")
     for key in REQUIRED:
         if key not in config:
             problems.append(f"{key}: required key is missing")
@@ -85,7 +154,7 @@ def parse_config(config: dict[str, Any], stack: str) -> ClusterSpec:
         try:
             values[field] = _ADAPTERS[key].validate_python(config[key])
         except ValidationError as exc:
-            problems += [f"{key_path(key, e['loc'])}: {_describe(e)}" for e in exc.errors()]
+            problems += [f"{key_path(key, e['loc'])}: {_describe(e, key)}" for e in exc.errors()]
     if problems:
         raise ConfigError(problems)
     spec = ClusterSpec.model_validate(values)
@@ -97,8 +166,19 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
         hint = f"; stacks here: {', '.join(stacks)}" if stacks else ""
         raise ConfigError(f"stack file not found: {path}{hint}")
+    data = path.read_bytes()
     try:
-        doc = yaml.safe_load(path.read_text())
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {column}; Pulumi reads stack "
+            "files as UTF-8 (save the file as UTF-8)",
+            source=str(path),
+        ) from None
+    try:
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -106,7 +186,35 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError("expected a mapping with a `config:` mapping inside", source=str(path))
+    stray = [
+        key for key in doc if isinstance(key, str) and (key in SECTIONS or key.startswith(f"{NAMESPACE}:"))
+    ]
+    if stray:
+        raise ConfigError(
+            f"{', '.join(stray)}: at the top level of the file; stack settings go under `config:` "
+            "(Pulumi stack settings files: `config:` then one key per setting)",
+            source=str(path),
+        )
     return doc.get("config") or {}
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping. YAML 1.2 requires keys to be unique (spec
+    section 3.2.1.1), but PyYAML keeps the last value silently (`maxSize: 2` then `maxSize: 5` planned 5)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {seen[key]}); YAML keys must be unique",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 def stack_name(path: Path) -> str:

@@ -78,12 +78,22 @@ def warnings(pools: Sequence[PoolView]) -> list[str]:
         slices = pool.gpus_per_node * units_per_gpu(pool)
         cpu, memory = pool.cpus_per_node / slices, pool.memory_gib_per_node / slices
         want_cpu, want_memory = EXAMPLE_SLICE_REQUESTS[pool.sharing]
-        if cpu < want_cpu or memory < want_memory:
+        short = [
+            f"{have} {unit}, fewer than the {want} the documented example job asks"
+            for have, want, unit, low in (
+                (f"{cpu:.1f}", want_cpu, "cores", cpu < want_cpu),
+                (f"{memory:.0f}", want_memory, "GiB", memory < want_memory),
+            )
+            if low
+        ]
+        if short:
+            resource = " and ".join(
+                name for name, low in (("CPU", cpu < want_cpu), ("memory", memory < want_memory)) if low
+            )
             out.append(
                 f"{ROOT}:nodePools[{i}] ({pool.name}): each of a node's {slices} GPU slices comes with "
-                f"{cpu:.1f} cores and {memory:.0f} GiB, less than the documented example job asks "
-                f"({want_cpu} cores, {want_memory} GiB); a node full of such jobs runs out of CPU or memory "
-                "before it runs out of slices"
+                f"{'; '.join(short)}; a node full of such jobs runs out of {resource} before it runs out of "
+                "slices"
             )
     return out
 

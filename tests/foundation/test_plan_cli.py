@@ -55,9 +55,57 @@ BAD = {
     "yaml-syntax": ("config:\n  gpufleet:platform: [aws\n", "YAML syntax error at line"),
     "unknown-key": (
         "config:\n  gpufleet:platform: aws\n  gpufleet:clustr: {}\n",
-        "gpufleet:clustr: unknown key",
+        "gpufleet:clustr: unknown key; did you mean 'gpufleet:cluster'?",
+    ),
+    # First-use review MINOR 8: a key given twice kept the last value silently. YAML 1.2 requires unique
+    # keys (spec 3.2.1.1), and Pulumi's own reader (gopkg.in/yaml.v3) refuses them ("already defined").
+    "duplicate-key": (
+        "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
+        "  gpufleet:nodePools:\n    - name: a\n      instanceType: g6e.xlarge\n      maxSize: 2\n      maxSize: 5\n",
+        "line 9, column 7: duplicate key 'maxSize' (first at line 8)",
+    ),
+    "region-typo": (
+        "config:\n  aws:regoin: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
+        "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1}\n",
+        "aws:regoin: not an AWS provider setting; did you mean 'aws:region'?",
+    ),
+    # First-use review MINOR 9: errors that say what to do.
+    "nested-key-typo": (
+        "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
+        "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSzie: 1}\n",
+        "gpufleet:nodePools[0].maxSzie: unknown key (did you mean 'maxSize'?",
+    ),
+    "unquoted-version": (
+        "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n"
+        "  gpufleet:cluster: {name: x, kubernetesVersion: 1.30}\n"
+        "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1}\n",
+        "kubernetesVersion: expected a string, got the number 1.3: YAML reads an unquoted 1.30 as the number 1.3; put the value in quotes",
+    ),
+    "team-name-pattern": (
+        "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
+        "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1}\n"
+        "  gpufleet:teams:\n    - {name: ML_Team, quotas: {a: 1}}\n",
+        "gpufleet:teams[0].name: expected lowercase letters, digits and '-', starting and ending with a letter or "
+        "digit (a DNS label) (got 'ML_Team')",
+    ),
+    "no-config-section": (
+        "gpufleet:platform: aws\ngpufleet:cluster: {name: x}\n",
+        "gpufleet:platform, gpufleet:cluster: at the top level of the file; stack settings go under `config:`",
     ),
 }
+
+
+def test_minor17_non_utf8_stack_file_exits_2_naming_the_byte(tmp_path: Path) -> None:
+    """First-use review MINOR 17: a Latin-1 stack file gave a UnicodeDecodeError traceback, exit 1. Pulumi
+    reads stack files as UTF-8; the error names the byte's line and column."""
+    stack_file = tmp_path / "Pulumi.latin1.yaml"
+    stack_file.write_bytes(
+        "config:\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: caf\u00e9}\n".encode("latin-1")
+    )
+    result = invoke("plan", "--stack", str(stack_file))
+    assert result.returncode == 2
+    assert "not UTF-8 text: byte 0xe9 at line 3, column 31" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

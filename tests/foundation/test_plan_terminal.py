@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
+import yaml
 from rich.console import Console
 
 from infra.plan import build_plan
 from infra.plan_report import _sections, print_plan
-from tests.conftest import load_example
+from infra.stackfile import load_stack
+from tests.conftest import ROOT, load_example
 
 STACKS = ["dev", "example-prod", "example-karpenter", "metal", "metal-slurm"]
 
@@ -40,3 +43,25 @@ def test_m1_wide_terminal_keeps_the_table() -> None:
     out = io.StringIO()
     print_plan(plan, Console(file=out, width=200, color_system=None))
     assert "┏" in out.getvalue() and "pool l40s" not in out.getvalue()
+
+
+def test_minor6_cost_note_names_the_price_region() -> None:
+    """First-use review MINOR 6: the us-west-2 dev stack's plan said `On-Demand list prices (us-east-1, Linux)`
+    as if that were the stack's region; the catalog's prices are us-east-1's, and the note now says so."""
+    (note,) = [n for n in build_plan(load_example("dev")).notes if n.startswith("Costs:")]
+    assert "us-east-1's, not us-west-2's" in note
+    (note,) = [n for n in build_plan(load_example("example-prod")).notes if n.startswith("Costs:")]
+    assert "(us-east-1; Linux)" in note
+
+
+def test_minor8_a_stack_without_teams_is_told_nothing_can_run(tmp_path: Path) -> None:
+    """First-use review MINOR 8: a stack with no teams planned with exit 0 and no word, though no namespace
+    then has a LocalQueue, and Kueue admits only workloads submitted to a LocalQueue (Kueue docs, "Local
+    Queue"), so no GPU job could run."""
+    doc = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    doc["config"].pop("gpufleet:teams")
+    path = tmp_path / "Pulumi.noteams.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    notes = build_plan(load_stack(path)).notes
+    assert any(n.startswith("No teams (gpufleet:teams)") for n in notes)
+    assert not any(n.startswith("No teams") for n in build_plan(load_example("dev")).notes)

@@ -185,3 +185,9 @@ def test_sharing_pools_too_small_for_the_documented_jobs_are_warned_about() -> N
         replace(p, cpus_per_node=p.cpus_per_node // 2) if p.name == "h100-mig" else p for p in PROD_POOLS
     )
     assert [w.split(" ")[0] for w in warnings(halved)] == ["gpufleet:nodePools[3]"]
+    # First-use review MINOR 6: the warning said "3.4 cores and 37 GiB, less than ... (4 cores, 32 GiB)"
+    # although 37 GiB is more; it names only what is short.
+    (warned,) = warnings(halved)
+    assert (
+        "1.7 cores, fewer than the 3" in warned and "GiB" not in warned and "runs out of CPU before" in warned
+    )
