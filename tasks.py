@@ -360,6 +360,21 @@ def twin_notes(runs: list) -> list[str]:  # type: ignore[type-arg]
     return out
 
 
+def _kubectl_failure(args: str, stderr: str, spec: Any) -> str:
+    """One line for a failed kubectl call: its own message without client-go's klog lines (`E1201 12:00:00
+    ... memcache.go:265] "Unhandled Error"`, the klog header format `Lmmdd hh:mm:ss.uuuuuu`), and what to do
+    (first-use review MINOR 4)."""
+    import re
+
+    lines = [line for line in stderr.splitlines() if line.strip() and not re.match(r"^[IWEF]\d{4} ", line)]
+    said = lines[-1].strip() if lines else (stderr.strip().splitlines() or ["no message"])[-1]
+    if spec.cluster.kubeconfig:
+        fix = f"check gpufleet:cluster.kubeconfig ({spec.cluster.kubeconfig}) reaches the cluster"
+    else:
+        fix = f"run `invoke kubeconfig --stack {spec.stack}` and export the KUBECONFIG it prints"
+    return f"kubectl {args.split(' -o ')[0]} failed: {said}; {fix}"
+
+
 def _progress(bar: Any, job: Any, total: int) -> Callable[[Any], None]:
     """The bar in a terminal; in a log (CI, a pipe), where Rich draws no bar, a line per finished run."""
     done = [0]
@@ -726,14 +741,24 @@ def reclaim(
             raise ToolMissing(
                 "kubectl not found or not working: install it and point KUBECONFIG at the cluster"
             )
+        # The stack's own cluster: an existing stack names its kubeconfig (and context); an AWS stack's is
+        # written by `invoke kubeconfig` and exported by the user.
+        env = (
+            {"KUBECONFIG": str(Path(spec.cluster.kubeconfig).expanduser())} if spec.cluster.kubeconfig else {}
+        )
+        context = (
+            f"--context {shlex.quote(spec.cluster.kubeconfig_context)} "
+            if spec.cluster.kubeconfig_context
+            else ""
+        )
 
         def kubectl(args: str, stdin: str | None = None, missing_ok: bool = False) -> dict[str, Any] | None:
             stream = {} if stdin is None else {"in_stream": io.StringIO(stdin)}
-            got = c.run(f"kubectl {args}", hide=True, warn=True, **stream)
+            got = c.run(f"kubectl {context}{args}", hide=True, warn=True, env=env, **stream)
             if got is None or got.exited != 0:
                 if missing_ok:
                     return None
-                raise ToolMissing(f"kubectl {args} failed: {getattr(got, 'stderr', '')}".strip())
+                raise ToolMissing(_kubectl_failure(args, getattr(got, "stderr", ""), spec))
             return dict(jsonlib.loads(got.stdout or "{}"))
 
         def items(kind: str, ns: str) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from infra.errors import GpufleetError, ToolMissing
+from infra.errors import ConfigError, GpufleetError, ToolMissing
 
 Series = tuple[dict[str, str], list[tuple[float, float]]]
 
@@ -28,6 +28,13 @@ class QueryRejected(GpufleetError):
 
 class Prometheus:
     def __init__(self, url: str, timeout_s: float = 60) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            # Bad input, not an unreachable server (first-use review MINOR 3): exit 2, naming the flag.
+            raise ConfigError(
+                f"--prometheus: {url!r} is not an http(s) URL; give the server's base URL, "
+                "e.g. http://localhost:9090"
+            )
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
 

@@ -449,3 +449,41 @@ def test_an_unreachable_prometheus_exits_3(tmp_path: Path) -> None:
     with pytest.raises(Exit) as info:
         tasks.reclaim(MockContext(), stack=_stack(tmp_path, False), prometheus=f"http://127.0.0.1:{port}")
     assert info.value.code == 3
+
+
+KLOG_REFUSED = (
+    'E1201 10:12:01.123456   4242 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group '
+    'list: Get \\"http://localhost:8080/api?timeout=32s\\": dial tcp [::1]:8080: connect: connection refused"\n'
+) * 5 + "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n"
+
+
+def test_minor4_kubectl_without_a_cluster_is_one_line_with_the_fix(
+    prometheus_url: str, tmp_path: Path
+) -> None:
+    """First-use review MINOR 4: with no cluster context, reclaim printed kubectl's five raw client-go klog
+    lines (`E1201 ... memcache.go:265 "Unhandled Error"`, klog's `Lmmdd hh:mm:ss` header) and no hint. It
+    now says kubectl's own last word and what to run (exit 3)."""
+    results: dict[Any, Result] = {
+        re.compile(r"kubectl version --client"): Result(stdout="Client Version: v1.35.0"),
+        re.compile(r"kubectl get .*"): Result(exited=1, stderr=KLOG_REFUSED),
+    }
+    with pytest.raises(Exit) as info:
+        tasks.reclaim(
+            MockContext(run=results, repeat=True), stack=_stack(tmp_path, False), prometheus=prometheus_url
+        )
+    assert info.value.code == 3
+    message = str(info.value.message)
+    assert len(message.splitlines()) == 1 and "memcache.go" not in message
+    assert "localhost:8080 was refused" in message
+    assert "run `invoke kubeconfig --stack reclaim-test` and export the KUBECONFIG it prints" in message
+
+
+def test_minor3_prometheus_that_is_not_a_url_exits_2(tmp_path: Path) -> None:
+    """First-use review MINOR 3: `--prometheus notaurl` exited 3 (as if unreachable) with the whole encoded
+    PromQL query in the message. It is bad input: exit 2, naming the flag."""
+    with pytest.raises(Exit) as info:
+        tasks.reclaim(MockContext(), stack=_stack(tmp_path, False), prometheus="notaurl")
+    assert info.value.code == 2
+    assert str(info.value.message) == (
+        "error: --prometheus: 'notaurl' is not an http(s) URL; give the server's base URL, e.g. http://localhost:9090"
+    )
