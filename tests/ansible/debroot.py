@@ -17,9 +17,12 @@ from pathlib import Path
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("GPUFLEET_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-# What Ansible needs on the target (python3, python3-apt for the apt module), what postinst scripts expect,
-# and gpg (the roles check repository keys by fingerprint with it; Ubuntu and Debian server installs have it).
-INCLUDE = ("python3", "python3-apt", "ca-certificates", "kmod", "initramfs-tools", "gpg")
+# What Ansible needs on the target (python3, python3-apt for the apt module) and what postinst scripts expect.
+# No gpg: minimal images (debootstrap minbase, Ubuntu cloud-minimal, container bases) ship only gpgv, which
+# apt needs; the roles install gnupg themselves before checking repository keys with gpg (review A13).
+INCLUDE = ("python3", "python3-apt", "ca-certificates", "kmod", "initramfs-tools")
+# Downloaded into the root's apt cache (not installed), so the roles' own `apt: gnupg` works without network.
+PREFETCH = ("gnupg",)
 # Rebuild a cached root after this long, so it follows Debian's point releases.
 MAX_AGE_DAYS = 7
 # Host tools the fixtures need and the Debian package that ships each one.
@@ -63,7 +66,7 @@ def ensure_host_tools() -> None:
 
 
 def _key() -> str:
-    material = json.dumps([SUITE, MIRROR, INCLUDE, 3])
+    material = json.dumps([SUITE, MIRROR, INCLUDE, PREFETCH, 4])
     return hashlib.sha256(material.encode()).hexdigest()[:12]
 
 
@@ -83,6 +86,7 @@ def _build(work: Path) -> dict[str, str]:
     # The apt index of Debian's own archive, so the roles' "refresh the system apt index" step finds it
     # fresh (inside its cache validity window) and needs no network during the test.
     _chroot(root, "apt-get", "update", "-qq")
+    _chroot(root, "apt-get", "install", "--download-only", "-y", "-qq", *PREFETCH)
     return {"suite": SUITE}
 
 

@@ -109,10 +109,45 @@ esac
 """
 
 # Stub nvidia-smi: fails like the real one when no driver is loaded, otherwise answers the verify role's query
-# with one L40S in the format of the recorded samples (tests/ansible/data/nvidia-smi/l40s-4gpu.csv).
+# with one L40S in the format of the recorded samples (tests/ansible/data/nvidia-smi/l40s-4gpu.csv), and
+# `-q` with that GPU's block cut to the header and its Fabric section, in the layout of nvidia-smi 550+
+# (Fabric: State, Status, CliqueId, ClusterUUID, Health; NVML nvmlGpuFabricInfo_t; sample
+# tests/ansible/data/nvidia-smi/h100-fabric-q.txt). The fabric State and Status are "N/A" (an L40S has no
+# fabric) unless NVIDIA_SMI_FABRIC (two lines: State, Status) says otherwise. GPUFLEET_STUB_ROOT prefixes both
+# paths, so the stub also answers on the build machine.
+NVIDIA_SMI_FABRIC = "/var/lib/gpufleet-stub/fabric"
 NVIDIA_SMI = """#!/bin/sh
-[ -e /sys/module/nvidia/version ] || {{
+root="${{GPUFLEET_STUB_ROOT:-}}"
+[ -e "$root/sys/module/nvidia/version" ] || {{
   echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2; exit 9; }}
+if [ "${{1:-}}" = -q ]; then
+  state=N/A status=N/A
+  if [ -r "$root{fabric}" ]; then state=$(sed -n 1p "$root{fabric}"); status=$(sed -n 2p "$root{fabric}"); fi
+  cat <<EOF
+
+==============NVSMI LOG==============
+
+Timestamp                                 : Mon Jan  5 10:00:00 2026
+Driver Version                            : {version}
+CUDA Version                              : 13.0
+
+Attached GPUs                             : 1
+GPU 00000000:01:00.0
+    Product Name                          : NVIDIA L40S
+    Product Brand                         : NVIDIA
+    Persistence Mode                      : Enabled
+    Fabric
+        State                             : $state
+        Status                            : $status
+        CliqueId                          : N/A
+        ClusterUUID                       : N/A
+        Health
+            Bandwidth                     : N/A
+    Processes                             : None
+
+EOF
+  exit 0
+fi
 echo "index, name, driver_version, persistence_mode, ecc.mode.current, mig.mode.current, memory.total [MiB], pci.bus_id"
 echo "0, NVIDIA L40S, {version}, Enabled, Enabled, [N/A], 46068 MiB, 00000000:01:00.0"
 """
@@ -236,7 +271,12 @@ def _driver_packages(out: Path, version: str) -> None:
     compute-only set from NVIDIA's driver installation guide: nvidia-driver-cuda + the kernel module)."""
     _deb(out, "libcuda1", version)
     upstream = version.split("-")[0]
-    _deb(out, "nvidia-smi", version, files={"/usr/bin/nvidia-smi": NVIDIA_SMI.format(version=upstream)})
+    _deb(
+        out,
+        "nvidia-smi",
+        version,
+        files={"/usr/bin/nvidia-smi": NVIDIA_SMI.format(version=upstream, fabric=NVIDIA_SMI_FABRIC)},
+    )
     _deb(
         out,
         "nvidia-persistenced",

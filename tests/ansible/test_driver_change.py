@@ -431,3 +431,81 @@ def test_a6_a7_installed_package_lists_read_dpkg_status(tmp_path: Path, ansible_
         {"nvidia_driver__kernel_meta": {"stdout_lines": kernel}},
     )
     assert value == "linux-generic;linux-image-generic"
+
+
+def test_a11_rhel_headers_follow_the_boot_kernel_and_keys_are_imported_by_fingerprint() -> None:
+    """A11 / m7. dnf `state: present` is satisfied by any installed kernel-devel (ansible.builtin.dnf docs:
+    present = installed, not upgraded), so the boot kernel's kernel-devel is asked for by version from
+    `grubby --default-kernel` (/boot/vmlinuz-<version>). Repository keys go through ansible.builtin.rpm_key
+    before the repository is configured; the toolkit's RPM repository is signed with the key the apt path
+    checks (NVIDIA's nvidia-container-toolkit.repo: gpgkey=https://nvidia.github.io/libnvidia-container/gpgkey)."""
+    tasks = _flat(_tasks("install-dnf.yml"))
+    names = [t["name"] for t in tasks]
+    boot = next(t for t in tasks if t["name"] == "Install headers for the default boot kernel")
+    assert "nvidia_driver__boot_kernel_path.stdout" in boot["ansible.builtin.dnf"]["name"]
+    assert "vmlinuz-" in boot["ansible.builtin.dnf"]["name"]
+    query = next(t for t in tasks if t["name"] == "Find the default boot kernel")
+    assert query["ansible.builtin.command"]["argv"] == "{{ nvidia_driver__boot_kernel_query }}"
+    assert names.index("Find the default boot kernel") < names.index(
+        "Install headers for the default boot kernel"
+    )
+    key = next(t for t in tasks if "ansible.builtin.rpm_key" in t)
+    assert "nvidia_driver_rpm_key_fingerprint" in key["ansible.builtin.rpm_key"]["fingerprint"]
+    assert names.index(key["name"]) < names.index("Configure NVIDIA's CUDA repository")
+    toolkit = yaml.safe_load(
+        (ANSIBLE_DIR / "roles/nvidia_container_toolkit/tasks/install-dnf.yml").read_text()
+    )
+    toolkit_tasks = _flat(toolkit)
+    toolkit_key = next(t for t in toolkit_tasks if "ansible.builtin.rpm_key" in t)
+    assert (
+        toolkit_key["ansible.builtin.rpm_key"]["fingerprint"]
+        == "{{ nvidia_container_toolkit_repo_key_fingerprint }}"
+    )
+    assert [t["name"] for t in toolkit_tasks].index(toolkit_key["name"]) < [
+        t["name"] for t in toolkit_tasks
+    ].index("Configure the toolkit repository")
+
+
+def test_m9_module_options_render_as_modprobe_options_and_unknown_keys_are_refused(
+    tmp_path: Path, ansible_env: dict[str, str]
+) -> None:
+    """m9. modprobe.d(5): `options <module> <param>=<value>...`; the nvidia module's parameters are NVreg_*
+    (`modinfo -p nvidia`). A change under a loaded module needs the reboot (parameters are read at load)."""
+    main = _tasks("main.yml")
+    write = next(t for t in main if t["name"] == "Set the nvidia module options")
+    play = {
+        "tasks": [
+            {
+                "ansible.builtin.copy": {
+                    **write["ansible.builtin.copy"],
+                    "dest": str(tmp_path / "nvidia.conf"),
+                },
+            }
+        ],
+        "vars": {
+            "nvidia_driver_module_options": {"NVreg_EnableStreamMemOPs": True, "NVreg_RegistryDwords": "A=1"}
+        },
+    }
+    done = run_local_play(tmp_path / "options.yml", play, ansible_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "nvidia.conf").read_text().splitlines()[1] == (
+        "options nvidia NVreg_EnableStreamMemOPs=1 NVreg_RegistryDwords=A=1"
+    )
+    assert "Rebuild the initramfs" in write["notify"]
+    check = next(t for t in main if t["name"] == "Check the nvidia module options are NVreg_ parameters")
+    bad = run_local_play(
+        tmp_path / "bad.yml",
+        {
+            "tasks": [{"ansible.builtin.assert": check["ansible.builtin.assert"]}],
+            "vars": {"nvidia_driver_module_options": {"modeset": 1}},
+        },
+        ansible_env,
+    )
+    assert bad.returncode != 0 and "NVreg_" in bad.stdout
+    decide = next(
+        t for t in _tasks("reboot.yml") if t["name"] == "Decide whether the new driver needs a reboot"
+    )
+    assert (
+        "nvidia_driver__module_options is changed"
+        in decide["ansible.builtin.set_fact"]["nvidia_driver_reboot_required"]
+    )

@@ -219,3 +219,104 @@ def test_role_fails_with_a_table_of_differences(tmp_path: Path, ansible_env: dic
     assert "localhost does not match its host group:" in done.stdout
     assert "gpu count" in done.stdout and "MIG mode" in done.stdout
     assert "changed=0" in done.stdout
+
+
+def test_fabric_section_of_nvidia_smi_q_is_read_per_gpu() -> None:
+    """`nvidia-smi -q` prints a Fabric section per GPU (State, Status, then CliqueId, ClusterUUID, Health);
+    NVML nvmlGpuFabricInfo_t: Status only counts once State is Completed."""
+    gpus = smi.parse_nvidia_smi_fabric((SAMPLES / "h100-fabric-q.txt").read_text())
+    assert len(gpus) == 8
+    assert gpus[0] == {"pci_bus_id": "00000000:18:00.0", "state": "Completed", "status": "Success"}
+    assert gpus[5] == {"pci_bus_id": "00000000:AB:00.0", "state": "In Progress", "status": "N/A"}
+    # The CSV query has no Fabric section: a GPU block without one reads as None, never as a pass.
+    assert smi.parse_nvidia_smi_fabric("GPU 00000000:18:00.0\n    Product Name : NVIDIA H100\n") == [
+        {"pci_bus_id": "00000000:18:00.0", "state": None, "status": None}
+    ]
+
+
+def test_a10_fabric_differences_name_the_unregistered_gpus_and_a_stopped_fabric_manager() -> None:
+    """A10. NVIDIA's Fabric Manager user guide: a GPU on an NVSwitch system is usable once
+    `nvidia-smi -q -i 0 | grep -i -A 2 Fabric` reads State Completed, Status Success, and Fabric Manager
+    must be running (nvidia-fabricmanager.service). N/A (pre-Hopper GPUs, NVML NOT_SUPPORTED) is no failure."""
+    text = (SAMPLES / "h100-fabric-q.txt").read_text()
+    assert smi.gpu_fabric_differences(text, "failed") == [
+        {"check": "fabric manager", "expected": "active", "actual": "failed"},
+        {
+            "check": "gpu fabric",
+            "expected": "State Completed, Status Success",
+            "actual": "State In Progress, Status N/A (1 GPU: 00000000:AB:00.0)",
+        },
+    ]
+    healthy = text.replace("In Progress", "Completed").replace(
+        ": N/A\n        CliqueId", ": Success\n        CliqueId"
+    )
+    assert smi.gpu_fabric_differences(healthy, "active\n") == []
+    assert smi.gpu_fabric_differences(text.replace("In Progress", "N/A"), None) == []
+    assert smi.gpu_fabric_differences(None, None) == []
+
+
+def _fabric_run(
+    tmp_path: Path, env: dict[str, str], fabric: tuple[str, str], extra: dict[str, object]
+) -> subprocess.CompletedProcess:
+    """The role with the stub repositories' nvidia-smi (stubrepo.NVIDIA_SMI) under a fake root."""
+    from tests.ansible import stubrepo
+
+    root = tmp_path / "root"
+    (root / "sys/module/nvidia").mkdir(parents=True)
+    (root / "sys/module/nvidia/version").write_text("580.95.05\n")
+    state = root / stubrepo.NVIDIA_SMI_FABRIC.lstrip("/")
+    state.parent.mkdir(parents=True)
+    state.write_text("\n".join(fabric) + "\n")
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(stubrepo.NVIDIA_SMI.format(version="580.95.05", fabric=stubrepo.NVIDIA_SMI_FABRIC))
+    fake.chmod(0o755)
+    role = {
+        "role": str(ANSIBLE_DIR / "roles/gpu_node_verify"),
+        "vars": {"gpu_node_verify_nvidia_smi": str(fake)},
+    }
+    play = {"roles": [role], "environment": {"GPUFLEET_STUB_ROOT": str(root)}}
+    return run_local_play(tmp_path / "verify.yml", play, {**env, "GPUFLEET_STUB_ROOT": str(root)}, extra)
+
+
+def test_a10_nvswitch_host_whose_fabric_did_not_register_fails_verification(
+    tmp_path: Path, ansible_env: dict[str, str]
+) -> None:
+    """A10. On an NVSwitch host (nvidia_fabricmanager_nvswitch_count > 0) verification reads the Fabric
+    section of `nvidia-smi -q` and fails unless State is Completed and Status Success (NVIDIA Fabric Manager
+    user guide; NVML nvmlGpuFabricInfo_t), so a host whose Fabric Manager failed is not uncordoned."""
+    done = _fabric_run(
+        tmp_path,
+        ansible_env,
+        ("In Progress", "N/A"),
+        {
+            "nvidia_fabricmanager_nvswitch_count": 4,
+            "gpu_node_verify_fabricmanager_service": "gpufleet-absent",
+        },
+    )
+    assert done.returncode != 0, done.stdout
+    assert "gpu fabric" in done.stdout and "State In Progress, Status N/A" in done.stdout
+    assert "fabric manager" in done.stdout
+
+
+def test_a10_registered_fabric_passes_and_hosts_without_nvswitches_are_not_asked(
+    tmp_path: Path, ansible_env: dict[str, str]
+) -> None:
+    """A10. Completed / Success passes (the Fabric Manager check needs systemd, skipped here by value);
+    a host without NVSwitches (count 0) never runs the fabric query."""
+    done = _fabric_run(
+        tmp_path,
+        ansible_env,
+        ("Completed", "Success"),
+        {
+            "nvidia_fabricmanager_nvswitch_count": 4,
+            "gpu_node_verify_fabricmanager_service": "gpufleet-absent",
+        },
+    )
+    # systemctl answers for the absent unit with "inactive" (or is missing): only that row may be reported.
+    assert "gpu fabric" not in done.stdout, done.stdout
+    no_switch = _fabric_run(
+        tmp_path / "b", ansible_env, ("In Progress", "N/A"), {"nvidia_fabricmanager_nvswitch_count": 0}
+    )
+    # The stub reports an unregistered fabric; without NVSwitches it is not asked, so the host passes.
+    assert no_switch.returncode == 0, no_switch.stdout + no_switch.stderr
+    assert "gpu fabric" not in no_switch.stdout

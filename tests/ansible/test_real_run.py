@@ -14,6 +14,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -60,13 +61,22 @@ def target(tmp_path_factory: pytest.TempPathFactory, ansible_env: dict[str, str]
                 host.snapshot = host.dpkg(*DRIVER_PACKAGES, *FABRICMANAGER_PACKAGES)
                 host.saved = {path: host.read(path) for path in PINS}
                 # A fresh host: neither nvidia nor nouveau loaded; the kernel tasks run (modprobe is a stub).
+                # It is an NVSwitch host (two NVSwitch PCI functions in sysfs) whose fabric registered, and it
+                # sets one NVreg_ option.
+                switches = _fake_nvswitches(host)
                 with stub_modprobe(host):
                     host.runs["fresh"] = run_playbook(
                         inventory,
                         ansible_env,
                         skip_tags="needs_systemd",
-                        extra_vars={"nvidia_driver_install_headers": False},
+                        extra_vars={
+                            "nvidia_driver_install_headers": False,
+                            "nvidia_driver_module_options": {"NVreg_EnableStreamMemOPs": True},
+                        },
                     )
+                host.saved["modprobe-options"] = host.read(MODULE_OPTIONS)
+                for path in switches:
+                    path.unlink()
                 host.saved["ctk-calls"] = host.read(stubrepo.NVIDIA_CTK_LOG)
                 # nouveau holds the GPUs (a fresh host before its first reboot); the chroot cannot reboot.
                 nouveau = host.root / "sys/module/nouveau"
@@ -96,6 +106,25 @@ def target(tmp_path_factory: pytest.TempPathFactory, ansible_env: dict[str, str]
         pytest.fail(str(missing))
     finally:
         remove_root(work)
+
+
+MODULE_OPTIONS = "/etc/modprobe.d/nvidia-gpufleet.conf"
+
+
+def _fake_nvswitches(host: Target) -> list[Path]:
+    """sysfs of an HGX board as nvidia_fabricmanager reads it: NVSwitches are PCI bridges (class 0x068000)
+    with NVIDIA's vendor id 0x10de; the stub nvidia-smi reports the fabric as registered."""
+    written = []
+    for bus in ("0000:05:00.0", "0000:06:00.0"):
+        device = host.root / "sys/bus/pci/devices" / bus
+        device.mkdir(parents=True, exist_ok=True)
+        for name, value in (("vendor", "0x10de"), ("class", "0x068000")):
+            (device / name).write_text(value + "\n")
+            written.append(device / name)
+    fabric = host.root / stubrepo.NVIDIA_SMI_FABRIC.lstrip("/")
+    fabric.parent.mkdir(parents=True, exist_ok=True)
+    fabric.write_text("Completed\nSuccess\n")
+    return [*written, fabric]
 
 
 def run(target: Target, name: str) -> Run:
@@ -291,3 +320,34 @@ def test_upgrade_moves_driver_and_fabricmanager_together_then_changes_nothing(ta
     after = run(target, "after-upgrade")
     assert after.returncode == 0, after.output[-5000:]
     assert after.recap()["changed"] == 0, after.output[-5000:]
+
+
+def test_a10_nvswitch_host_checks_the_fabric_in_nvidia_smi_q(target: Target) -> None:
+    """A10. On an NVSwitch host gpu_node_verify reads the Fabric section of `nvidia-smi -q` (NVIDIA Fabric
+    Manager user guide: State Completed, Status Success) and passes when it is registered; Fabric Manager's
+    systemd state is asked under needs_systemd (skipped in the chroot)."""
+    fresh = run(target, "fresh")
+    assert fresh.returncode == 0, fresh.output[-6000:]
+    found = re.search(r"TASK \[gpu_node_verify : Query the GPU fabric\] \**\n(\w+)", fresh.output)
+    assert found and found.group(1) == "ok", fresh.output[-6000:]
+    converge = run(target, "converge")
+    found = re.search(r"TASK \[gpu_node_verify : Query the GPU fabric\] \**\n(\w+)", converge.output)
+    assert found is None or found.group(1) == "skipping"
+
+
+def test_m9_module_options_are_written_to_modprobe_d(target: Target) -> None:
+    """m9. NVreg_* parameters go to modprobe.d as `options nvidia NVreg_X=value` (modprobe.d(5)), booleans
+    as 1/0; with none set the file is removed again (the pending run sets none)."""
+    run(target, "fresh")
+    assert target.saved["modprobe-options"].splitlines()[1:] == ["options nvidia NVreg_EnableStreamMemOPs=1"]
+    assert not (target.root / MODULE_OPTIONS.lstrip("/")).exists()
+
+
+def test_a13_gnupg_is_installed_on_a_root_that_shipped_only_gpgv(target: Target) -> None:
+    """A13. debootstrap minbase (like Ubuntu's minimal images) has gpgv but not gpg; the roles check
+    repository keys with gpg, so they install gnupg first (Debian package gnupg: gpg, dirmngr, gpg-agent)."""
+    run(target, "converge")
+    assert debroot.PREFETCH == ("gnupg",) and "gpg" not in debroot.INCLUDE
+    packages = target.dpkg("gnupg", "gpg")
+    assert packages["gnupg"][1] == "install ok installed" or packages["gnupg"][1].endswith("ok installed")
+    assert packages["gpg"][1].endswith("ok installed")

@@ -147,3 +147,16 @@ def test_m2_metal_limit_matching_no_host_is_refused() -> None:
     err = str(exited.value.message)
     assert "--limit 'gpu_h100' matches no host" in err and "h100, l40s" in err and "gpu-l40s-03" in err
     assert not [call for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+
+
+def test_m2_docs_limit_examples_target_hosts_of_the_metal_stack() -> None:
+    """First-use review M2: docs/bare-metal.md showed `--limit gpu_h100`, a group of
+    ansible/inventory/example.yml that the stack's inventory does not have. Every `invoke metal --stack metal
+    --limit X` example in the docs reaches at least one host of Pulumi.metal.yaml."""
+    text = (ROOT / "docs/bare-metal.md").read_text()
+    limits = re.findall(r"invoke metal --stack metal --limit (\S+)", text)
+    assert len(limits) >= 2
+    for limit in limits:
+        ctx = _ctx(0)
+        tasks.metal(ctx, stack="metal", check=True, limit=limit)
+        assert [c for c in ctx.run.call_args_list if "ansible-playbook" in c.args[0]], limit

@@ -1,4 +1,5 @@
-"""Filters that turn `nvidia-smi --query-gpu=... --format=csv` output into facts and compare them.
+"""Filters that turn `nvidia-smi --query-gpu=... --format=csv` output into facts and compare them, and that
+read the Fabric section of `nvidia-smi -q` on NVSwitch hosts.
 
 Kept free of Ansible imports (apart from the FilterModule hook) so the parsing and the comparison are
 plain functions that unit tests call directly.
@@ -170,6 +171,95 @@ def gpu_verify_table(rows: list[dict[str, str]]) -> str:
     )
 
 
+# `nvidia-smi -q` prints, per GPU ("GPU 00000000:18:00.0" at column 0), a "Fabric" section whose State is the
+# GPU's fabric registration state (nvmlGpuFabricInfo_t.state: Not Supported -> "N/A", Not Started,
+# In Progress, Completed) and whose Status is the registration's result, meaningful only once the state is
+# Completed (NVML API reference, nvmlGpuFabricInfo_t / "Fabric definitions"). NVIDIA's Fabric Manager user
+# guide checks a registered GPU with `nvidia-smi -q -i 0 | grep -i -A 2 Fabric`: State Completed, Status Success.
+_GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_FIELD = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
+FABRIC_OK = ("Completed", "Success")
+
+
+def parse_nvidia_smi_fabric(text: str) -> list[dict[str, str | None]]:
+    """Per GPU of `nvidia-smi -q`: {pci_bus_id, state, status}; state/status None when the GPU block has no
+    Fabric section (drivers before the fabric query, R525 and older)."""
+    gpus: list[dict[str, str | None]] = []
+    indent: int | None = None  # indentation of the current Fabric section's header, None outside it
+    for line in text.splitlines():
+        header = _GPU_HEADER.match(line)
+        if header:
+            gpus.append({"pci_bus_id": header.group(1), "state": None, "status": None})
+            indent = None
+            continue
+        if not gpus or not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        if line.strip() == "Fabric":
+            indent = depth
+            continue
+        if indent is None:
+            continue
+        if depth <= indent:  # the next section of the GPU block
+            indent = None
+            continue
+        field = _FIELD.match(line)
+        # Only the section's own fields (its "Health" subsection has deeper ones).
+        if field and field.group(2) in ("State", "Status") and gpus[-1][field.group(2).lower()] is None:
+            gpus[-1][field.group(2).lower()] = field.group(3)
+    return gpus
+
+
+def gpu_fabric_differences(
+    smi_query: str | None, fabricmanager_state: str | None = None
+) -> list[dict[str, str]]:
+    """Rows of (check, expected, actual) for an NVSwitch host whose fabric is not up.
+
+    smi_query: `nvidia-smi -q` output (None = not queried, e.g. skipped by tag). Every GPU must report
+    State Completed and Status Success; GPUs that cannot report it (State "N/A": fabric registration is
+    reported from Hopper on, NVML "not supported") are left to the Fabric Manager check.
+    fabricmanager_state: `systemctl is-active nvidia-fabricmanager` (None = not queried); must be "active".
+    """
+    rows = []
+    if fabricmanager_state is not None and fabricmanager_state.strip() != "active":
+        rows.append(
+            {
+                "check": "fabric manager",
+                "expected": "active",
+                "actual": fabricmanager_state.strip() or "unknown",
+            }
+        )
+    if smi_query is None:
+        return rows
+    gpus = parse_nvidia_smi_fabric(smi_query)
+    if not gpus:
+        rows.append(
+            {
+                "check": "gpu fabric",
+                "expected": "State Completed, Status Success",
+                "actual": "no GPU in nvidia-smi -q",
+            }
+        )
+        return rows
+    bad: dict[str, list[str]] = {}
+    for gpu in gpus:
+        state, status = gpu["state"], gpu["status"]
+        if state in _NOT_AVAILABLE:
+            continue
+        if (state, status) != FABRIC_OK:
+            actual = "no Fabric section" if state is None else f"State {state}, Status {status}"
+            bad.setdefault(actual, []).append(str(gpu["pci_bus_id"]))
+    for actual, buses in bad.items():
+        rows.append(
+            {
+                "check": "gpu fabric",
+                "expected": "State Completed, Status Success",
+                "actual": f"{actual} ({len(buses)} GPU: {', '.join(buses)})",
+            }
+        )
+    return rows
+
+
 class FilterModule:
     """Ansible entry point."""
 
@@ -179,4 +269,6 @@ class FilterModule:
             "nvidia_smi_summary": nvidia_smi_summary,
             "gpu_verify_differences": gpu_verify_differences,
             "gpu_verify_table": gpu_verify_table,
+            "nvidia_smi_fabric": parse_nvidia_smi_fabric,
+            "gpu_fabric_differences": gpu_fabric_differences,
         }
