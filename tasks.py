@@ -6,6 +6,7 @@ User errors print one clear message and no traceback; anything else is a bug and
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,11 @@ from invoke import Context, Exit, task
 
 ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / "build"
+
+if hasattr(signal, "SIGPIPE"):
+    # `invoke plan | head -1` ends quietly, as any Unix tool does when its reader closes the pipe, instead of
+    # a BrokenPipeError traceback and exit 1 (first-use review MINOR 2).
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
 @contextmanager
@@ -140,7 +146,8 @@ def _int_list(text: str, what: str) -> list[int]:
         "strict": "a pod no node can ever host is an error (default: counted as failed and reported)",
         "twin": "with --stack: also replay through the real scheduler on a twin (the gpu-binpack profile, and "
         "FragmentationAware with the extender), next to the simulator's MostAllocated and FGD-Extender",
-    }
+    },
+    auto_shortflags=False,  # long options only: -j, -o meant different things per task
 )
 def simulate(
     c: Context,
@@ -297,7 +304,8 @@ def simulate(
         "exit with the command's status",
         "monitoring": "also run the metrics chain: the Prometheus operator, Prometheus, Alertmanager, "
         "kube-state-metrics and a dcgm-exporter stand-in, scraping the twin (needs monitoring.prometheus)",
-    }
+    },
+    auto_shortflags=False,  # long options only: -r, -o, -b meant different things per task
 )
 def twin(
     c: Context,
@@ -428,7 +436,7 @@ SKIP_REACHABILITY_HELP = (
 )
 
 
-@task(help={"stack": STACK_HELP, "skip-reachability": SKIP_REACHABILITY_HELP})
+@task(help={"stack": STACK_HELP, "skip-reachability": SKIP_REACHABILITY_HELP}, auto_shortflags=False)
 def preflight(c: Context, stack: str = "dev", skip_reachability: bool = False) -> None:
     """Check instance offerings, vCPU quotas, AMI releases and capacity blocks on AWS before deploying."""
     from infra.preflight import print_findings, raise_on_errors, run_preflight
@@ -529,7 +537,8 @@ def kubeconfig(c: Context, stack: str = "dev", backend: str = "", out: str = "")
         "check": "dry run: report what would change, change nothing",
         "limit": "only these hosts or groups (Ansible --limit pattern)",
         "reboot": "let the play reboot hosts whose driver changed (drained, in batches of one host group)",
-    }
+    },
+    auto_shortflags=False,  # long options only: -r, -o, -b meant different things per task
 )
 def metal(
     c: Context, stack: str = "metal", check: bool = False, limit: str = "", reboot: bool = False
@@ -608,8 +617,10 @@ def metal(
     }
 )
 def render(c: Context, stack: str = "dev", out: str = "") -> None:
-    """Write the scheduling policy as YAML (one file per object + kustomization.yaml) and the monitoring side
-    (alert rules, monitors, dashboards, chart values) in monitoring/, for GitOps.
+    """Write the stack's objects as YAML for review or GitOps: scheduling policy, monitoring, Slurm config.
+
+    The scheduling policy is one file per object plus kustomization.yaml; the monitoring side (alert rules,
+    monitors, dashboards, chart values) goes in monitoring/.
 
     Under `cluster.autoscaler: karpenter` the NodePools and EC2NodeClasses go to <out>/karpenter/; a Slurm stack
     (`cluster.orchestrator: slurm`) gets slurm.conf, gres.conf, cgroup.conf and sacctmgr.sh in <out>/slurm/."""
@@ -660,7 +671,8 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
         "csv": "print CSV instead of the table",
         "price_file": "YAML/JSON map of pool name -> USD per GPU-hour (overrides catalog prices)",
         "out": "folder for the PNG plots (default: build/<stack>/usage/)",
-    }
+    },
+    auto_shortflags=False,  # long options only: -j, -o meant different things per task
 )
 def usage(
     c: Context,
@@ -705,7 +717,8 @@ def usage(
         "prometheus": "Prometheus URL (default http://localhost:9090)",
         "apply": "warn, then deactivate after the grace (needs gpufleet:cluster.monitoring.reclaimIdle: true)",
         "until": "evaluate idleness at this time (ISO 8601 or Unix timestamp; default: now)",
-    }
+    },
+    auto_shortflags=False,  # long options only: -j, -o meant different things per task
 )
 def reclaim(
     c: Context,

@@ -1,0 +1,54 @@
+"""The task line as a user meets it: short flags that mean one thing, a readable list, quiet pipes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from invoke import Collection
+
+import tasks
+from tests.conftest import ROOT
+
+
+def test_minor14_a_short_flag_means_the_same_long_option_in_every_task() -> None:
+    """First-use review MINOR 14: invoke derives short flags from the first free letter of each option
+    (invoke docs, "Automatic short flags"), so `-j` was a switch in usage and took a file in simulate, `-o`
+    was --out in one task and --policy in another. Across all tasks, a short flag now names one long option."""
+    meaning: dict[str, set[str]] = {}
+    for context in Collection.from_module(tasks).to_contexts():
+        for flag in context.flags.values():
+            longs = [n for n in flag.names if len(n) > 1]
+            for short in (n for n in flag.names if len(n) == 1):
+                meaning.setdefault(short, set()).update(longs)
+    clashes = {short: longs for short, longs in meaning.items() if len(longs) > 1}
+    assert not clashes, clashes
+
+
+def test_minor14_every_task_in_the_list_has_a_whole_sentence() -> None:
+    """`invoke --list` shows each docstring's first line (invoke's Program.list_tasks); render's stopped
+    mid-sentence ("... and the monitoring side")."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "invoke", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0
+    for name, body in Collection.from_module(tasks).tasks.items():
+        first = (body.__doc__ or "").strip().splitlines()[0]
+        assert first.endswith((".", ")")), (name, first)
+
+
+def test_minor2_a_closed_pipe_ends_quietly() -> None:
+    """First-use review MINOR 2: `invoke plan ... | head -1` exited 1 with a BrokenPipeError traceback. With
+    SIGPIPE at its default action the process ends as Unix tools do when the reader goes away (POSIX
+    write(2): EPIPE with SIGPIPE), and nothing is printed on stderr."""
+    done = subprocess.run(
+        f"{sys.executable} -m invoke --list | head -1; {sys.executable} -m invoke plan --stack example-prod | head -1",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert done.stderr == "", done.stderr
+    assert len(done.stdout.splitlines()) == 2
