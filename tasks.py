@@ -221,9 +221,9 @@ def simulate(
                 notes += [f"  {describe_pod(workload, i)}" for i in never[:5]]
             for line in notes:
                 console().print(line)
-            if "FGD-Extender" in policies and len(workload) > 2000:
+            if "FGD-Extender" in policies and len(workload.names) > 2000:
                 console().print(
-                    f"FGD-Extender sends each of the {len(workload):,} pods through the extender's filter, "
+                    f"FGD-Extender sends each of the {len(workload.names):,} pods through the extender's filter, "
                     "prioritize and bind handlers: a run takes a minute or more where FGD takes seconds "
                     "(docs/simulation.md); --policy FGD,... leaves it out"
                 )
