@@ -258,15 +258,20 @@ class ExtenderView:
         return []
 
     @staticmethod
-    def _fits(built: Built, n: int, req: PodRequest, milli: int) -> bool:
+    def _fitting(built: Built, nodes: np.ndarray, req: PodRequest) -> np.ndarray:
+        """Which of ``nodes`` (view indices) have room for the pod: CPU, memory, GPU model, and whole free GPUs
+        or replicas left on the node's GPUs. One array operation over all candidates: a per-node loop cost
+        5 ms a filter call at 1,200 nodes, most of the extender's time."""
         st = built.state
-        if req.cpu_milli > st.free_cpu[n] or req.memory_mib > st.free_mem[n]:
-            return False
-        if req.models and built.cluster.gpu_model[n] not in req.models:
-            return False
+        fit = (st.free_cpu[nodes] >= req.cpu_milli) & (st.free_mem[nodes] >= req.memory_mib)
+        if req.models:
+            fit &= np.isin(np.asarray(built.cluster.gpu_model, dtype=object)[nodes], list(req.models))
         if req.replicas:
-            return int((st.free_gpu[n] // milli).sum()) >= req.replicas  # replicas left on the node's GPUs
-        return int((st.free_gpu[n] >= milli).sum()) >= req.gpus if req.gpus else True
+            milli = built.replica_milli[nodes]
+            fit &= (st.free_gpu[nodes] // milli[:, None]).sum(axis=1) >= req.replicas
+        elif req.gpus:
+            fit &= (st.free_gpu[nodes] >= MILLI).sum(axis=1) >= req.gpus
+        return np.asarray(fit, dtype=bool)
 
     # ---- the verbs -------------------------------------------------------------------------------------
 
@@ -292,12 +297,16 @@ class ExtenderView:
             failed: dict[str, str] = {}
             if req.refused_by_device_plugin:  # no node, and no preemption, can help it
                 return wire.filter_result(args, [], {}, dict.fromkeys(args.node_names, REFUSED))
-            for name in args.node_names:
-                n = built.index.get(name)
-                if n is None:
-                    failed[name] = "node not (yet) in the GPU extender's view"
-                elif self._fits(built, n, req, self._milli(built, n, req)):
+            names = args.node_names
+            pos = np.fromiter((built.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+            known = pos >= 0
+            fits = np.zeros(len(names), dtype=bool)
+            fits[known] = self._fitting(built, pos[known], req)
+            for name, is_known, ok in zip(names, known.tolist(), fits.tolist(), strict=True):
+                if ok:
                     passed.append(name)
+                elif not is_known:
+                    failed[name] = "node not (yet) in the GPU extender's view"
                 else:
                     failed[name] = "no room for the pod's GPUs, CPU or memory in the GPU extender's view"
             return wire.filter_result(args, passed, failed, {})

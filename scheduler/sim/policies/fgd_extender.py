@@ -80,8 +80,16 @@ def pod_object(
 
 @register
 class FgdExtenderPolicy(Policy):
+    """``http=False`` (the default) hands each request to the extender's verbs in-process, parsed by the same
+    wire functions the HTTP app uses (``wire.parse_args``, ``wire.parse_binding``) but without encoding and
+    decoding JSON; ``http=True`` goes through the WSGI app byte for byte, as kube-scheduler's HTTP client
+    would. Both place every pod on the same node (tested); the HTTP path costs about a fifth more."""
+
     name = "FGD-Extender"
     uses_share_gpu = False
+
+    def __init__(self, http: bool = False) -> None:
+        self.http = http
 
     def bind(self, ctx: Context) -> None:
         from scheduler.extender.app import call, make_app
@@ -108,7 +116,7 @@ class FgdExtenderPolicy(Policy):
             )
         )
         self.app = make_app(self.view)
-        self._call = call
+        self._call = call if self.http else self._direct
         self.fallback = MostAllocatedPolicy()
         self.fallback.bind(ctx)
         self.pods = 0
@@ -144,6 +152,18 @@ class FgdExtenderPolicy(Policy):
         if status != 200 or bound.get("Error"):
             self.errors += 1
         return node
+
+    def _direct(self, _app: Any, verb: str, body: Any) -> tuple[int, Any]:
+        """The verb as the WSGI app runs it, minus the JSON round trip; a refused request is a 400 as there."""
+        from scheduler.extender import wire
+
+        try:
+            if verb == "bind":
+                return 200, self.view.bind(wire.parse_binding(body))
+            args = wire.parse_args(body)
+            return 200, self.view.filter(args) if verb == "filter" else self.view.prioritize(args)
+        except (ValueError, wire.WireError) as exc:
+            return 400, {"Error": str(exc)}
 
     def _index(self, name: str) -> int:
         if not hasattr(self, "_names_index"):
