@@ -599,8 +599,10 @@ def metal(
         listed = c.run(f"{shlex.quote(str(galaxy))} collection list community.general", hide=True, warn=True)
         if listed is None or "community.general" not in listed.stdout:
             raise ToolMissing(
-                "the playbook needs the community.general collection: "
-                "ansible-galaxy collection install -r ansible/requirements.yml"
+                f"the playbook needs the community.general collection: {shlex.quote(str(galaxy))} collection "
+                "install -r ansible/requirements.yml (from Ansible Galaxy), or, where only PyPI is reachable, "
+                f"{shlex.quote(str(Path(binary).with_name('pip')))} install ansible==12.3.0 (it ships "
+                "community.general 11.4.2)"
             )
         env = {"ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg")}
         # One host group after another: a failed group stops the rollout before the next one starts.
