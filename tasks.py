@@ -161,7 +161,7 @@ def simulate(
     json: str = "",
     processes: int = 0,
     as_deployed: bool = False,
-    replicas: int = 2,
+    replicas: int = 0,
     strict: bool = False,
     twin: bool = False,
     extender_http: bool = False,
@@ -180,6 +180,12 @@ def simulate(
             raise ConfigError("give --pods FILE and exactly one of --stack NAME or --nodes FILE")
         if as_deployed and stack:
             raise ConfigError("--as-deployed maps an openb trace onto --nodes; --stack is always as deployed")
+        if replicas and not as_deployed:
+            raise ConfigError(
+                "--replicas applies to --as-deployed (time-slicing replicas per GPU of the mapping); with --stack "
+                "the replicas are the stack's own (nodePools[].sharing.timeSlicing.replicas)"
+            )
+        replicas = replicas or 2
         if twin and not stack:
             raise ConfigError(
                 "--twin replays the cluster as a stack deploys it: give --stack NAME (a trace's own nodes would "
@@ -214,6 +220,11 @@ def simulate(
                     notes = report.lines()
                     default = ["FGD", "FGD-Extender", "MostAllocated", "LeastAllocated"]
             policies = [p.strip() for p in policy.split(",") if p.strip()] or default
+            for name in policies:  # before any preamble: a typo is the first and only thing said
+                if name.lower() not in {n.lower() for n in sim.REGISTRY}:
+                    raise sim.UnknownPolicyError(
+                        f"--policy: unknown policy {name!r}; choose from {', '.join(sorted(sim.REGISTRY))}"
+                    )
             if extender_http:
                 params = {**params, "FGD-Extender": {"http": True}}
             never = unhostable_pods(cluster, workload)
@@ -223,7 +234,8 @@ def simulate(
                 check_fits_somewhere(cluster, workload)
             if never:
                 notes.append(f"{len(never)} pods no node can ever host (counted as failed); first rows:")
-                notes += [f"  {describe_pod(workload, i)}" for i in never[:5]]
+                label = "routed to pools" if stack else "gpu_spec"  # a stack's routing rewrites the column
+                notes += [f"  {describe_pod(workload, i, label)}" for i in never[:5]]
             for line in notes:
                 console().print(line)
             if "FGD-Extender" in policies and len(workload.names) > 2000:

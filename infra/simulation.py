@@ -68,8 +68,13 @@ class Routing:
     dropped_specs: int  # pods whose gpu_spec names no model of the stack (the restriction is dropped)
 
     def lines(self) -> list[str]:
-        cpu = (
-            "unlimited" if self.cpu_pool_fits is None else ("fits" if self.cpu_pool_fits else "does NOT fit")
+        where = (
+            "the system pool, whose size this simulation does not limit"
+            if self.cpu_pool_fits is None
+            else "the system pool, which holds them all at once"
+            if self.cpu_pool_fits
+            else "the system pool, which could NOT hold them all at once at maxSize (they are left out of the "
+            "GPU replay either way)"
         )
         share = (
             f"one unit of {MILLI // self.share_units} milli-GPU ({self.share_units} per GPU)"
@@ -77,8 +82,8 @@ class Routing:
             else "a whole GPU (the stack has no time-sliced or MIG pool)"
         )
         return [
-            f"{self.cpu_only_pods} CPU-only pods run on the system pool ({self.cpu_only_cpu_milli / 1000:.0f} "
-            f"cores, {self.cpu_only_memory_mib / 1024:.0f} GiB; system pool: {cpu}), not on GPU nodes",
+            f"{self.cpu_only_pods} CPU-only pods ({self.cpu_only_cpu_milli / 1000:.0f} cores, "
+            f"{self.cpu_only_memory_mib / 1024:.0f} GiB) go to {where}, not to GPU nodes",
             f"{self.shared_pods} sharing pods take {share}: {self.unexpressed_milli / MILLI:.1f} GPUs asked "
             f"cannot be expressed, {self.overgiven_milli / MILLI:.1f} GPUs given beyond the asks",
             f"{self.dropped_specs} pods name GPU models the stack does not have; their restriction is dropped",

@@ -87,9 +87,12 @@ def unhostable_pods(cluster: Cluster, workload: Workload) -> list[int]:
     return np.flatnonzero(never[shapes.pod_shape]).tolist()
 
 
-def describe_pod(workload: Workload, pod: int) -> str:
-    """``file, row N (line N+1): pod 'x' (cpu_milli .., memory_mib .., num_gpu ..[, gpu_spec ..])``."""
-    spec = f", gpu_spec {workload.gpu_spec[pod]}" if workload.gpu_spec[pod] else ""
+def describe_pod(workload: Workload, pod: int, spec_label: str = "gpu_spec") -> str:
+    """``file, row N (line N+1): pod 'x' (cpu_milli .., memory_mib .., num_gpu ..[, gpu_spec ..])``.
+
+    ``spec_label`` names what the workload's gpu_spec column holds: the trace's GPU models, or, once a stack
+    has routed the trace (`invoke simulate --stack`), the pools its Kueue flavors admit the pod to."""
+    spec = f", {spec_label} {workload.gpu_spec[pod]}" if workload.gpu_spec[pod] else ""
     where = (
         f"{workload.source}, row {int(workload.rows[pod])} (line {int(workload.rows[pod]) + 1}): "
         if (workload.source)

@@ -131,7 +131,10 @@ def test_stack_is_simulated_as_deployed(tmp_path: Path) -> None:
         "--stack", "metal", "--pods", str(pods), "--seeds", "1", "--processes", "1", "--json", str(out)
     )
     assert result.returncode == 0, result.stderr
-    assert "1 CPU-only pods run on the system pool" in result.stdout
+    assert (
+        "1 CPU-only pods (1 cores, 1 GiB) go to the system pool, whose size this simulation does not limit"
+        in result.stdout
+    )
     assert "one unit of 500 milli-GPU (2 per GPU)" in result.stdout
     runs = json.loads(out.read_text())
     assert {r["policy"] for r in runs} == {"FGD", "FGD-Extender", "MostAllocated"}
@@ -182,3 +185,23 @@ def test_extender_matches_fgd_on_a_stack_with_mig_and_time_sliced_pools() -> Non
     fgd = run_one(model.cluster, routed, "FGD", 7, share_rule="distributed")
     ext = run_one(model.cluster, routed, "FGD-Extender", 7, share_rule="distributed")
     assert ext.allocated == fgd.allocated and ext.failed == fgd.failed
+
+
+def test_minor13_simulate_surprises_are_gone(tmp_path: Path) -> None:
+    """First-use review MINOR 13: `--policy NoSuchPolicy` was refused only after the trace preamble printed;
+    `--replicas` was silently ignored with `--stack`; the unhostable listing called the pools a stack's routing
+    wrote into the gpu_spec column a `gpu_spec`."""
+    pods = _pods(tmp_path, ["4000,16384,1,1000,", "4000,16384,64,1000,"])
+    bad = invoke("--stack", "metal", "--pods", str(pods), "--policy", "NoSuchPolicy")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert (
+        "--policy: unknown policy 'NoSuchPolicy'; choose from" in bad.stderr and "FGD-Extender" in bad.stderr
+    )
+    ignored = invoke("--stack", "metal", "--pods", str(pods), "--replicas", "4")
+    assert ignored.returncode == 2 and "--replicas applies to --as-deployed" in ignored.stderr
+    listed = invoke(
+        "--stack", "metal", "--pods", str(pods), "--policy", "FGD", "--seeds", "1", "--processes", "1"
+    )
+    assert listed.returncode == 0, listed.stderr
+    text = " ".join(listed.stdout.split())
+    assert "num_gpu 64, routed to pools " in text and "gpu_spec" not in text
