@@ -146,6 +146,8 @@ def _int_list(text: str, what: str) -> list[int]:
         "strict": "a pod no node can ever host is an error (default: counted as failed and reported)",
         "twin": "with --stack: also replay through the real scheduler on a twin (the gpu-binpack profile, and "
         "FragmentationAware with the extender), next to the simulator's MostAllocated and FGD-Extender",
+        "out": "folder for report.md and its plots (default: build/<stack or nodes file>/sim/, "
+        "sim-as-deployed/ with --as-deployed)",
         "extender_http": "FGD-Extender through the extender's HTTP app, JSON bytes and all (default: its verbs "
         "called in-process, same placements, faster)",
     },
@@ -165,6 +167,7 @@ def simulate(
     strict: bool = False,
     twin: bool = False,
     extender_http: bool = False,
+    out: str = "",
 ) -> None:
     """Replay a pod trace against placement policies; prints a comparison and writes build/<name>/sim/."""
     from rich.progress import Progress
@@ -297,8 +300,19 @@ def simulate(
         f"seeds: {seed_list}",
         *notes,
     ]
-    report = write_report(results, BUILD / name / "sim", f"Simulation of {name}", context)
-    print(f"wrote {report}")
+    gpus = int(cluster.num_gpu.sum())
+    if gpus < 16:
+        small = (
+            f"only {gpus} GPUs: one pod moves the percentages by {100 / gpus:.0f} points or more, so the "
+            "policies' differences here say little"
+        )
+        console().print(small)
+        context.append(small)
+    folder = Path(out) if out else BUILD / name / ("sim-as-deployed" if as_deployed else "sim")
+    title = f"{stack or Path(nodes).name}{' as deployed' if as_deployed else ''}, {Path(pods).name}"
+    report = write_report(results, folder, title, context)
+    for path in (report, folder / "unallocated.png", folder / "fragmentation.png"):
+        print(f"wrote {path}")
     if json:
         write_json(results, Path(json))
         print(f"wrote {json}")

@@ -59,23 +59,67 @@ def summarize(results: Sequence[RunResult], arrived_pct: int = 100) -> list[Poli
     return sorted(rows, key=lambda s: s.unallocated_mean)
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+@dataclass(frozen=True)
+class CurveLayout:
+    """What a plot of one curve per policy shows: the lines (label, style, values), the y range, the title."""
+
+    lines: tuple[tuple[str, str, np.ndarray], ...]
+    ylim: tuple[float, float] | None
+    title: str
+
+
+def curve_layout(
+    results: Sequence[RunResult], field: str, invert: bool = False, title: str = ""
+) -> CurveLayout:
+    """Readable at a glance (first-use review MINOR 12): a title naming the run and its seeds; the y-axis
+    zoomed to the band the policies span from 90 % arrived on (where they differ), not 0-100 %; a line style
+    per policy, and a policy whose curve is another's labelled so ("FGD-Extender (= FGD)") instead of hiding
+    under it."""
+    lines: list[tuple[str, str, np.ndarray]] = []
+    for i, (policy, runs) in enumerate(sorted(by_policy(results).items())):
+        raw = mean_curve(runs, field)
+        y = 100.0 - raw if invert else raw
+        same = next((label for label, _, other in lines if np.allclose(other, y)), None)
+        name = f"{policy} (= {same.split(' (=')[0]})" if same else policy
+        lines.append((name, LINE_STYLES[i % len(LINE_STYLES)], y))
+    ylim = None
+    if lines:
+        late = np.concatenate([y[ARRIVED >= 90] for _, _, y in lines])
+        ylim = (max(0.0, float(late.min()) - 2.0), min(100.0, float(late.max()) + 2.0))
+    seeds = sorted({r.seed for r in results})
+    full = f"{title} (seeds {', '.join(map(str, seeds))})" if title else ""
+    return CurveLayout(tuple(lines), ylim, full)
+
+
 def plot_curves(
-    results: Sequence[RunResult], out: Path, field: str, ylabel: str, invert: bool = False
+    results: Sequence[RunResult],
+    out: Path,
+    field: str,
+    ylabel: str,
+    invert: bool = False,
+    title: str = "",
 ) -> Path:
-    """One line per policy: the seed-mean of a curve against arrived workload %."""
+    """One line per policy: the seed-mean of a curve against arrived workload % (laid out by curve_layout)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    layout = curve_layout(results, field, invert, title)
     fig, ax = plt.subplots(figsize=(8, 5))
-    for policy, runs in sorted(by_policy(results).items()):
-        y = mean_curve(runs, field)
-        ax.plot(ARRIVED, 100.0 - y if invert else y, label=policy, linewidth=1.4)
+    for i, (label, style, y) in enumerate(layout.lines):
+        ax.plot(ARRIVED, y, label=label, linewidth=2.2 if i == 0 else 1.4, linestyle=style)
     ax.axvline(100, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xlabel("arrived workload (% of GPU capacity)")
     ax.set_ylabel(ylabel)
     ax.set_xlim(0, 130)
+    if layout.ylim:
+        ax.set_ylim(*layout.ylim)
+    if layout.title:
+        ax.set_title(layout.title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -100,8 +144,16 @@ def write_report(
 ) -> Path:
     """report.md with the comparison table and two plots; returns the report's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    plot_curves(results, out_dir / "unallocated.png", "allocated", "unallocated GPU %", invert=True)
-    plot_curves(results, out_dir / "fragmentation.png", "frag_amount", "fragmentation (% of GPU capacity)")
+    plot_curves(
+        results, out_dir / "unallocated.png", "allocated", "unallocated GPU %", invert=True, title=title
+    )
+    plot_curves(
+        results,
+        out_dir / "fragmentation.png",
+        "frag_amount",
+        "fragmentation (% of GPU capacity)",
+        title=title,
+    )
     lines = [f"# {title}", "", *[f"- {c}" for c in context], ""]
     lines += [markdown_table(summarize(results)), ""]
     lines += ["## Unallocated GPUs", "", "![unallocated GPU % vs arrived workload](unallocated.png)", ""]

@@ -205,3 +205,34 @@ def test_minor13_simulate_surprises_are_gone(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     text = " ".join(listed.stdout.split())
     assert "num_gpu 64, routed to pools " in text and "gpu_spec" not in text
+
+
+def test_minor12_plots_show_the_band_where_policies_differ_and_no_hidden_line() -> None:
+    """First-use review MINOR 12: the plots had no title, a 0-100 % y-axis where the policies differ in a
+    0-15 % sliver, and FGD-Extender drawn in FGD's style exactly under it."""
+    from scheduler import sim
+    from scheduler.sim.report import curve_layout
+
+    c = sim.Cluster.build(["a", "b", "c"], [32000] * 3, [65536] * 3, [4, 4, 8], ["T4", "T4", "V100"])
+    w = sim.Workload.build([2000] * 12, [4096] * 12, [1] * 12, [1000] * 6 + [500] * 6, [""] * 12)
+    runs = sim.run_many(c, w, ["FGD", "MostAllocated", "LeastAllocated"], [1, 2], processes=1)
+    twin = [type(r)(**{**r.__dict__, "policy": "FGD-Extender"}) for r in runs if r.policy == "FGD"]
+    layout = curve_layout([*runs, *twin], "allocated", invert=True, title="metal, pods.csv")
+    labels = [label for label, _, _ in layout.lines]
+    assert "FGD-Extender (= FGD)" in labels or "FGD (= FGD-Extender)" in labels
+    assert len({style for _, style, _ in layout.lines}) == len(layout.lines)
+    assert layout.title == "metal, pods.csv (seeds 1, 2)"
+    assert layout.ylim is not None and layout.ylim[1] - layout.ylim[0] < 100
+
+
+def test_minor11_runs_keep_their_own_folder_and_list_every_file(tmp_path: Path) -> None:
+    """First-use review MINOR 11: the --as-deployed run silently replaced the paper-world run's report and
+    plots (same build/<nodes stem>/sim/), there was no --out, and only report.md was listed."""
+    pods = _pods(tmp_path, ["4000,16384,1,1000,", "2000,8192,1,500,"])
+    out = tmp_path / "mine"
+    result = invoke("--stack", "metal", "--pods", str(pods), "--policy", "FGD", "--seeds", "1",
+                    "--processes", "1", "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for name in ("report.md", "unallocated.png", "fragmentation.png"):
+        assert f"wrote {out / name}" in result.stdout
+        assert (out / name).stat().st_size > 0
