@@ -85,7 +85,27 @@ def plan(c: Context, stack: str = "dev", out: str = "") -> None:
 @task(help={"pytest_args": "extra arguments for pytest, e.g. '-k spec -x'"})
 def test(c: Context, pytest_args: str = "") -> None:
     """Lint (ruff), type-check (mypy), check import contracts, then run every test."""
+    import time
+
     py = sys.executable
+    started = time.monotonic()
+    phases = [
+        "reference data",
+        "ruff check",
+        "ruff format",
+        "mypy",
+        "import contracts",
+        "twin toolchain",
+        "pytest",
+    ]
+
+    def phase(name: str) -> None:  # a line per phase, so a long run says where it is (first-use review, 23.2)
+        print(
+            f"==> [{phases.index(name) + 1}/{len(phases)}] {name} ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
+
+    phase("reference data")
     # First (2 s), so a machine without the data hears it before minutes of lint: the pinned upstream reference
     # data (traces, published curves, CRDs, chart values), ../shared or GPUFLEET_SHARED offline, otherwise
     # fetched, verified against benchmarks/reference-data.json and cached.
@@ -98,11 +118,17 @@ def test(c: Context, pytest_args: str = "") -> None:
             code=2,
         )
     shared = found.stdout.strip()
+    phase("ruff check")
     c.run(f"{py} -m ruff check .")
+    phase("ruff format")
     c.run(f"{py} -m ruff format --check .")
+    phase("mypy")
     c.run(f"{py} -m mypy infra scheduler")
+    phase("import contracts")
     c.run(f"{Path(py).parent / 'lint-imports'}")
+    phase("twin toolchain")
     _twin_toolchain(c, py)
+    phase("pytest")
     c.run(f"{py} -m pytest {pytest_args}", pty=False, env={"GPUFLEET_SHARED": shared})
 
 
