@@ -52,3 +52,18 @@ def test_minor2_a_closed_pipe_ends_quietly() -> None:
     assert done.returncode == 0
     assert done.stderr == "", done.stderr
     assert len(done.stdout.splitlines()) == 2
+
+
+def test_minor2_invoke_parse_errors_are_bad_input_exit_2() -> None:
+    """First-use review MINOR 2: `invoke plann` and `invoke plan --nosuch` exited 1 (invoke's Program.run
+    exits 1 on a ParseError), not the README's 2 for bad input; a mistyped task name got no suggestion."""
+    for argv, said in (
+        (["plann"], "error: No idea what 'plann' is! (did you mean `invoke plan`?"),
+        (["plan", "--nosuch"], "error: No idea what '--nosuch' is! (`invoke --list` lists the tasks"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "invoke", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, (argv, done.stderr)
+        assert done.stderr.startswith(said), done.stderr
+        assert "Traceback" not in done.stderr
