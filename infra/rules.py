@@ -305,9 +305,55 @@ def _eks_scheduler(spec: ClusterSpec, problems: list[str]) -> None:
             )
 
 
+def _autoscaler_same_size(spec: ClusterSpec, problems: list[str]) -> None:
+    """cluster-autoscaler builds a node group's template from the first instance type of its launch template
+    overrides and assumes every type of the group has the same vCPUs and memory (cluster-autoscaler-1.35.2,
+    cloudprovider/aws/README.md: "instance types should have the same amount of RAM and number of CPU
+    cores"; aws_wrapper.go: the first override). A mixed pool is sized wrong in one direction or the other,
+    so its types must agree (Karpenter pools size each type on its own)."""
+    for i, pool in enumerate(spec.node_pools):
+        if karpenter_managed(spec, pool) or len(pool.instance_types or []) < 2:
+            continue
+        types = [t for t in map(catalog.lookup, pool.instance_types or []) if t is not None]
+        sizes = {(t.vcpus, t.memory_gib) for t in types}
+        if len(sizes) > 1:
+            listed = ", ".join(f"{t.name} ({t.vcpus} vCPU, {t.memory_gib:g} GiB)" for t in types)
+            problems.append(
+                f"{NP}[{i}].instanceTypes: the cluster autoscaler sizes a node group from its first type and "
+                f"needs every type to have the same vCPUs and memory; got {listed}. Accepted: types with "
+                "equal vCPUs and memory (e.g. p5e.48xlarge with p5en.48xlarge), or one type per pool"
+            )
+
+
+def _provider_roles(spec: ClusterSpec, problems: list[str]) -> None:
+    """The kubeconfig's exec plugin runs `aws eks get-token --role-arn <role>` with the provider's profile:
+    one role, assumed from the profile's credentials, with no external ID (AWS CLI `eks get-token` options).
+    The provider applies `aws:assumeRoles` in order (pulumi-aws provider configuration, `assumeRoles`), so
+    its identity is the last role; a chain or an external ID would mint a token for another principal, and
+    every add-on would fail Unauthorized after the cluster exists."""
+    roles = spec.aws_assume_roles
+    hint = (
+        "put the chain in an AWS CLI profile instead (role_arn, source_profile and external_id in "
+        "~/.aws/config, which the provider and the AWS CLI both read) and set aws:profile to it"
+    )
+    if len(roles) > 1:
+        problems.append(
+            f"aws:assumeRoles: {len(roles)} roles; the kubeconfig's `aws eks get-token --role-arn` assumes one "
+            f"role from the profile's credentials, not a chain. Accepted: at most one role; {hint}"
+        )
+    for i, role in enumerate(roles):
+        if role.external_id:
+            problems.append(
+                f"aws:assumeRoles[{i}].externalId: `aws eks get-token` (the kubeconfig's exec plugin) cannot "
+                f"pass an external ID. Accepted: a role without externalId; {hint}"
+            )
+
+
 def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
     """What EKS and the AMI families add to the spec's own rules."""
     _eks_scheduler(spec, problems)
+    _autoscaler_same_size(spec, problems)
+    _provider_roles(spec, problems)
     if any(p.efa for p in spec.node_pools) and eks_addon_registry(spec.region or "") is None:
         problems.append(
             f"aws:region: the EFA device plugin's image registry for {spec.region!r} is not in "

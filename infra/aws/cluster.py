@@ -78,14 +78,16 @@ def provider_identity() -> tuple[str | None, str | None]:
     """The AWS profile and assumed role the program's AWS provider uses (`aws:profile`, `aws:assumeRoles`).
 
     The kubeconfig's `aws eks get-token` must authenticate as the same identity that created the cluster
-    (the only admin at creation), not as whatever the shell's default credentials are.
+    (the only admin at creation), not as whatever the shell's default credentials are. The provider assumes
+    `aws:assumeRoles` in order (pulumi-aws provider configuration, `assumeRoles`), so its identity is the
+    *last* role; `infra.rules` refuses chains and external IDs, which `get-token --role-arn` cannot express.
     """
     config = pulumi.Config("aws")
     profile = config.get("profile")
     roles = config.get_object("assumeRoles") or config.get_object("assumeRole")
     role = None
     if isinstance(roles, list) and roles:
-        role = roles[0].get("roleArn")
+        role = roles[-1].get("roleArn")
     elif isinstance(roles, dict):
         role = roles.get("roleArn")
     return profile, role

@@ -21,6 +21,7 @@ from infra.aws.eks_addons import MONITORING_ADDON, monitoring_agent_configuratio
 from infra.aws.network import Network
 from infra.aws.nodepools import SYSTEM_GROUP, NodeGroupPlan, plan_node_groups
 from infra.aws.tags import CA_PREFIX, common_tags, partition
+from infra.preflight.eks import LAUNCH_TEMPLATE_TAG, launch_template_fingerprint, node_group_tags
 from infra.spec import ClusterSpec
 
 
@@ -73,7 +74,7 @@ class NodeGroups(pulumi.ComponentResource):
     def _group(self, plan: NodeGroupPlan) -> aws.eks.NodeGroup:
         name = f"{self._name}-{plan.pool}"
         child = pulumi.ResourceOptions(parent=self)
-        group_tags = {**self._tags, **plan.autoscaler_tags, "Name": plan.name}
+        group_tags = node_group_tags(self._spec, plan)
         placement = None
         if plan.placement_group:
             placement = aws.ec2.PlacementGroup(name, strategy="cluster", tags=self._tags, opts=child).name
@@ -112,7 +113,8 @@ class NodeGroups(pulumi.ComponentResource):
             taints=taints,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             node_repair_config=repair,
-            tags=group_tags,
+            # The template's fingerprint, for preflight's capacity-block guard (on the group only: rolls nothing).
+            tags={**group_tags, LAUNCH_TEMPLATE_TAG: launch_template_fingerprint(plan, group_tags)},
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=self._attachments,

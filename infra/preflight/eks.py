@@ -4,8 +4,8 @@
   cluster exists; EKS API reference, CreateAccessEntry: "InvalidParameterException");
 - the pinned `eks-node-monitoring-agent` add-on version is published for the cluster's Kubernetes version
   (EKS API DescribeAddonVersions);
-- a CAPACITY_BLOCK node group is not asked to change AMI release or Kubernetes version while it runs
-  nodes: EKS updates such a group only at desired size 0 (EKS User Guide, "Create a managed node group
+- a CAPACITY_BLOCK node group is not asked to change AMI release, Kubernetes version or launch template
+  while it runs nodes: EKS updates such a group only at desired size 0 (EKS User Guide, "Create a managed node group
   with Capacity Blocks for ML": update "the node group's desired size to 0" first), and a full block has
   no spare instance for a rolling update;
 - the `aws` CLI the kubeconfig's exec plugin calls is installed on this machine.
@@ -13,15 +13,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from typing import TYPE_CHECKING, Any
 
+import boto3
 from botocore.exceptions import ClientError
 
 from infra.aws.eks_addons import MONITORING_ADDON
-from infra.aws.nodepools import release_version
+from infra.aws.nodepools import NodeGroupPlan, plan_node_groups, release_version
+from infra.aws.tags import common_tags
 from infra.preflight.checks import api_error, pool_subject
-from infra.preflight.findings import Finding, error, ok
+from infra.preflight.findings import Finding, error, ok, warning
 from infra.scheduling import node_group_name
 from infra.spec import ClusterSpec
 
@@ -47,24 +51,65 @@ def check_aws_cli(which: Any = shutil.which) -> list[Finding]:
     return [ok(subject, f"{path} (the kubeconfig runs `aws eks get-token`)")]
 
 
-def check_admin_roles(iam: IAMClient, spec: ClusterSpec) -> list[Finding]:
-    findings = []
+def _caller_account(iam: IAMClient, sts: Any) -> str:
+    """The deploying account (sts:GetCallerIdentity), asked with the IAM client's own credentials."""
+    if sts is None:
+        creds = iam._get_credentials()  # type: ignore[attr-defined]  # botocore: the client's credentials
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+        sts = boto3.client(
+            "sts",
+            region_name=iam.meta.region_name,
+            config=iam.meta.config,
+            aws_access_key_id=frozen.access_key if frozen else None,
+            aws_secret_access_key=frozen.secret_key if frozen else None,
+            aws_session_token=frozen.token if frozen else None,
+        )
+    return str(sts.get_caller_identity()["Account"])
+
+
+def check_admin_roles(iam: IAMClient, spec: ClusterSpec, sts: Any = None) -> list[Finding]:
+    """Each `adminRoleArns` role, by its whole ARN: GetRole looks a name up in the caller's account only, so a
+    role in another account cannot be checked from here (a STANDARD access entry may name one; EKS User
+    Guide, "Create access entries"), and a role of the same name at another path is not the one named."""
+    findings: list[Finding] = []
+    if not spec.cluster.admin_role_arns:
+        return findings
+    subject = "admin roles"
+    try:
+        account = _caller_account(iam, sts)
+    except ClientError as exc:
+        return [api_error(subject, "sts:GetCallerIdentity", exc)]
     for i, arn in enumerate(spec.cluster.admin_role_arns):
-        subject, at = "admin roles", f"gpufleet:cluster.adminRoleArns[{i}]"
+        at = f"gpufleet:cluster.adminRoleArns[{i}]"
+        owner = arn.split(":")[4]
         name = arn.split(":role/", 1)[1].rsplit("/", 1)[-1]
+        if owner != account:
+            findings.append(
+                warning(
+                    subject,
+                    f"{arn} is in account {owner}, not the deploying account {account}: IAM cannot check it "
+                    "from here, and its access entry fails after the cluster exists if it does not exist",
+                    f"check it in account {owner} (aws iam get-role --role-name {name}), or fix {at}",
+                )
+            )
+            continue
         try:
-            iam.get_role(RoleName=name)
+            have = iam.get_role(RoleName=name)["Role"]["Arn"]
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "NoSuchEntity":
-                findings.append(
-                    error(
-                        subject,
-                        f"{arn} does not exist: its access entry would fail after the cluster exists",
-                        f"create the role, or fix or remove {at}",
-                    )
-                )
+                have = None
+            else:
+                findings.append(api_error(subject, "iam:GetRole", exc))
                 continue
-            findings.append(api_error(subject, "iam:GetRole", exc))
+        if have != arn:
+            elsewhere = f" (the account's role {name} is {have})" if have else ""
+            findings.append(
+                error(
+                    subject,
+                    f"{arn} does not exist{elsewhere}: its access entry would fail after the cluster exists",
+                    f"create the role, or fix or remove {at}",
+                )
+            )
             continue
         findings.append(ok(subject, f"{arn} exists"))
     return findings
@@ -92,10 +137,36 @@ def check_monitoring_addon(eks: EKSClient, spec: ClusterSpec) -> list[Finding]:
     ]
 
 
+# The node group carries a fingerprint of the launch template the deploy gave it (the tag stays on the EKS
+# resource: managed node group tags reach neither the Auto Scaling group nor the instances, so writing it
+# rolls nothing). Any change to the template (user data, volume, tags into tag_specifications) makes a new
+# template version, and a new version rolls every node of the group like an AMI change.
+LAUNCH_TEMPLATE_TAG = "gpufleet.io/launch-template"
+
+
+def launch_template_fingerprint(plan: NodeGroupPlan, group_tags: dict[str, str]) -> str:
+    """A short hash of what the deploy puts in the group's launch template, the cluster's own ids left out
+    (the security group and placement group are fixed once the cluster and pool exist)."""
+    data = plan.launch_template(group_tags, "<cluster-security-group>", "<placement-group>")
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def node_group_tags(spec: ClusterSpec, plan: NodeGroupPlan) -> dict[str, str]:
+    """The tags of a pool's node group, which its launch template also gives its instances and volumes."""
+    return {**common_tags(spec), **plan.autoscaler_tags, "Name": plan.name}
+
+
+def planned_fingerprint(spec: ClusterSpec, pool_name: str) -> str | None:
+    plan = next((p for p in plan_node_groups(spec) if p.pool == pool_name), None)
+    return launch_template_fingerprint(plan, node_group_tags(spec, plan)) if plan else None
+
+
 def capacity_block_update_findings(
     spec: ClusterSpec, pool_name: str, group: dict[str, Any] | None, family: str
 ) -> list[Finding]:
-    """Compare an existing capacity-block node group with what the deploy would set."""
+    """Compare an existing capacity-block node group with what the deploy would set: release, Kubernetes
+    version and launch template (its fingerprint tag; a group from before the tag is compared on versions)."""
     subject = pool_subject(pool_name)
     if group is None:
         return []
@@ -108,6 +179,13 @@ def capacity_block_update_findings(
         )
         if have and have != want
     ]
+    have_lt = (group.get("tags") or {}).get(LAUNCH_TEMPLATE_TAG)
+    want_lt = planned_fingerprint(spec, pool_name)
+    if have_lt and want_lt and have_lt != want_lt:
+        changes.append(
+            f"launch template {have_lt} -> {want_lt} (user data, volume or tags; a new template version "
+            "replaces every node)"
+        )
     desired = int((group.get("scalingConfig") or {}).get("desiredSize") or 0)
     if not changes:
         return [ok(subject, f"capacity-block group at {group.get('releaseVersion')}: no version change")]

@@ -124,7 +124,9 @@ def run_preflight(
             *check_provisioning_rbac(spec),
             *check_capacity_block_updates(eks, spec),
             *check_monitoring_addon(eks, spec),
-            *check_admin_roles(session.client("iam", config=_CONFIG), spec),
+            *check_admin_roles(
+                session.client("iam", config=_CONFIG), spec, session.client("sts", config=_CONFIG)
+            ),
             *check_karpenter_offerings(ec2, spec),
             *check_odcrs(ec2, spec, now),
             *check_images(spec, registry),

@@ -64,7 +64,8 @@ EVERY_MODE_POOLS: list[dict[str, Any]] = [
     {"name": "whole", "instanceType": "g6e.xlarge", "minSize": 0, "maxSize": 2},
     {
         "name": "sliced",
-        "instanceTypes": ["g5.2xlarge", "g5.4xlarge"],
+        # several types of one size (the autoscaler's rule, aws.md N14): Graviton T4G, 64 vCPU and 128 GiB
+        "instanceTypes": ["g5g.16xlarge", "g5g.metal"],
         "capacityType": "SPOT",
         "minSize": 0,
         "maxSize": 4,
@@ -190,7 +191,7 @@ def test_every_flavor_resource_is_in_its_groups_node_template(stack: str) -> Non
         for name in resources:
             assert int(tags.get(f"{TEMPLATE}/resources/{name}", "0")) > 0, (pool, name, tags)
     if stack == "every-mode":
-        assert plans["sliced"].autoscaler_tags[f"{TEMPLATE}/resources/nvidia.com/gpu.shared"] == "4"
+        assert plans["sliced"].autoscaler_tags[f"{TEMPLATE}/resources/nvidia.com/gpu.shared"] == "8"  # 2 x 4
         assert plans["mig"].autoscaler_tags[f"{TEMPLATE}/resources/nvidia.com/mig-1g.10gb"] == "56"  # 8 x 7
         assert plans["efa"].autoscaler_tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] == "32"
         for pool in ("sliced", "mig"):
@@ -471,12 +472,13 @@ def test_private_endpoint_gets_port_443_from_the_connected_networks() -> None:
 def test_spot_pools_take_several_instance_types_of_one_gpu_model_and_count() -> None:
     """EKS API CreateNodegroup `instanceTypes`: a managed node group takes several types (Spot draws on several
     capacity pools). One pool is one Kueue flavor, so every type must have the same GPU model, GPU count and
-    architecture; its CPU and memory quota come from the smallest type."""
+    architecture; its CPU and memory quota come from the smallest type. Under the cluster autoscaler they
+    also share one size (aws.md N14; tests/infra/test_aws_minors_rules.py)."""
     spec = every_mode_spec()
     sliced = spec.pool("sliced")
-    assert sliced.instance_type == "g5.2xlarge" and sliced.gpus_per_node == 1
+    assert sliced.instance_type == "g5g.16xlarge" and sliced.gpus_per_node == 2
     plan = {p.pool: p for p in plan_node_groups(spec)}["sliced"]
-    assert plan.instance_types == ("g5.2xlarge", "g5.4xlarge")
+    assert plan.instance_types == ("g5g.16xlarge", "g5g.metal")
     mixed = {"name": "m", "instanceTypes": ["g5.2xlarge", "g6e.xlarge"], "capacityType": "SPOT", "maxSize": 1}
     assert "gpufleet:nodePools[0].instanceTypes[1]: g6e.xlarge has 1 x L40S" in _problems(_config(mixed))
     both = {"name": "b", "instanceType": "g6e.xlarge", "instanceTypes": ["g5.2xlarge"], "maxSize": 1}
