@@ -19,7 +19,7 @@ set -eu
 apply() {
   if out=$(sacctmgr -i "$@" 2>&1); then printf '%s\\n' "$out"; return 0; fi
   case "$out" in
-    *"Nothing new added"*|*"Nothing modified"*|*"Already existing"*) printf '%s\\n' "$out" ;;
+    *"Nothing new added"*|*"Nothing modified"*|*"Already existing"*|*"already exists"*) printf '%s\\n' "$out" ;;
     *) printf 'sacctmgr %s failed: %s\\n' "$*" "$out" >&2; exit 1 ;;
   esac
 }

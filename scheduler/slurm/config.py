@@ -76,7 +76,17 @@ def slurm_conf(site: SlurmSite, policy: SchedulingPolicy, pools: Sequence[PoolVi
         if pool.memory_gib_per_node:
             node["RealMemory"] = pool.memory_gib_per_node * 1024  # MiB
         node["State"] = "UNKNOWN"
-        lines.append(_line(f"NodeName={','.join(site.hosts[pool.name])}", **node))
+        hosts = site.hosts[pool.name]
+        if not any(h in site.node_addresses or h in site.node_ports for h in hosts):
+            lines.append(_line(f"NodeName={','.join(hosts)}", **node))
+            continue
+        for host in hosts:
+            where: dict[str, str | int] = {}
+            if host in site.node_addresses:
+                where["NodeAddr"] = site.node_addresses[host]
+            if host in site.node_ports:
+                where["Port"] = site.node_ports[host]
+            lines.append(_line(f"NodeName={host}", **where, **node))
     for pool in pools:
         opts = site.partitions.get(pool.name, PartitionOptions())
         lines.append(

@@ -33,13 +33,20 @@ class PartitionOptions:
 @dataclass(frozen=True)
 class SlurmSite:
     """What Slurm needs beyond the pools and teams: the cluster's name, controller(s), accounting host, and
-    per-partition options (by pool name)."""
+    per-partition options (by pool name).
+
+    `node_addresses` (host -> address) and `node_ports` (host -> slurmd port) are for hosts whose name does not
+    resolve, or for several slurmd on one host (slurm.conf(5) NodeAddr, Port; a Slurm built with
+    --enable-multiple-slurmd, as Debian's is): each such host gets a `NodeName` line of its own. Empty: one
+    line per pool, the names resolved by DNS."""
 
     cluster_name: str
     controller_hosts: tuple[str, ...]
     accounting_host: str
     hosts: dict[str, tuple[str, ...]]  # pool name -> its hosts (the partition's nodes)
     partitions: dict[str, PartitionOptions] = field(default_factory=dict)
+    node_addresses: dict[str, str] = field(default_factory=dict)
+    node_ports: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
