@@ -67,3 +67,12 @@ def test_minor2_invoke_parse_errors_are_bad_input_exit_2() -> None:
         assert done.returncode == 2, (argv, done.stderr)
         assert done.stderr.startswith(said), done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_importing_the_tasks_keeps_pythons_sigpipe_handling() -> None:
+    """The quiet-pipe rule is for the command line only: a process that imports tasks.py (this test suite)
+    keeps SIGPIPE ignored, as Python sets it at start-up, so a write to a closed socket raises BrokenPipeError
+    instead of killing the process (a suite that did so died silently in the extender's binder tests)."""
+    import signal
+
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
