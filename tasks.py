@@ -287,11 +287,11 @@ def simulate(
                     notes = report.lines()
                     default = ["FGD", "FGD-Extender", "MostAllocated", "LeastAllocated"]
             policies = [p.strip() for p in policy.split(",") if p.strip()] or default
-            for name in policies:  # before any preamble: a typo is the first and only thing said
-                if name.lower() not in {n.lower() for n in sim.REGISTRY}:
-                    raise sim.UnknownPolicyError(
-                        f"--policy: unknown policy {name!r}; choose from {', '.join(sorted(sim.REGISTRY))}"
-                    )
+            unknown = [p for p in policies if p.lower() not in {n.lower() for n in sim.REGISTRY}]
+            if unknown:  # before any preamble: a typo is the first and only thing said
+                raise sim.UnknownPolicyError(
+                    f"--policy: unknown policy {unknown[0]!r}; choose from {', '.join(sorted(sim.REGISTRY))}"
+                )
             if extender_http:
                 params = {**params, "FGD-Extender": {"http": True}}
             never = unhostable_pods(cluster, workload)

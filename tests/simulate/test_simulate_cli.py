@@ -65,6 +65,7 @@ def test_simulate_stack_writes_report_and_json(tmp_path: Path) -> None:
     }
     assert all(len(r["allocated"]) == 131 and len(r["frag_amount"]) == 131 for r in runs)
     assert "FGD" in result.stdout and "MostAllocated" in result.stdout
+    assert f"wrote {ROOT / 'build/metal/sim/report.md'}" in result.stdout  # the stack's own folder
     # First-use review M7: in a log (no terminal, so Rich draws no bar) each finished run is a line.
     progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == 4 and progress[-1].startswith("[4/4] ")
