@@ -105,7 +105,7 @@ def _karpenter_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
                 ", ".join(k["capacity_types"]),
                 ", ".join(k["zones"]),
                 f"{limits['nvidia.com/gpu']} GPUs, {limits['cpu']} vCPUs, {limits['memory']}",
-                f"{k['workload']}: {k['consolidation']}",
+                f"{k['workload']}: {k['consolidation']}; drain {k['termination_grace_period']}",
                 _usd(k["monthly_cost_min"]),
                 _usd(low) if low == high else f"{_usd(low)}-{_usd(high)}",
             ]

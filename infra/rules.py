@@ -12,6 +12,7 @@ import functools
 from collections import Counter
 
 from infra import catalog
+from infra.addons.gpu_operator import arm64_gpu_pool_problems
 from infra.aws.registries import eks_addon_registry
 from infra.aws.scheduler_config import EKS_SCHEDULER_RESOURCES
 from infra.errors import ConfigError
@@ -467,6 +468,7 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     _prometheus_on_a_new_cluster(spec, problems)
     if spec.platform == "aws":
         _aws_extra(spec, problems)
+        problems += arm64_gpu_pool_problems(spec)
     _topology_from_zero(spec, problems)
     karpenter_problems(spec, problems)
     _scheduling(spec, problems)

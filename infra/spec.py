@@ -335,6 +335,10 @@ class KarpenterPool(Model):
     consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] | None = None
     consolidate_after: Annotated[str, Field(pattern=DURATION)] | None = None
     expire_after: Annotated[str, Field(pattern=DURATION)] = "Never"
+    # How long a node being terminated (Spot interruption, capacity-block end, node deletion, `invoke
+    # destroy`) waits for do-not-disrupt pods before deleting them; `Never` waits for ever. Default from the
+    # pool's capacity types (infra.karpenter.pools.termination_grace_period).
+    termination_grace_period: Annotated[str, Field(pattern=DURATION)] | None = None
     budgets: list[DisruptionBudget] | None = None
 
 

@@ -88,6 +88,10 @@ class Versions(BaseModel):
     # later bump to v0.5.21-eksbuild.13 (eks-charts#1366) exists but its chart number was not confirmed.
     efa_device_plugin_chart: str = "v0.5.31"
     node_monitoring_agent_addon: str = "v1.6.6-eksbuild.1"
+    # On aws dcgm-exporter reads that add-on's DCGM host engine (4.5.2 in v1.6.6), so it runs the exporter
+    # release built on the same DCGM (NVIDIA/dcgm-exporter tag 4.5.2-4.8.1, hack/VERSION), not the GPU
+    # operator chart's default; moves with node_monitoring_agent_addon (infra.addons.gpu_operator).
+    eks_dcgm_exporter: str = "4.5.2-4.8.1-distroless"
     # Operations (docs/operations.md). kube-prometheus-stack 88.5.3 ships prometheus-operator v0.93.1,
     # Prometheus v3.14.0, Grafana chart 12.11.1, kube-state-metrics chart 8.4.0 (its Chart.yaml at the tag).
     kube_prometheus_stack_chart: str = "88.5.3"

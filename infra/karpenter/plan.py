@@ -40,6 +40,7 @@ def karpenter_rows(spec: ClusterSpec) -> list[dict[str, Any]]:
                 "workload": plan.workload,
                 "consolidation": f"{plan.consolidation_policy} after {plan.consolidate_after}",
                 "expire_after": plan.expire_after,
+                "termination_grace_period": plan.termination_grace_period or "Never",
                 "limits": dict(plan.limits),
                 "monthly_cost_min": 0.0,
                 "monthly_cost_max_low": round(n * min(prices) * hours, 2) if prices else None,

@@ -16,7 +16,21 @@ What a NodePool carries, and why:
 - `weight`: reserved > on-demand > spot, the order the cluster-autoscaler's priority expander used;
 - disruption: training pools are consolidated only when empty, inference pools also when underutilised;
   reserved capacity is never consolidated (it is paid for whether used or not); drift (an AMI bump) is
-  rolled one node at a time; nodes never expire by default (expiry is forceful and would kill a run).
+  rolled one node at a time on inference pools and not at all on busy training nodes (below); nodes never
+  expire by default (expiry is forceful and would kill a run);
+- `terminationGracePeriod`, so that a forced termination ends in bounded time. Training pods carry
+  `karpenter.sh/do-not-disrupt` (infra.karpenter.disruption), and Karpenter's termination controller does not
+  evict such pods: without a grace period a Spot interruption or a capacity block's end kills them with the
+  instance, with no SIGTERM to checkpoint on, and a node deletion (`invoke destroy`) waits until the job ends
+  (Karpenter v1.14.1 docs, concepts/disruption.md "Pod-Level Controls" and "TerminationGracePeriod"). With
+  one, Karpenter deletes each such pod at `terminationGracePeriod - terminationGracePeriodSeconds` after the
+  drain starts, so it gets its own grace period before the node goes. The default fits the pool's shortest
+  notice: Spot 2 minutes ("Interruption"), a capacity block 10 minutes (Karpenter starts draining 10 minutes
+  before EC2 terminates, tasks/odcrs.md), each less a margin for the event to reach Karpenter; On-Demand and
+  ODCR nodes have no notice, and 15 minutes bounds a deletion well inside the destroy's 45-minute timeout;
+- a grace period also makes drifted nodes drain despite do-not-disrupt (concepts/disruption.md "Drift"), so
+  training pools get a `Drifted` budget of 0 nodes by default: a busy training node is never replaced for an
+  AMI bump; it goes when empty (`WhenEmpty`, the `Empty` budget) and its replacement runs the new AMI.
 
 The EC2NodeClass pins the AMI by alias version from the versions recipe (never `@latest`), requires IMDSv2
 with a hop limit of 1, encrypts gp3 volumes on the device the AMI family keeps its data on, attaches EFA on
@@ -64,6 +78,8 @@ ARCHES = {"x86_64": "amd64", "arm64": "arm64"}
 BOTTLEROCKET_OS_VOLUME_GIB = 4
 TRAINING_CONSOLIDATE_AFTER = "10m"  # as the cluster-autoscaler's scale-down-unneeded-time
 INFERENCE_CONSOLIDATE_AFTER = "30m"  # serving load comes back; do not churn GPU nodes on a dip
+# Default terminationGracePeriod per kind of capacity (see the module docstring): the notice less a margin.
+TERMINATION_GRACE = {"spot": "90s", "capacity-block": "9m", "on-demand": "15m"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +94,7 @@ class KarpenterPoolPlan:
     consolidation_policy: str
     consolidate_after: str
     expire_after: str
+    termination_grace_period: str | None  # None: Karpenter waits for do-not-disrupt pods for ever
     limits: dict[str, str]
     reservation_id: str | None
 
@@ -111,14 +128,35 @@ def limits(pool: NodePool) -> dict[str, str]:
     }
 
 
+def termination_grace_period(pool: NodePool) -> str | None:
+    """The pool's `karpenter.terminationGracePeriod`, or the default of its shortest-notice capacity."""
+    settings = pool.karpenter
+    if settings and settings.termination_grace_period:
+        given = settings.termination_grace_period
+        return None if given == "Never" else given
+    kinds = set(capacity_types(pool))
+    if "spot" in kinds:
+        return TERMINATION_GRACE["spot"]
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        return TERMINATION_GRACE["capacity-block"]
+    return TERMINATION_GRACE["on-demand"]
+
+
 def _budgets(pool: NodePool, kind: str) -> list[dict[str, Any]]:
     settings = pool.karpenter
     if settings and settings.budgets is not None:
         budgets = settings.budgets
-    else:
-        voluntary: list[Any] = ["Drifted"] if kind == "training" else ["Drifted", "Underutilized"]
+    elif kind == "training":
         budgets = [
-            DisruptionBudget(nodes="1", reasons=voluntary),  # roll an AMI bump one node at a time
+            # The grace period lets drift drain do-not-disrupt pods: no drift of busy training nodes.
+            DisruptionBudget(nodes="0", reasons=["Drifted"]),
+            DisruptionBudget(nodes="20%", reasons=["Empty"]),
+        ]
+    else:
+        budgets = [
+            DisruptionBudget(
+                nodes="1", reasons=["Drifted", "Underutilized"]
+            ),  # an AMI bump, a node at a time
             DisruptionBudget(nodes="20%", reasons=["Empty"]),
         ]
     out = []
@@ -150,6 +188,7 @@ def plan_pool(spec: ClusterSpec, pool: NodePool) -> KarpenterPoolPlan:
         consolidation_policy=policy,
         consolidate_after=after,
         expire_after=settings.expire_after if settings else "Never",
+        termination_grace_period=termination_grace_period(pool),
         limits=limits(pool),
         reservation_id=pool.capacity_reservation_id,
     )
@@ -189,6 +228,11 @@ def node_pool(spec: ClusterSpec, pool: NodePool) -> dict[str, Any]:
                     ],
                     "taints": [dict(t) for t in view.taints],
                     "expireAfter": plan.expire_after,
+                    **(
+                        {"terminationGracePeriod": plan.termination_grace_period}
+                        if plan.termination_grace_period
+                        else {}
+                    ),
                 },
             },
         },

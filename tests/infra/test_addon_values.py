@@ -29,11 +29,12 @@ def test_autoscaler_flags_for_gpu_groups() -> None:
     assert 0 < float(args["scale-down-utilization-threshold"]) < 1
 
 
-def test_efa_plugin_targets_only_the_efa_pools_instance_types() -> None:
+def test_efa_plugin_targets_only_the_efa_pools() -> None:
+    """Selected by pool label, not instance type (review aws.md N9; test_aws_minors_addons)."""
     prod = load_example("example-prod")
     assert efa_pools(prod) == ["h100-train"]
     values = efa_values(prod)
-    assert values["supportedInstanceLabels"]["values"] == ["p5.48xlarge"]
+    assert values["supportedInstanceLabels"]["values"] == ["h100-train"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]
     assert efa_pools(load_example("dev")) == []
 

@@ -12,7 +12,7 @@ from infra.aws.cluster import endpoint_config, placement_config
 from infra.aws.kubeconfig import kubeconfig
 from infra.aws.launch_template import launch_template_data
 from infra.aws.network import subnet_cidrs
-from infra.aws.nodepools import plan_node_groups
+from infra.aws.nodepools import plan_node_groups, plan_system_pool
 from infra.aws.tags import autoscaler_tags, partition
 from infra.errors import ConfigError
 from infra.stackfile import parse_config
@@ -181,11 +181,13 @@ def test_efa_on_demand_and_spot_pools_get_a_placement_group(capacity: str) -> No
     assert plan.launch_template({}, "sg", "pg-name")["placement"] == {"group_name": "pg-name"}
 
 
-def test_arm_pools_use_the_arm_ami() -> None:
+def test_an_arm_system_pool_uses_the_arm_ami() -> None:
+    """EKS API Nodegroup `amiType`: the AMI follows the instance's architecture (AL2023_ARM_64_STANDARD for
+    Graviton). GPU pools are amd64 only on aws (review aws.md N10, tests/infra/test_aws_minors_addons.py)."""
     config = _efa_spec("ON_DEMAND")
-    config["gpufleet:nodePools"] = [{"name": "g", "instanceType": "g5g.xlarge", "maxSize": 1}]
-    (_, plan) = plan_node_groups(parse_config(config, "t"))
-    assert plan.ami_type == "AL2023_ARM_64_NVIDIA"
+    config["gpufleet:systemPool"] = {"instanceType": "m7g.xlarge"}
+    system = plan_system_pool(parse_config(config, "t"))
+    assert system.ami_type == "AL2023_ARM_64_STANDARD"
 
 
 def test_a_pool_named_system_is_refused() -> None:

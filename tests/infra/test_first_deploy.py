@@ -64,8 +64,8 @@ EVERY_MODE_POOLS: list[dict[str, Any]] = [
     {"name": "whole", "instanceType": "g6e.xlarge", "minSize": 0, "maxSize": 2},
     {
         "name": "sliced",
-        # several types of one size (the autoscaler's rule, aws.md N14): Graviton T4G, 64 vCPU and 128 GiB
-        "instanceTypes": ["g5g.16xlarge", "g5g.metal"],
+        # several types of one size (the autoscaler's rule, aws.md N14): 8 x H200, 192 vCPU and 2 TiB
+        "instanceTypes": ["p5e.48xlarge", "p5en.48xlarge"],
         "capacityType": "SPOT",
         "minSize": 0,
         "maxSize": 4,
@@ -191,7 +191,7 @@ def test_every_flavor_resource_is_in_its_groups_node_template(stack: str) -> Non
         for name in resources:
             assert int(tags.get(f"{TEMPLATE}/resources/{name}", "0")) > 0, (pool, name, tags)
     if stack == "every-mode":
-        assert plans["sliced"].autoscaler_tags[f"{TEMPLATE}/resources/nvidia.com/gpu.shared"] == "8"  # 2 x 4
+        assert plans["sliced"].autoscaler_tags[f"{TEMPLATE}/resources/nvidia.com/gpu.shared"] == "32"  # 8 x 4
         assert plans["mig"].autoscaler_tags[f"{TEMPLATE}/resources/nvidia.com/mig-1g.10gb"] == "56"  # 8 x 7
         assert plans["efa"].autoscaler_tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] == "32"
         for pool in ("sliced", "mig"):
@@ -332,7 +332,7 @@ def test_node_monitoring_agents_dcgm_server_tolerates_the_gpu_and_pool_taints() 
         "t",
     )
     values = monitoring_agent_values(spec)
-    assert set(values) == {"dcgmAgent"}
+    assert set(values) == {"dcgmAgent", "extraObjects"}  # extraObjects: N17
     tols = values["dcgmAgent"]["tolerations"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tols
     assert {"key": "team", "operator": "Exists", "effect": "NoExecute"} in tols
@@ -476,9 +476,9 @@ def test_spot_pools_take_several_instance_types_of_one_gpu_model_and_count() -> 
     also share one size (aws.md N14; tests/infra/test_aws_minors_rules.py)."""
     spec = every_mode_spec()
     sliced = spec.pool("sliced")
-    assert sliced.instance_type == "g5g.16xlarge" and sliced.gpus_per_node == 2
+    assert sliced.instance_type == "p5e.48xlarge" and sliced.gpus_per_node == 8
     plan = {p.pool: p for p in plan_node_groups(spec)}["sliced"]
-    assert plan.instance_types == ("g5g.16xlarge", "g5g.metal")
+    assert plan.instance_types == ("p5e.48xlarge", "p5en.48xlarge")
     mixed = {"name": "m", "instanceTypes": ["g5.2xlarge", "g6e.xlarge"], "capacityType": "SPOT", "maxSize": 1}
     assert "gpufleet:nodePools[0].instanceTypes[1]: g6e.xlarge has 1 x L40S" in _problems(_config(mixed))
     both = {"name": "b", "instanceType": "g6e.xlarge", "instanceTypes": ["g5.2xlarge"], "maxSize": 1}

@@ -87,12 +87,12 @@ def test_capacity_types_and_weights(pool: dict[str, Any], capacity: list[str], w
 def test_capacity_block_is_pinned_to_its_zone_and_never_consolidated() -> None:
     """A capacity block is paid for whether used or not: consolidating its empty nodes saves nothing and
     gives the capacity up; `consolidateAfter: Never` turns consolidation off (NodePool CRD pattern
-    `^(([0-9]+(s|m|h))+|Never)$`). Drift still rolls, one node at a time."""
+    `^(([0-9]+(s|m|h))+|Never)$`). A training pool: busy nodes do not drift (see the grace-period test)."""
     spec = spec_with(BLOCK)
     np = node_pool(spec, spec.node_pools[0])
     assert requirement(np, "topology.kubernetes.io/zone") == ["us-west-2b"]
     assert np["spec"]["disruption"]["consolidateAfter"] == "Never"
-    assert {"nodes": "1", "reasons": ["Drifted"]} in np["spec"]["disruption"]["budgets"]
+    assert {"nodes": "0", "reasons": ["Drifted"]} in np["spec"]["disruption"]["budgets"]
 
 
 def test_training_consolidates_only_when_empty_and_inference_when_underutilised() -> None:
@@ -102,7 +102,7 @@ def test_training_consolidates_only_when_empty_and_inference_when_underutilised(
     i = node_pool(infer, infer.node_pools[0])["spec"]["disruption"]
     assert (t["consolidationPolicy"], t["consolidateAfter"]) == ("WhenEmpty", "10m")
     assert (i["consolidationPolicy"], i["consolidateAfter"]) == ("WhenEmptyOrUnderutilized", "30m")
-    assert {"nodes": "1", "reasons": ["Drifted"]} in t["budgets"]
+    assert {"nodes": "0", "reasons": ["Drifted"]} in t["budgets"]
     assert {"nodes": "1", "reasons": ["Drifted", "Underutilized"]} in i["budgets"]
     # Expiry is forceful in Karpenter v1 (docs, concepts/disruption "Expiration"): GPU nodes never expire by default.
     assert node_pool(train, train.node_pools[0])["spec"]["template"]["spec"]["expireAfter"] == "Never"
@@ -254,4 +254,53 @@ def test_efa_plugin_runs_on_every_type_an_efa_pool_may_launch() -> None:
             "efa": True,
         }
     )
-    assert efa_values(spec)["supportedInstanceLabels"]["values"] == ["g6e.16xlarge", "g6e.8xlarge"]
+    # by pool label, so every type the pool may launch is covered (review aws.md N9)
+    assert efa_values(spec)["supportedInstanceLabels"] == {"keys": ["gpufleet.io/pool"], "values": ["odcr"]}
+    labels = node_pool(spec, spec.node_pools[0])["spec"]["template"]["metadata"]["labels"]
+    assert labels["gpufleet.io/pool"] == "odcr"
+
+
+@pytest.mark.parametrize(
+    ("pool", "notice_s"),
+    [
+        (SPOT, 120),
+        (BLOCK, 600),
+        (ON_DEMAND, None),
+        ({**ON_DEMAND, "karpenter": {"workload": "inference"}}, None),
+    ],
+    ids=["spot", "capacity-block", "on-demand", "inference"],
+)
+def test_forced_termination_ends_in_bounded_time_with_sigterm_first(
+    pool: dict[str, Any], notice_s: int | None
+) -> None:
+    """Karpenter v1.14.1 docs, concepts/disruption.md, "Pod-Level Controls": pods with
+    `karpenter.sh/do-not-disrupt` are not evicted by the termination controller, which cannot finish until
+    they end or "the owning NodeClaim's terminationGracePeriod has elapsed"; "TerminationGracePeriod": such a
+    pod is deleted at `terminationGracePeriod - terminationGracePeriodSeconds` after the drain starts.
+    "Interruption": Spot gives a 2-minute notice; tasks/odcrs.md: Karpenter drains capacity-block nodes 10
+    minutes before EC2 terminates them. So a training pod (Kubernetes' default 30 s grace) gets SIGTERM and
+    its full grace before the instance goes, and a node deletion (`invoke destroy`, 45-minute timeout per
+    EC2NodeClass) ends within the grace period. tests/karpenter/test_crds.py checks the field against the
+    NodePool CRD (pattern `^([0-9]+(s|m|h))+$`). Review aws.md N7."""
+    spec = spec_with(pool)
+    template = node_pool(spec, spec.node_pools[0])["spec"]["template"]["spec"]
+    grace = _seconds(template["terminationGracePeriod"])
+    pod_grace = 30  # PodSpec terminationGracePeriodSeconds default
+    assert grace >= pod_grace  # the pod gets its whole grace period
+    if notice_s is not None:
+        assert grace <= notice_s - 15  # deleted before the instance goes, with time for the event to arrive
+    assert grace < 45 * 60  # inside the destroy's EC2NodeClass deletion timeout
+
+
+def test_a_grace_period_can_be_set_or_turned_off() -> None:
+    """`karpenter.terminationGracePeriod` overrides the default; `Never` leaves the field unset, which the CRD
+    describes as "the controller will wait indefinitely for pods to be drained"."""
+    given = spec_with({**SPOT, "karpenter": {"terminationGracePeriod": "1m"}})
+    assert node_pool(given, given.node_pools[0])["spec"]["template"]["spec"]["terminationGracePeriod"] == "1m"
+    never = spec_with({**SPOT, "karpenter": {"terminationGracePeriod": "Never"}})
+    assert "terminationGracePeriod" not in node_pool(never, never.node_pools[0])["spec"]["template"]["spec"]
+
+
+def _seconds(duration: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(s|m|h)", duration))

@@ -39,6 +39,8 @@ def test_documented_defaults_are_the_codes() -> None:
     text = section()
     assert f"consolidateAfter: {kp.TRAINING_CONSOLIDATE_AFTER}" in text
     assert f"inference {kp.INFERENCE_CONSOLIDATE_AFTER}" in text
-    assert "Drifted: 1 node, Empty: 20%" in text
+    assert "training: Drifted 0 nodes, Empty 20%" in text
+    assert kp.TERMINATION_GRACE == {"spot": "90s", "capacity-block": "9m", "on-demand": "15m"}
+    assert "90 s when Spot is allowed,\n9 min for a capacity block, 15 min otherwise" in text
     for heading in ("What the cluster-autoscaler cannot do", "What gpufleet does not run on Karpenter"):
         assert heading in text

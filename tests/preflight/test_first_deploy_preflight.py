@@ -261,8 +261,8 @@ def test_offerings_are_checked_for_every_instance_type_in_the_pools_zones(
     """EC2 DescribeInstanceTypeOfferings (moto serves AWS's real per-zone data): each type a pool may launch
     must be offered in each zone its group spans; a pool's own zones narrow the check."""
     pools = stack_doc("example-prod")["config"]["gpufleet:nodePools"]
-    # one size (the autoscaler's rule, aws.md N14), several types: Graviton T4G, 64 vCPU and 128 GiB each
-    pools[2]["instanceTypes"] = ["g5g.16xlarge", "g5g.metal"]
+    # one size (the autoscaler's rule, aws.md N14), several types: 8 x H200, 192 vCPU and 2 TiB each
+    pools[2]["instanceTypes"] = ["p5e.48xlarge", "p5en.48xlarge"]
     del pools[2]["instanceType"]
     pools[1]["availabilityZones"] = ["us-east-1a", "us-east-1b"]
     cluster = stack_doc("example-prod")["config"]["gpufleet:cluster"]
@@ -271,9 +271,13 @@ def test_offerings_are_checked_for_every_instance_type_in_the_pools_zones(
     aws.seed_clean(spec)
     findings = run_preflight(spec)
     errors = by_subject(findings, Severity.ERROR)
-    # g5g.* are not offered in us-east-1e: both types of the spot pool are named; l40s-infer avoids that zone
-    assert any(m.startswith("g5g.16xlarge is not offered in us-east-1e") for m in errors["pool a10g-batch"])
-    assert any(m.startswith("g5g.metal is not offered in us-east-1e") for m in errors["pool a10g-batch"])
+    # each type of the spot pool is named with the zones that lack it (moto's us-east-1 offerings: p5e in
+    # none, p5en in 1a and 1c only); l40s-infer avoids the pools' third zone
+    pool = errors["pool a10g-batch"]
+    assert any(
+        m.startswith("p5e.48xlarge is not offered in us-east-1a, us-east-1b, us-east-1e") for m in pool
+    )
+    assert any(m.startswith("p5en.48xlarge is not offered in us-east-1b, us-east-1e") for m in pool)
     assert "pool l40s-infer" not in errors
     assert (
         "g6e.12xlarge is offered in us-east-1a, us-east-1b"
