@@ -214,6 +214,11 @@ def _int_list(text: str, what: str) -> list[int]:
         "sim-as-deployed/ with --as-deployed)",
         "extender_http": "FGD-Extender through the extender's HTTP app, JSON bytes and all (default: its verbs "
         "called in-process, same placements, faster)",
+        "dynamic": "with --stack: replay jobs over time (arrivals, durations, the stack's queues, preemption, the "
+        "autoscaler) and compare the stack's policy with the naive alternatives (docs/simulation.md)",
+        "time_scale": "with --dynamic: multiply the trace's times by this (e.g. 0.01 compresses 150 days to 36 "
+        "hours; delays and timeouts stay real)",
+        "provision_delay": "with --dynamic: seconds from scale-up to a Ready node (default per instance family)",
     },
     auto_shortflags=False,  # long options only: -j, -o meant different things per task
 )
@@ -232,15 +237,21 @@ def simulate(
     twin: bool = False,
     extender_http: bool = False,
     out: str = "",
+    dynamic: bool = False,
+    time_scale: float = 1.0,
+    provision_delay: float = -1.0,
 ) -> None:
     """Replay a pod trace against placement policies; prints a comparison and writes build/<name>/sim/."""
     from rich.progress import Progress
-    from rich.table import Table
+
+    if dynamic:
+        return _simulate_dynamic(pods, stack, nodes, json, out, time_scale, provision_delay, seeds)
 
     from infra.errors import ConfigError
+    from infra.simulation_report import print_summary, print_twin_runs
     from scheduler import sim
     from scheduler.sim.protocol import describe_pod, unhostable_pods
-    from scheduler.sim.report import summarize, write_json, write_report
+    from scheduler.sim.report import write_json, write_report
 
     with user_errors():
         if not pods or bool(stack) == bool(nodes):
@@ -342,22 +353,9 @@ def simulate(
         except (sim.TraceError, sim.UnknownPolicyError) as exc:
             raise ConfigError(str(exc)) from None
     if twin_runs:
-        print_twin_runs(twin_runs, results, name)
+        print_twin_runs(console(), twin_runs, results, name)
         notes = [*notes, *twin_notes(twin_runs)]
-    table = Table(
-        title=f"{name}: {cluster.size} nodes, {int(cluster.num_gpu.sum())} GPUs; {workload.size} pods"
-    )
-    for col in ("policy", "unallocated GPU % @100", "frag amount %", "failed pods", "s/run"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
-    for s in summarize(results):
-        table.add_row(
-            s.policy,
-            f"{s.unallocated_mean:.2f} ± {s.unallocated_std:.2f}",
-            f"{s.frag_amount_mean:.2f}",
-            f"{s.failed_mean:.1f}",
-            f"{s.seconds_mean:.2f}",
-        )
-    console().print(table)
+    print_summary(console(), name, cluster, workload, results)
     context = [
         f"cluster: {stack or nodes} ({cluster.size} nodes)",
         f"pods: {pods}",
@@ -384,6 +382,67 @@ def simulate(
             twin_json = Path(json).with_suffix(".twin.json")
             write_json([r.result for r in twin_runs], twin_json)
             print(f"wrote {twin_json}")
+
+
+def _simulate_dynamic(
+    pods: str,
+    stack: str,
+    nodes: str,
+    json_path: str,
+    out: str,
+    time_scale: float,
+    provision: float,
+    seeds: str,
+) -> None:
+    """`invoke simulate --dynamic`: the stack's policy over time against the alternatives (infra.dynamic_report)."""
+    from rich.progress import Progress
+
+    from infra.dynamic_report import print_comparison, run_comparison, to_json, write_dynamic_report
+    from infra.dynamic_simulation import ALTERNATIVES, stack_world
+    from infra.errors import ConfigError
+    from scheduler.sim.errors import TraceError
+    from scheduler.sim.timed_traces import read_timed_pods
+
+    with user_errors():
+        if not pods or not stack or nodes:
+            raise ConfigError("--dynamic replays the stack's own policy: give --pods FILE and --stack NAME")
+        if not time_scale > 0:
+            raise ConfigError(f"--time-scale: must be a number > 0, got {time_scale:g}")
+        seed = _int_list(seeds, "seeds")[0] if seeds else 42
+        spec = load(stack)
+        try:
+            trace = read_timed_pods(pods)
+            made = stack_world(
+                spec,
+                trace,
+                seed=seed,
+                time_scale=time_scale,
+                provision_s=provision if provision >= 0 else None,
+            )
+        except TraceError as exc:
+            raise ConfigError(str(exc)) from None
+    world = made.world
+    context = [
+        f"stack: {spec.stack} ({world.cluster.size} nodes at maxSize, {int(world.cluster.num_gpu.sum())} GPUs)",
+        f"trace: {pods} ({world.jobs.size} GPU jobs; {made.cpu_only_jobs} CPU-only pods left out), "
+        f"time scale {time_scale:g}, seed {seed}",
+        f"teams: {', '.join(q.name for q in world.queues)}; the stack's placement: {made.stack_policy}",
+    ]
+    for line in context:
+        console().print(line)
+    total = 2 * len(ALTERNATIVES)
+    with Progress(console=console(), transient=True) as bar:
+        job = bar.add_task(f"{len(ALTERNATIVES)} approaches x with/without autoscaling", total=total)
+        results = run_comparison(world, on_done=lambda *_: bar.advance(job))
+    print_comparison(console(), f"{spec.stack}: the promise over time, {Path(pods).name}", results)
+    folder = Path(out) if out else BUILD / spec.stack / "sim-dynamic"
+    for path in write_dynamic_report(
+        results, folder, f"{spec.stack}, {Path(pods).name}", context, made.stack_approach
+    ):
+        print(f"wrote {path}")
+    if json_path:
+        Path(json_path).write_text(to_json(results, {"lines": context}))
+        print(f"wrote {json_path}")
 
 
 # ---- The twin: the stack's cluster on real components (infra.twin) ---------------------------------------
@@ -493,30 +552,6 @@ def _progress(bar: Any, job: Any, total: int) -> Callable[[Any], None]:
             )
 
     return advance
-
-
-def print_twin_runs(runs: list, results: list, name: str) -> None:  # type: ignore[type-arg]
-    """The real scheduler's replays beside the simulator's, per profile (means over the seeds)."""
-    from statistics import mean
-
-    from rich.table import Table
-
-    table = Table(title=f"{name}: through the real scheduler (twin) and in the simulator, same seeds")
-    for col in ("placement", "where", "unallocated GPU % @100", "failed pods", "pods/s"):
-        table.add_column(col, justify="left" if col in ("placement", "where") else "right")
-    twin_as = {"MostAllocated": "gpu-binpack (MostAllocated)", "FragmentationAware": "FragmentationAware"}
-    sim_as = {"MostAllocated": "gpu-binpack (MostAllocated)", "FGD-Extender": "FragmentationAware"}
-    for profile, label in twin_as.items():
-        mine = [r for r in runs if r.result.policy == profile]
-        if mine:
-            table.add_row(label, "twin", f"{mean(r.result.unallocated(100) for r in mine):.2f}",
-                          f"{mean(r.result.failed for r in mine):.1f}", f"{mean(r.pods_per_second for r in mine):.1f}")  # fmt: skip
-    for policy, label in sim_as.items():
-        mine = [r for r in results if r.policy == policy]
-        if mine:
-            table.add_row(label, "simulator", f"{mean(r.unallocated(100) for r in mine):.2f}",
-                          f"{mean(r.failed for r in mine):.1f}", "")  # fmt: skip
-    console().print(table)
 
 
 # ---- AWS: preflight and the Pulumi lifecycle (infra.preflight, infra.deploy) ----------------------------
@@ -768,6 +803,7 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
         "csv": "print CSV instead of the table",
         "price_file": "YAML/JSON map of pool name -> USD per GPU-hour (overrides catalog prices)",
         "out": "folder for the PNG plots (default: build/<stack>/usage/)",
+        "sacct": "the sacct command for a Slurm stack (default: sacct on PATH; docs/slurm.md)",
     },
     auto_shortflags=False,  # long options only: -j, -o meant different things per task
 )
@@ -781,8 +817,11 @@ def usage(
     csv: bool = False,
     price_file: str = "",
     out: str = "",
+    sacct: str = "sacct",
 ) -> None:
-    """GPU-hours per team and pool (allocated, used, idle), cost, quota use and queue waits, from Prometheus."""
+    """GPU-hours per team and pool (allocated, used, idle), cost, quota use and queue waits, from Prometheus.
+
+    On a Slurm stack (`cluster.orchestrator: slurm`): allocated GPU-hours and quota use from sacct."""
     from infra.errors import ConfigError
     from infra.monitoring.prices import gpu_hour_prices, read_price_file
     from infra.monitoring.prometheus import Prometheus
@@ -794,6 +833,15 @@ def usage(
             raise ConfigError("give at most one of --json and --csv")
         spec = load(stack)
         prices = gpu_hour_prices(spec, read_price_file(Path(price_file)) if price_file else None)
+        if spec.cluster.orchestrator == "slurm":  # no Prometheus of gpufleet's: Slurm's own accounting
+            from infra import slurm_usage
+
+            slurm = slurm_usage.slurm_usage(spec, since, until, sacct, prices)
+            if json or csv:
+                print((slurm_usage.to_json if json else slurm_usage.to_csv)(slurm), end="")
+            else:
+                slurm_usage.print_usage(slurm, console())
+            return
         report = build_report(spec, Prometheus(prometheus), since, until, prices)
     if json:
         print(to_json(report), end="")

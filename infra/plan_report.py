@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from infra.plan import Plan
+from infra.tables import print_table
 
 
 def _usd(value: float | None) -> str:
@@ -141,52 +141,17 @@ def _sections(plan: Plan) -> list[tuple[str, tuple[list[str], list[list[str]]]]]
     return sections
 
 
-def _numeric(cell: str) -> bool:
-    """Counts, ranges (0-2) and money ($1,234.50) line up on the right."""
-    return cell.lstrip("$")[:1].isdigit()
-
-
 def print_plan(plan: Plan, console: Console) -> None:
-    """The plan's tables, never cutting a value: a table whose longest words do not fit side by side in the
-    terminal is printed as one record per row instead (field, value), as `kubectl describe` does, rather
-    than with Rich's ellipses (first-use review M1: at 80 columns `$2,…`, and two pools as `a10g-s…`)."""
+    """The plan's tables, never cutting a value (`infra.tables.print_table`): a table whose longest words do
+    not fit side by side in the terminal is printed as one record per row instead (field, value), as
+    `kubectl describe` does, rather than with Rich's ellipses (first-use review M1: at 80 columns `$2,…`, and
+    two pools as `a10g-s…`)."""
     console.print(f"[bold]{_title(plan)}[/bold]")
     for title, (head, rows) in _sections(plan):
-        table = Table(title=title, title_justify="left")
-        for h in head:
-            column = [r[len(table.columns)] for r in rows]
-            table.add_column(h, justify="right" if column and all(map(_numeric, column)) else "left")
-        for row in rows:
-            table.add_row(*row)
-        if _narrowest(head, rows) <= console.width:
-            console.print(table)
-        else:
-            _print_records(console, title, head, rows)
+        print_table(console, title, head, rows)
     console.print(_totals(plan))
     for note in plan.notes:
         console.print(f"[dim]{note}[/dim]")
-
-
-def _narrowest(head: list[str], rows: list[list[str]]) -> int:
-    """The least width Rich's default table can take without cutting a word: each column as wide as its
-    longest word plus one space each side, and a border line between and around the columns."""
-    widest = [
-        max(len(word) for cell in column for word in (cell.split() or [""]))
-        for column in zip(head, *rows, strict=True)
-    ]
-    return sum(w + 2 for w in widest) + len(head) + 1
-
-
-def _print_records(console: Console, title: str, head: list[str], rows: list[list[str]]) -> None:
-    """A narrow terminal's form of a table: each row a block headed by its first cell, a field per line."""
-    console.print(f"[italic]{title}[/italic]")
-    for row in rows:
-        record = Table(title=f"{head[0]} {row[0]}", title_justify="left", show_header=False, box=None)
-        record.add_column(style="bold", no_wrap=True)
-        record.add_column(overflow="fold")
-        for field, value in zip(head[1:], row[1:], strict=True):
-            record.add_row(field, value)
-        console.print(record)
 
 
 def to_markdown(plan: Plan) -> str:

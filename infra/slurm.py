@@ -11,10 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from infra.scheduling import scheduler_inputs
 from infra.spec import ClusterSpec
+from infra.tables import print_table
 from scheduler.slurm import SlurmSite, cgroup_conf, gres_conf, sacctmgr_script, slurm_conf, team_limits
 from scheduler.slurm.policy import PartitionOptions, borrow_qos
 
@@ -135,11 +135,16 @@ def slurm_plan_rows(spec: ClusterSpec) -> tuple[list[str], list[list[str]]]:
 
 
 def print_slurm_plan(spec: ClusterSpec, console: Console) -> None:
-    """The Slurm side of `invoke plan`: accounts, limits and partitions, the Kubernetes plan's numbers."""
+    """The Slurm side of `invoke plan`: accounts, limits and partitions, the Kubernetes plan's numbers. Never
+    cut in a narrow terminal (`infra.tables.print_table`; first-use review M1): a table where its words fit,
+    otherwise one record per account and partition."""
     header, rows = slurm_plan_rows(spec)
-    table = Table(title="Slurm accounts and limits (GPU units of each partition's GRES)")
-    for i, name in enumerate(header):
-        table.add_column(name, justify="right" if i in (2, 4, 6) else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(
+        console,
+        "Slurm accounts and limits (GPU units of each partition's GRES)",
+        header,
+        rows,
+        justify=["right" if i in (2, 4, 6) else "left" for i in range(len(header))],
+        key=2,
+        heading=lambda row: f"account {row[0]}  partition {row[1]}",
+    )

@@ -7,9 +7,11 @@ import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+from rich.console import Console
 
 from infra.monitoring.usage import Row, UsageReport
+from infra.tables import Justify, print_table
 
 COLUMNS = (
     ("allocated GPU-h", "allocated_h", "{:.1f}"),
@@ -21,6 +23,7 @@ COLUMNS = (
     ("wait p50", "wait_p50_s", "{}"),
     ("wait p95", "wait_p95_s", "{}"),
 )
+JUSTIFY: list[Justify] = ["right" if i else "left" for i in range(1 + len(COLUMNS))]  # the name, then numbers
 
 
 def duration(seconds: float) -> str:
@@ -44,17 +47,19 @@ def _window(report: UsageReport) -> str:
     return f"{start} to {end}"
 
 
-def print_report(report: UsageReport, console: Any) -> None:
-    from rich.table import Table
-
+def print_report(report: UsageReport, console: Console) -> None:
+    """A table per team and per pool, never cut in a narrow terminal (`infra.tables.print_table`; first-use
+    review M1): where nine columns of numbers do not fit side by side, one record per team or pool instead.
+    `--json` and `--csv` carry the unrounded values."""
+    head = [header for header, _, _ in COLUMNS]
     for title, rows in (("team", report.teams), ("pool", report.pools)):
-        table = Table(title=f"{report.stack}: GPU usage per {title}, {report.since} ({_window(report)})")
-        table.add_column(title)
-        for header, _, _ in COLUMNS:
-            table.add_column(header, justify="right")
-        for row in rows:
-            table.add_row(row.name, *(cell(row, attr, fmt) for _, attr, fmt in COLUMNS))
-        console.print(table)
+        print_table(
+            console,
+            f"{report.stack}: GPU usage per {title}, {report.since} ({_window(report)})",
+            [title, *head],
+            [[row.name, *(cell(row, attr, fmt) for _, attr, fmt in COLUMNS)] for row in rows],
+            justify=JUSTIFY,
+        )
     for note in report.notes:
         console.print(f"note: {note}")
 

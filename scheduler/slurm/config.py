@@ -68,6 +68,9 @@ def slurm_conf(site: SlurmSite, policy: SchedulingPolicy, pools: Sequence[PoolVi
         f"PriorityWeightAge={PRIORITY_WEIGHT_AGE}",
         "PreemptType=preempt/qos",
         "PreemptMode=REQUEUE",
+        # a preempted batch job is requeued only where JobRequeue=1 or it asked for --requeue (preempt.html,
+        # PreemptMode REQUEUE); 1 is the default, written out because borrowing depends on it
+        "JobRequeue=1",
     ]
     for pool in pools:
         node: dict[str, str | int] = {"Gres": node_gres(pool)}

@@ -90,9 +90,16 @@ class SlurmCluster:
     script: Path | None = None
 
     # -- commands --------------------------------------------------------------------------------------
-    def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
+    def run(
+        self, *argv: str, check: bool = True, timeout: float = 30, env: dict[str, str] | None = None
+    ) -> str:
         done = subprocess.run(
-            argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+            argv,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(argv)}: {done.returncode}\n{done.stdout}\n{done.stderr}")
@@ -235,9 +242,18 @@ class SlurmCluster:
         return set(states) == set(self.hosts) and all(s == "idle" for s in states.values())
 
     def stop(self) -> None:
-        if self.env and self.procs and self.procs[-1].poll() is None:
-            self.run("scancel", "--full", "--user=root", check=False)
-            self.wait("no job left", lambda: not self.run("squeue", "-h", check=False).strip(), timeout=20)
+        """Cancel the jobs, then end every daemon and remove the stand-in devices, also when the jobs cannot be
+        cancelled (slurmctld never came up: squeue only ever prints its error)."""
+        try:
+            if self.env and self.procs and self.procs[-1].poll() is None:
+                self.run("scancel", "--full", "--user=root", check=False)
+                self.wait(
+                    "no job left", lambda: not self.run("squeue", "-h", check=False).strip(), timeout=20
+                )
+        finally:
+            self._end_daemons()
+
+    def _end_daemons(self) -> None:
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)

@@ -12,6 +12,12 @@ from tests.preflight.helpers import stack_doc, write_stack
 
 H100_HOSTS = ["gpu-h100-01", "gpu-h100-02"]
 L40S_HOSTS = ["gpu-l40s-01"]
+STACK_NAME = "slurm-daemons"
+
+
+def daemon_stack_file(tmp: Path) -> Path:
+    """Where `daemon_stack(tmp)` writes its stack file (for `invoke ... --stack PATH`)."""
+    return tmp / f"Pulumi.{STACK_NAME}.yaml"
 
 
 def daemon_stack(tmp: Path) -> ClusterSpec:
@@ -25,4 +31,4 @@ def daemon_stack(tmp: Path) -> ClusterSpec:
     vision, nlp = config["gpufleet:teams"]
     vision.update(quotas={"h100": 2, "l40s": 1}, borrowingLimit=2)
     nlp.update(quotas={"h100": 2}, borrowingLimit=2)
-    return load_stack(write_stack(tmp, "slurm-daemons", doc))
+    return load_stack(write_stack(tmp, STACK_NAME, doc))

@@ -229,3 +229,28 @@ def test_docs_example_is_the_example_stack() -> None:
         for sub, item in value.items():
             want = stack[key][sub]
             assert (item.items() <= want.items()) if isinstance(item, dict) else item == want, (key, sub)
+
+
+def test_usage_on_a_slurm_stack_needs_sacct_and_a_valid_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`invoke usage` on a Slurm stack reads sacct, not Prometheus: without sacct it exits 3 (a missing tool,
+    README exit codes) saying what to install; a bad --since is bad input, exit 2, before any command runs."""
+    missing = run_task(capsys, "usage", "--stack", STACK, "--sacct", str(tmp_path / "no-sacct"))
+    assert missing.returncode == 3, missing
+    assert "not found" in missing.stderr and "slurm-client" in missing.stderr, missing.stderr
+    bad = run_task(capsys, "usage", "--stack", STACK, "--since", "5x", "--sacct", str(tmp_path / "no-sacct"))
+    assert bad.returncode == 2 and "--since" in bad.stderr, bad
+
+
+def test_sacct_is_asked_for_every_run_truncated_to_the_window() -> None:
+    """sacct(1): -D keeps a requeued job's earlier runs, -T truncates each record to [-S, -E], -X one line per
+    allocation, -a every user; the window is given in sacct's YYYY-MM-DDTHH:MM:SS local time."""
+    from datetime import datetime
+
+    from infra.slurm_usage import SACCT_FIELDS, sacct_argv
+
+    argv = sacct_argv(1_700_000_000, 1_700_003_600, "/opt/slurm/bin/sacct")
+    assert argv[0] == "/opt/slurm/bin/sacct" and {"-a", "-X", "-D", "-T", "-P", "-n"} <= set(argv)
+    assert argv[argv.index("-S") + 1] == datetime.fromtimestamp(1_700_000_000).strftime("%Y-%m-%dT%H:%M:%S")
+    assert argv[-1] == "--format=" + ",".join(SACCT_FIELDS)

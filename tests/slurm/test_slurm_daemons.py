@@ -5,13 +5,19 @@ tests fail under CI=true and skip elsewhere."""
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 
 import pytest
 
+from infra.slurm_usage import Allocation, parse_sacct, run_sacct, sacct_argv, usage_from_sacct
+from tests.preflight.helpers import run_task
 from tests.slurm.cluster import SlurmCluster, ensure_packages, slurm_cluster
-from tests.slurm.daemon_stack import daemon_stack
+from tests.slurm.daemon_stack import daemon_stack, daemon_stack_file
 
 ASSOC = ("sacctmgr", "-nP", "show", "assoc", "format=cluster,account,user,share,grptres,qos,defaultqos")
 
@@ -68,3 +74,230 @@ def test_sacct_records_the_gpus_per_account(cluster: SlurmCluster) -> None:
         "sacct", "-nXP", "-j", str(job), "--format=account,alloctres"))  # fmt: skip
     line = cluster.run("sacct", "-nXP", "-j", str(job), "--format=account,alloctres").splitlines()[0]
     assert line.startswith("nlp|") and "gres/gpu:h100=1" in line, line
+
+
+# A job script that stamps its start and end (and its restart count: sbatch(1) SLURM_RESTART_COUNT, set once a job
+# was requeued) into <job id>.times, so the test knows each run's length without asking Slurm. `sleep & wait`
+# lets the TERM trap run at once when Slurm signals the job (preempt.html: a preempted job is signalled, then
+# requeued).
+STAMP = (
+    'stamp() { echo "${SLURM_RESTART_COUNT:-0} $1 $(date +%s.%N)" >> "$SLURM_JOB_ID.times"; }; '
+    "trap 'stamp end; exit 143' TERM; stamp start; "
+)
+SLOP_S = 1  # per record: sacct's whole seconds at each end, and job launch around the script's own stamps
+
+
+def _stamped(seconds: str) -> str:
+    return STAMP + f"sleep {seconds} & wait; stamp end"
+
+
+@dataclass
+class Borrowing:
+    """What the borrowing scenario saw, for the tests that check it."""
+
+    jobs: dict[str, int]  # role -> job id
+    running: dict[str, dict[str, str]]  # role -> `scontrol show job` while the borrowed job runs
+    preempted: dict[str, dict[str, str]]  # role -> `scontrol show job` once the owner's job runs
+    requeued_at: float  # the end of the borrowed job's first run (sacct)
+    runs: dict[tuple[int, int], float]  # (job id, restart count) -> seconds, from the job's own stamps
+    start: float
+    end: float
+    sacct: str  # run_sacct's text for [start, end], from the real daemons
+    sacct_latest: str  # the same sacct call without -D
+
+
+def _runs(cluster: SlurmCluster, job_ids: list[int]) -> dict[tuple[int, int], float]:
+    out: dict[tuple[int, int], float] = {}
+    for job in job_ids:
+        stamps: dict[tuple[int, str], float] = {}
+        for line in (cluster.root / "jobs" / f"{job}.times").read_text().splitlines():
+            restart, what, at = line.split()
+            stamps.setdefault((int(restart), what), float(at))
+        for (run, what), began in stamps.items():
+            if what == "start":
+                out[(job, run)] = stamps[(run, "end")] - began
+    return out
+
+
+def _epoch(scontrol_time: str) -> float:
+    return datetime.fromisoformat(scontrol_time).timestamp()  # scontrol prints local time
+
+
+@pytest.fixture(scope="module")
+def borrowing(cluster: SlurmCluster) -> Borrowing:
+    """vision holds its 2 guaranteed H100s (job `within`) and borrows nlp's 2 idle ones with vision-borrow
+    (`borrowed`), plus a shard of the time-sliced L40S (`shard`); nlp then asks for its own 2 (`owner`). Once
+    the borrowed job is requeued it is made eligible at once (scontrol update StartTime=now) so its second run
+    completes within the test; every job ends by itself, so sacct's records are final."""
+    assert cluster.script is not None
+    cluster.run("sh", str(cluster.script))
+    cluster.run("sacctmgr", "-i", "add", "user", "root", "account=vision,nlp", check=False)
+    start = math.ceil(time.time())
+    time.sleep(start - time.time())
+    jobs = {
+        "within": cluster.sbatch("--account=vision", "--gres=gpu:h100:2", "-p", "h100", script=_stamped("8")),
+        "borrowed": cluster.sbatch(
+            "--account=vision", "--qos=vision-borrow", "--gres=gpu:h100:2", "-p", "h100",
+            script=_stamped('"$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 120 || echo 2)"'),
+        ),
+        "shard": cluster.sbatch("--account=vision", "--gres=shard:1", "-p", "l40s", script=_stamped("3")),
+    }  # fmt: skip
+    for role in ("within", "borrowed"):
+        cluster.wait_state(jobs[role], "RUNNING")
+    running = {role: cluster.job(job) for role, job in jobs.items()}
+    jobs["owner"] = cluster.sbatch("--account=nlp", "--gres=gpu:h100:2", "-p", "h100", script=_stamped("4"))
+    cluster.wait_state(jobs["borrowed"], "PENDING")
+    cluster.wait_state(jobs["owner"], "RUNNING")
+    preempted = {role: cluster.job(job) for role, job in jobs.items()}
+
+    def preempted_run() -> str:
+        return cluster.run("sacct", "-nXP", "-D", "-j", str(jobs["borrowed"]), "--format=state,end",
+                           env={"SLURM_TIME_FORMAT": "%s"})  # fmt: skip
+
+    cluster.wait("the preempted run's record", lambda: "PREEMPTED|" in preempted_run())
+    requeued_at = float(preempted_run().split("PREEMPTED|", 1)[1].split()[0])
+    cluster.run("scontrol", "update", f"JobId={jobs['borrowed']}", "StartTime=now")
+    for job in jobs.values():
+        cluster.wait_state(job, "COMPLETED", timeout=60)
+    end = math.ceil(time.time())
+    time.sleep(end - time.time())
+    argv = sacct_argv(start, end)
+    cluster.wait(
+        "sacct's final records",
+        lambda: cluster.run(*argv).count("COMPLETED") == 4 and "PREEMPTED" in cluster.run(*argv),
+    )
+    latest = [a for a in argv if a != "-D"]
+    return Borrowing(jobs, running, preempted, requeued_at, _runs(cluster, list(jobs.values())), start, end,
+                     sacct=run_sacct(start, end, env=cluster.env), sacct_latest=cluster.run(*latest))  # fmt: skip
+
+
+def test_a_borrowed_job_runs_on_idle_gpus_and_is_requeued_when_the_owner_needs_them(
+    borrowing: Borrowing,
+) -> None:
+    """Borrowing that gives way, on real slurmctld. resource_limits.html ("Hierarchy": a limit on the job's QOS
+    is used before the association's): under vision-borrow (GrpTRES gres/gpu:h100=2) vision runs 2 H100s beyond
+    its account's GrpTRES of 2, on nlp's idle GPUs. slurm.conf(5) PreemptType=preempt/qos, sacctmgr(1) QOS
+    `Preempt` ("Other QOS' this QOS can preempt") and `PreemptMode`: nlp's job in QOS normal, whose Preempt list
+    holds vision-borrow, preempts the borrowed job and starts; preempt.html (slurm-22-05-8-1,
+    doc/html/preempt.shtml, PreemptMode REQUEUE): the job is requeued because JobRequeue=1; vision's job within
+    its quota (QOS normal, preempted by no QOS) keeps running. The requeued job is PENDING with Reason BeginTime,
+    Restarts=1, until cred_expire + 1 seconds after the requeue (src/slurmctld/job_mgr.c, batch_requeue_fini, at
+    slurm-22-05-8-1: begin_time = now + cred_lifetime + 1; slurm.conf(5) AuthInfo cred_expire, default 120:
+    "This also controls how long a requeued job must wait before starting again"); sacct(1) state PREEMPTED for
+    the first run. Its second run (sbatch(1) SLURM_RESTART_COUNT=1) starts the script again and completes."""
+    running, preempted = borrowing.running, borrowing.preempted
+    assert running["within"]["JobState"] == running["borrowed"]["JobState"] == "RUNNING", running
+    assert running["borrowed"]["QOS"] == "vision-borrow"
+    assert (
+        running["borrowed"]["TRES"].endswith("gres/gpu:h100=2")
+        and running["within"]["NodeList"] != (running["borrowed"]["NodeList"])
+    )
+    borrowed = preempted["borrowed"]
+    assert (borrowed["JobState"], borrowed["Reason"], borrowed["Restarts"]) == (
+        "PENDING",
+        "BeginTime",
+        "1",
+    ), borrowed
+    assert borrowed["Requeue"] == "1"
+    assert abs(_epoch(borrowed["EligibleTime"]) - (borrowing.requeued_at + 121)) <= 3, borrowed
+    assert preempted["owner"]["JobState"] == "RUNNING"
+    assert preempted["owner"]["NodeList"] == running["borrowed"]["NodeList"], preempted["owner"]
+    assert preempted["within"]["JobState"] == "RUNNING" and preempted["within"]["Restarts"] == "0"
+    states = [(a.job, a.state) for a in parse_sacct(borrowing.sacct)]
+    job = str(borrowing.jobs["borrowed"])
+    assert states.count((job, "PREEMPTED")) == 1 and states.count((job, "COMPLETED")) == 1, states
+    assert (borrowing.jobs["borrowed"], 1) in borrowing.runs  # the script ran again, as a restart
+
+
+def test_sacct_shows_a_requeued_jobs_earlier_run_only_with_duplicates(borrowing: Borrowing) -> None:
+    """sacct(1) -D, --duplicates: without it sacct returns the most recent record of a job id, so the preempted
+    run of the requeued job (and its GPU-hours) is missing; `run_sacct` passes -D."""
+    job = str(borrowing.jobs["borrowed"])
+    latest = [(a.job, a.state) for a in parse_sacct(borrowing.sacct_latest)]
+    assert (job, "COMPLETED") in latest and (job, "PREEMPTED") not in latest, latest
+    assert (job, "PREEMPTED") in [(a.job, a.state) for a in parse_sacct(borrowing.sacct)]
+
+
+def test_the_parser_reads_what_the_real_sacct_printed(borrowing: Borrowing, cluster: SlurmCluster) -> None:
+    """parse_sacct on sacct's own output: one record per run, the account, partition, QOS, state, and the GRES
+    of AllocTRES (slurm.conf(5) AccountingStorageTRES=gres/gpu,gres/gpu:h100,gres/shard) equal to what
+    `scontrol show job` said of each job's TRES; -T: a record's ElapsedRaw lies within the window."""
+    by_job: dict[str, list[Allocation]] = {}
+    for alloc in parse_sacct(borrowing.sacct):
+        by_job.setdefault(alloc.job, []).append(alloc)
+    assert set(by_job) == {str(j) for j in borrowing.jobs.values()}, borrowing.sacct
+    for role, job in borrowing.jobs.items():
+        shown = cluster.job(job)
+        for alloc in by_job[str(job)]:
+            assert (alloc.account, alloc.partition, alloc.qos) == (
+                shown["Account"], shown["Partition"], shown["QOS"]), (role, alloc)  # fmt: skip
+            gres = {
+                k: int(v)
+                for k, v in (t.split("=") for t in shown["TRES"].split(","))
+                if k.startswith("gres/")
+            }
+            assert {k: v for k, v in alloc.tres.items() if k.startswith("gres/")} == gres, (role, alloc)
+            assert 0 < alloc.seconds <= borrowing.end - borrowing.start
+
+
+def test_usage_from_sacct_is_the_jobs_gpu_seconds(borrowing: Borrowing, cluster: SlurmCluster) -> None:
+    """`invoke usage` on a Slurm stack: allocated GPU-hours per team (account) and pool (partition) from the real
+    sacct equal the GPUs of each run x its length from the job's own stamps, within SLOP_S seconds per record; a
+    shard of the time-sliced L40S (replicas 2) is half a GPU; the preempted run counts (it held its GPUs) and is
+    reported as preempted, the borrowed job's runs as borrowed; quota GPU-hours are the team's guaranteed GPUs x
+    the window."""
+    runs, jobs = borrowing.runs, borrowing.jobs
+
+    def gpu_s(*keys: tuple[int, int], gpus: float = 2) -> float:
+        return sum(gpus * runs[k] for k in keys)
+
+    within, shard, owner = (jobs["within"], 0), (jobs["shard"], 0), (jobs["owner"], 0)
+    first, second = (jobs["borrowed"], 0), (jobs["borrowed"], 1)
+    want = {
+        ("team", "vision"): (gpu_s(within, first, second) + gpu_s(shard, gpus=0.5), 2 * 3 + 0.5),
+        ("team", "nlp"): (gpu_s(owner), 2.0),
+        ("pool", "h100"): (gpu_s(within, first, second, owner), 2 * 4.0),
+        ("pool", "l40s"): (gpu_s(shard, gpus=0.5), 0.5),
+    }
+    report = usage_from_sacct(cluster.spec, borrowing.sacct, "test", borrowing.start, borrowing.end)
+    rows = {("team", r.name): r for r in report.teams} | {("pool", r.name): r for r in report.pools}
+    for key, (seconds, gpus) in want.items():
+        assert abs(rows[key].allocated_h * 3600 - seconds) <= gpus * SLOP_S, (key, rows[key], seconds)
+    vision = rows[("team", "vision")]
+    assert abs(vision.borrowed_h * 3600 - gpu_s(first, second)) <= 2 * 2 * SLOP_S, vision
+    assert abs(vision.preempted_h * 3600 - gpu_s(first)) <= 2 * SLOP_S, vision
+    assert (vision.jobs, rows[("team", "nlp")].jobs) == (4, 1)
+    hours = (borrowing.end - borrowing.start) / 3600
+    assert vision.quota_h == pytest.approx(3 * hours) and rows[("pool", "h100")].quota_h == pytest.approx(
+        4 * hours
+    )
+    assert vision.quota_utilisation == pytest.approx(vision.allocated_h / vision.quota_h)
+    print({k: round(r.allocated_h * 3600, 1) for k, r in rows.items()}, "GPU-s; want", want)
+
+
+def test_invoke_usage_on_the_slurm_stack_reads_sacct(
+    borrowing: Borrowing,
+    cluster: SlurmCluster,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The task end to end against the real daemons: `invoke usage --stack PATH --json --since 1m --until T` runs
+    sacct (SLURM_CONF names the cluster) and prints the report of the same window as `usage_from_sacct`."""
+    monkeypatch.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+    stack = str(daemon_stack_file(cluster.root.parent))
+    end = str(borrowing.end)
+    result = run_task(capsys, "usage", "--stack", stack, "--json", "--since", "1m", "--until", end)
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    text = run_sacct(borrowing.end - 60, borrowing.end, env=cluster.env)
+    want = usage_from_sacct(
+        cluster.spec, text, "1m", borrowing.end - 60, borrowing.end, {"h100": None, "l40s": None}
+    )
+    assert got == json.loads(json.dumps(want.as_dict())), got
+    assert got["source"] == "sacct" and got["teams"][0]["name"] == "vision"
+    assert got["teams"][0]["allocated_gpu_hours"] > 0 and got["teams"][0]["preempted_gpu_hours"] > 0
+    table = run_task(capsys, "usage", "--stack", stack, "--since", "1m", "--until", end)
+    assert table.returncode == 0 and "preempted GPU-h" in table.stdout, table
+    assert run_task(capsys, "usage", "--stack", stack, "--csv", "--since", "1m").stdout.startswith(
+        "kind,name,"
+    )

@@ -1,0 +1,487 @@
+"""The event loop of the dynamic simulation: Kueue admission, placement, the autoscaler, jobs finishing.
+
+What each step models, and the upstream rule it follows:
+
+- **Admission is by quota** (Kueue "Cluster Queue", quota and borrowing): a job is admitted to the first
+  flavor (pool) of its queue's list where its units fit the queue's nominal quota; failing that (flavor
+  fungibility `whenCanBorrow: TryNextFlavor`) the first where it fits by borrowing the cohort's unused quota,
+  up to the queue's `borrowingLimit` and never taking what another queue keeps back below its `lendingLimit`.
+  Admission does not look at nodes: an admitted job's pods then wait for room (placement, autoscaler).
+- **Queueing** is `BestEffortFIFO`: pending jobs are tried in order of priority, then of queueing time; one
+  that does not fit is skipped and the ones behind it may still go. `strict_fifo` (StrictFIFO) stops at it.
+- **Preemption** (the ClusterQueue's `preemption`): with `reclaimWithinCohort: Any`, a job that fits its own
+  nominal quota takes it back from queues that borrow in that pool, lowest priority and most recently
+  admitted first; with `withinClusterQueue: LowerPriority`, a job may evict lower-priority jobs of its own
+  queue. A preempted job loses its run (the GPU-hours it had are counted as thrown away) and is requeued
+  (`requeuingStrategy.timestamp: Eviction`: it queues from the time of its eviction).
+- **Gangs**: a job's pods are placed one by one as room appears; each placed pod holds its GPUs; the job runs
+  when all run. With `waitForPodsReady`, a job whose pods are not all running within the timeout is evicted
+  and requeued, freeing what its placed pods held (Kueue "Sequential admission with ready pods").
+- **Placement**: each pod goes to the ready node of its admitted pool the placement policy scores highest
+  (the same policies and scoring code as the placement replay, ``scheduler.sim.policies``).
+- **Autoscaler**: with `autoscale`, a pool starts at `min_nodes`; pods that find no room make it add nodes
+  (enough for the pending units, up to the pool's nodes), each Ready after the pool's provisioning delay; a
+  node empty for `scale_down_unneeded_s` is removed while the pool is above `min_nodes`
+  (cluster-autoscaler FAQ, "How does scale-down work?": unneeded for `--scale-down-unneeded-time`).
+
+Deterministic: the only randomness is the policy's rng, seeded by `Settings.seed`; ties go by job index.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.sim.dynamic.model import World
+from scheduler.sim.dynamic.report import Recorder, Result
+from scheduler.sim.frag import NodeFragmentation
+from scheduler.sim.model import MILLI
+from scheduler.sim.policies import Context, Policy, make_policy
+from scheduler.sim.runner import _score
+from scheduler.sim.shapes import build_shapes, target_workload
+from scheduler.sim.state import ClusterState
+
+ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT = range(5)
+WAITING, ADMITTED, RUNNING, DONE = range(4)
+UNLIMITED = 10**12
+
+
+@dataclass
+class _Job:
+    """A job's live state."""
+
+    queued_at: float  # when it (re)entered the queue: the FIFO key
+    state: int = WAITING
+    pool: int = -1
+    units: int = 0
+    admitted_at: float = 0.0
+    started_at: float = 0.0
+    first_start: float | None = None
+    run: int = 0  # bumps on every admission, so stale FINISH/READY_TIMEOUT events are ignored
+    placed: list[tuple[int, list[int]]] = field(default_factory=list)
+
+
+class Simulation:
+    """One run over a :class:`World`; :meth:`run` returns the :class:`Result`."""
+
+    def __init__(self, world: World, check: bool = False) -> None:
+        self.w = world
+        self.check = check
+        c, jobs = world.cluster, world.jobs
+        self.pool_index = {p.name: i for i, p in enumerate(world.pools)}
+        self.node_pool = np.full(c.size, -1, dtype=np.int64)
+        for i, pool in enumerate(world.pools):
+            self.node_pool[list(pool.nodes)] = i
+        self.state = ClusterState(c)
+        self.shapes = build_shapes(jobs.workload, c)
+        frag = NodeFragmentation(
+            self.state, target_workload(jobs.workload), self.shapes.node_model, sorted(set(c.gpu_model))
+        )
+        self.policy: Policy = make_policy(world.settings.policy, **world.settings.policy_params)
+        rng = np.random.default_rng(world.settings.seed)
+        self.policy.bind(Context(c, self.state, self.shapes, frag, rng, "policy", jobs.workload))
+        self.frag = frag
+        self.static = np.column_stack((c.cpu_milli, c.memory_mib, c.num_gpu, self.shapes.node_model))
+        n_pools, n_queues = len(world.pools), len(world.queues)
+        # Quota, in each pool's units.
+        self.nominal = np.zeros((n_queues, n_pools), dtype=np.int64)
+        self.borrow = np.zeros((n_queues, n_pools), dtype=np.int64)
+        self.lend = np.zeros((n_queues, n_pools), dtype=np.int64)
+        self.access = np.zeros((n_queues, n_pools), dtype=bool)
+        self.flavors: list[list[int]] = []
+        for q, queue in enumerate(world.queues):
+            order = [self.pool_index[f] for f in queue.flavors if f in self.pool_index]
+            self.flavors.append(order)
+            for p in order:
+                name = world.pools[p].name
+                self.access[q, p] = True
+                self.nominal[q, p] = queue.nominal.get(name, 0)
+                b = queue.borrowing_limit.get(name)
+                self.borrow[q, p] = UNLIMITED if b is None else b
+                lend = queue.lending_limit.get(name)
+                self.lend[q, p] = self.nominal[q, p] if lend is None else min(lend, self.nominal[q, p])
+        self.capacity = np.array(
+            [len(p.nodes) * self._gpus_per_node(p.nodes) * p.units_per_gpu for p in world.pools],
+            dtype=np.int64,
+        )
+        self.usage = np.zeros((n_queues, n_pools), dtype=np.int64)
+        # Per job: units per pod in each pool (whole GPUs: num_gpu x units/GPU; a share: one unit).
+        wl = jobs.workload
+        share = (wl.gpu_milli > 0) & (wl.gpu_milli < MILLI)
+        self.pod_units = np.where(share, 1, wl.num_gpu)  # x units_per_gpu for whole GPUs, below
+        self.size = (jobs.pods * wl.num_gpu * wl.gpu_milli).tolist()  # orders jobs by what they ask
+        self.allowed: list[list[int]] = [
+            [self.pool_index[s] for s in spec.split("|") if s in self.pool_index] for spec in wl.gpu_spec
+        ]
+        self.jobs = [_Job(queued_at=float(t)) for t in jobs.arrival]
+        self.events: list[tuple[float, int, int, int, int]] = []
+        self.seq = itertools.count()
+        self.waiting: list[tuple[int, float, int]] = []  # sorted (-priority, queued_at, job)
+        self.fresh: list[int] = []  # arrived since the last cycle
+        self.quota_freed = False
+        self.pending: list[list[int]] = [[] for _ in world.pools]  # admitted jobs with pods to place, by pool
+        self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
+        self.dirty_pools: set[int] = set()
+        self.ready = np.zeros(c.size, dtype=bool)
+        self.provisioning = np.zeros(c.size, dtype=bool)
+        self.empty_since = np.full(c.size, -1.0)
+        for pool in world.pools:
+            up = pool.nodes if not world.settings.autoscale else pool.nodes[: pool.min_nodes]
+            self.ready[list(up)] = True
+            self.empty_since[list(up)] = 0.0
+        self.unhostable = self._unhostable()
+        self.recorder = Recorder(world, self)
+        self.recorder.unhostable = len(self.unhostable)
+        for j, t in enumerate(jobs.arrival.tolist()):
+            if j not in self.unhostable:
+                self._push(t, ARRIVE, j)
+        if world.settings.autoscale:
+            for n in np.flatnonzero(self.ready):
+                self._schedule_idle_check(int(n), 0.0)
+
+    def _unhostable(self) -> set[int]:
+        """Drop from each job's pools those whose nodes cannot hold one of its pods even when empty; return the
+        jobs left with none.
+
+        Kueue assigns a flavor by quota alone, so it would admit such a job there and its pods would stay
+        Pending for ever (evicted and readmitted at every waitForPodsReady timeout, the autoscaler adding
+        nodes that cannot take them). Those pools are not offered; jobs no pool can host are left out and
+        counted, as the placement replay counts pods no node can host."""
+        c, wl = self.w.cluster, self.w.jobs.workload
+        out = set()
+        cache: dict[tuple[int, int, int, int], bool] = {}
+        for j in range(wl.size):
+            kept = []
+            for p in self.allowed[j]:
+                key = (p, int(wl.cpu_milli[j]), int(wl.memory_mib[j]), int(wl.num_gpu[j]))
+                if key not in cache:
+                    nodes = list(self.w.pools[p].nodes)
+                    cache[key] = bool(
+                        (
+                            (c.cpu_milli[nodes] >= key[1])
+                            & (c.memory_mib[nodes] >= key[2])
+                            & (c.num_gpu[nodes] >= key[3])
+                        ).any()
+                    )
+                if cache[key]:
+                    kept.append(p)
+            self.allowed[j] = kept
+            if not any(p in kept for p in self.flavors[int(self.w.jobs.queue[j])]):
+                out.add(j)
+        return out
+
+    def _gpus_per_node(self, nodes: tuple[int, ...]) -> int:
+        return int(self.w.cluster.num_gpu[list(nodes)].max()) if nodes else 0
+
+    def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
+        heapq.heappush(self.events, (t, next(self.seq), kind, a, b))
+
+    # ---- units ------------------------------------------------------------------------------------------
+
+    def units(self, j: int, p: int) -> int:
+        """Units job ``j`` takes in pool ``p``."""
+        wl = self.w.jobs.workload
+        per_pod = int(self.pod_units[j])
+        if 0 < wl.gpu_milli[j] < MILLI:
+            return per_pod * int(self.w.jobs.pods[j])
+        return per_pod * self.w.pools[p].units_per_gpu * int(self.w.jobs.pods[j])
+
+    # ---- the loop ---------------------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        t = 0.0
+        while self.events:
+            t = self.events[0][0]
+            self.recorder.advance(t)
+            while self.events and self.events[0][0] == t:
+                _, _, kind, a, b = heapq.heappop(self.events)
+                self._handle(t, kind, a, b)
+            self._admit(t)
+            self._place(t)
+            if self.w.settings.autoscale:
+                self._scale_up(t)
+            self.recorder.sample(t)
+            if self.check:
+                self._check()
+        return self.recorder.result(t)
+
+    def _handle(self, t: float, kind: int, a: int, b: int) -> None:
+        if kind == ARRIVE:
+            self._enqueue(a, t)
+            self.fresh.append(a)
+        elif kind == FINISH:
+            job = self.jobs[a]
+            if job.state == RUNNING and job.run == b:
+                self._release(a, t)
+                job.state = DONE
+                self.recorder.finished(a, t)
+        elif kind == READY_TIMEOUT:
+            job = self.jobs[a]
+            if job.state == ADMITTED and job.run == b:
+                self.recorder.timed_out(a)
+                self._evict(a, t)
+        elif kind == NODE_READY:
+            if self.provisioning[a]:
+                self.provisioning[a] = False
+                self.ready[a] = True
+                self.empty_since[a] = t
+                self.dirty_pools.add(int(self.node_pool[a]))
+                self._schedule_idle_check(a, t)
+        elif kind == IDLE_CHECK:
+            self._idle_check(a, t)
+
+    # ---- queueing and admission -------------------------------------------------------------------------
+
+    def _enqueue(self, j: int, t: float) -> None:
+        job = self.jobs[j]
+        job.state, job.queued_at, job.pool = WAITING, t, -1
+        bisect.insort(self.waiting, (-int(self.w.jobs.priority[j]), t, j))
+        self.recorder.waiting(j, +1)
+
+    def _available(self, q: int, p: int) -> int:
+        """Units queue ``q`` could still take in pool ``p``: its own limit and what the cohort can lend."""
+        own = self.nominal[q, p] + self.borrow[q, p] - self.usage[q, p]
+        kept = np.maximum(self.nominal[:, p] - self.lend[:, p] - self.usage[:, p], 0)
+        kept[q] = 0
+        cohort = self.capacity[p] - self.usage[:, p].sum() - kept.sum()
+        return int(min(own, cohort))
+
+    def _admit(self, t: float) -> None:
+        if self.quota_freed:
+            candidates = [j for _, _, j in self.waiting]
+        else:  # nothing freed: only jobs that arrived since could newly fit
+            candidates = sorted(
+                self.fresh, key=lambda j: (-int(self.w.jobs.priority[j]), self.jobs[j].queued_at, j)
+            )
+        self.fresh.clear()
+        self.quota_freed = False
+        strict = self.w.settings.strict_fifo
+        # Within a cycle quota only tightens, so a job no smaller than one that failed with the same queue,
+        # pools and priority fails too: skip it without trying (the scan stays linear in the queue).
+        failed: dict[tuple[int, str, int], int] = {}
+        jobs, spec, size = self.w.jobs, self.w.jobs.workload.gpu_spec, self.size
+        for j in candidates:
+            if self.jobs[j].state != WAITING:
+                continue
+            key = (int(jobs.queue[j]), spec[j], int(jobs.priority[j]))
+            if key in failed and size[j] >= failed[key]:
+                if strict:
+                    break
+                continue
+            if not self._try_admit(j, t):
+                failed[key] = min(failed.get(key, size[j]), size[j])
+                if strict:
+                    break
+
+    def _try_admit(self, j: int, t: float) -> bool:
+        q = int(self.w.jobs.queue[j])
+        options = [p for p in self.flavors[q] if p in self.allowed[j]]
+        # nominal first, then borrowing (flavorFungibility whenCanBorrow: TryNextFlavor)
+        for p in options:
+            need = self.units(j, p)
+            if self.usage[q, p] + need <= self.nominal[q, p] and self._available(q, p) >= need:
+                self._admit_to(j, q, p, need, t)
+                return True
+        for p in options:
+            need = self.units(j, p)
+            if self._available(q, p) >= need:
+                self._admit_to(j, q, p, need, t)
+                return True
+        for p in options:
+            if self._preempt_for(j, q, p, t):
+                self._admit_to(j, q, p, self.units(j, p), t)
+                return True
+        return False
+
+    def _preempt_for(self, j: int, q: int, p: int, t: float) -> bool:
+        """Free room for ``j`` in pool ``p`` by preemption, if Kueue's rules allow enough victims."""
+        s, need = self.w.settings, self.units(j, p)
+        prio = int(self.w.jobs.priority[j])
+        victims: list[int] = []
+        reclaim = s.reclaim_within_cohort and self.usage[q, p] + need <= self.nominal[q, p]
+        if not reclaim and not s.preempt_lower_priority:
+            return False
+        order = sorted(
+            self.admitted_in[p], key=lambda v: (int(self.w.jobs.priority[v]), -self.jobs[v].admitted_at, -v)
+        )
+        usage = self.usage[:, p].copy()
+        for v in order:
+            if self._fits_after(q, p, need, usage):
+                break
+            qv = int(self.w.jobs.queue[v])
+            # reclaimWithinCohort: only from queues that borrow in this pool, while they still do
+            other = reclaim and qv != q and usage[qv] > self.nominal[qv, p]
+            lower = s.preempt_lower_priority and qv == q and int(self.w.jobs.priority[v]) < prio
+            if other or lower:
+                victims.append(v)
+                usage[qv] -= self.jobs[v].units
+        if not victims or not self._fits_after(q, p, need, usage):
+            return False
+        for v in victims:
+            self.recorder.preempted(v, t)
+            self._evict(v, t)
+        return True
+
+    def _fits_after(self, q: int, p: int, need: int, usage: np.ndarray) -> bool:
+        own = self.nominal[q, p] + self.borrow[q, p] - usage[q]
+        kept = np.maximum(self.nominal[:, p] - self.lend[:, p] - usage, 0)
+        kept[q] = 0
+        return bool(min(own, self.capacity[p] - usage.sum() - kept.sum()) >= need)
+
+    def _admit_to(self, j: int, q: int, p: int, need: int, t: float) -> None:
+        job = self.jobs[j]
+        i = bisect.bisect_left(self.waiting, (-int(self.w.jobs.priority[j]), job.queued_at, j))
+        del self.waiting[i]
+        self.recorder.waiting(j, -1)
+        job.state, job.pool, job.units, job.admitted_at = ADMITTED, p, need, t
+        job.run += 1
+        job.placed = []
+        self.usage[q, p] += need
+        self.admitted_in[p].add(j)
+        self.pending[p].append(j)
+        self.dirty_pools.add(p)
+        self.recorder.pending(j, +1)
+        timeout = self.w.settings.pods_ready_timeout_s
+        if timeout is not None:
+            self._push(t + timeout, READY_TIMEOUT, j, job.run)
+
+    def _evict(self, j: int, t: float) -> None:
+        """Preemption or a waitForPodsReady timeout: free the pods and the quota, requeue the job."""
+        job = self.jobs[j]
+        if job.state == ADMITTED:
+            self.pending[job.pool].remove(j)
+            self.recorder.pending(j, -1)
+        self._release(j, t)
+        self._enqueue(j, t)
+
+    def _release(self, j: int, t: float) -> None:
+        job = self.jobs[j]
+        if job.state == RUNNING:
+            self.recorder.stopped(j, t)
+        q = int(self.w.jobs.queue[j])
+        self.usage[q, job.pool] -= job.units
+        self.admitted_in[job.pool].discard(j)
+        s = int(self.shapes.pod_shape[j])
+        cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])
+        milli = int(self.shapes.gpu_milli[s])
+        for node, gpus in job.placed:
+            self.state.release(node, cpu, mem, gpus, milli)
+            if self.policy.live_frag:
+                self.frag.update(node)
+            if self.state.pods[node] == 0 and self.ready[node]:
+                self.empty_since[node] = t
+                self._schedule_idle_check(node, t)
+        job.placed = []
+        self.quota_freed = True
+        self.dirty_pools.add(job.pool)
+
+    # ---- placement --------------------------------------------------------------------------------------
+
+    def _place(self, t: float) -> None:
+        for p in sorted(self.dirty_pools):
+            still: list[int] = []
+            nodes = np.flatnonzero(self.ready & (self.node_pool == p))
+            for j in self.pending[p]:
+                if not self._place_job(j, nodes, t):
+                    still.append(j)
+            self.pending[p] = still
+        self.dirty_pools.clear()
+
+    def _place_job(self, j: int, nodes: np.ndarray, t: float) -> bool:
+        job = self.jobs[j]
+        s = int(self.shapes.pod_shape[j])
+        cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])
+        milli = int(self.shapes.gpu_milli[s])
+        share = bool(self.shapes.is_share[s])
+        while len(job.placed) < int(self.w.jobs.pods[j]) and len(nodes):
+            score, gpu = _score(self.policy, s, nodes, self.static, share)
+            # the policies choose over the whole cluster's column (RoundRobin keeps its turn by node index)
+            column = np.full(self.w.cluster.size, -1, dtype=np.int64)
+            column[nodes] = score
+            node = self.policy.choose_node(column, s)
+            if node < 0:
+                break
+            node_i = int(np.searchsorted(nodes, node))
+            gpus = self.policy.choose_gpus(node, s, int(gpu[node_i]) if gpu is not None else 0)
+            self.state.allocate(node, cpu, mem, gpus, milli)
+            self.policy.placed(node, s)
+            if self.policy.live_frag:
+                self.frag.update(node)
+            self.empty_since[node] = -1.0
+            job.placed.append((node, gpus))
+        if len(job.placed) < int(self.w.jobs.pods[j]):
+            return False
+        job.state, job.started_at = RUNNING, t
+        if job.first_start is None:
+            job.first_start = t
+        self.recorder.pending(j, -1)
+        self.recorder.started(j, t)
+        self._push(t + float(self.w.jobs.duration[j]), FINISH, j, job.run)
+        return True
+
+    # ---- the autoscaler ---------------------------------------------------------------------------------
+
+    def _scale_up(self, t: float) -> None:
+        for p, jobs in enumerate(self.pending):
+            if not jobs:
+                continue
+            pool = self.w.pools[p]
+            per_node = self._gpus_per_node(pool.nodes) * pool.units_per_gpu
+            if per_node == 0:
+                continue
+            want = 0
+            for j in jobs:
+                placed = len(self.jobs[j].placed)
+                want += (
+                    self.units(j, p) * (int(self.w.jobs.pods[j]) - placed) // max(int(self.w.jobs.pods[j]), 1)
+                )
+            members = np.array(pool.nodes, dtype=np.int64)
+            coming = int(self.provisioning[members].sum())
+            needed = -(-want // per_node) - coming
+            if needed <= 0:
+                continue
+            free = members[~self.ready[members] & ~self.provisioning[members]][:needed]
+            for n in free.tolist():
+                self.provisioning[n] = True
+                self._push(t + pool.provision_s, NODE_READY, n)
+
+    def _schedule_idle_check(self, node: int, t: float) -> None:
+        if not self.w.settings.autoscale:  # a fixed cluster keeps its nodes
+            return
+        self._push(t + self.w.settings.scale_down_unneeded_s, IDLE_CHECK, node)
+
+    def _idle_check(self, node: int, t: float) -> None:
+        since = self.empty_since[node]
+        if not self.ready[node] or since < 0 or t - since < self.w.settings.scale_down_unneeded_s:
+            return
+        p = int(self.node_pool[node])
+        pool = self.w.pools[p]
+        members = np.array(pool.nodes, dtype=np.int64)
+        if int(self.ready[members].sum()) <= pool.min_nodes:
+            return
+        self.ready[node] = False
+        self.empty_since[node] = -1.0
+
+    # ---- invariants (tests) -----------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        self.state.check()
+        if (self.usage < 0).any():
+            raise AssertionError("negative quota usage")
+        for p in range(len(self.w.pools)):
+            if self.usage[:, p].sum() > self.capacity[p]:
+                raise AssertionError(f"pool {self.w.pools[p].name}: admitted beyond its capacity")
+        if (self.usage > self.nominal + self.borrow).any():
+            raise AssertionError("a queue is beyond its nominal quota plus borrowing limit")
+        held = self.state.alloc_gpu.sum(axis=1)
+        if (held[~self.ready] > 0).any():
+            raise AssertionError("GPUs allocated on a node that is not ready")
+
+
+def simulate(world: World, check: bool = False) -> Result:
+    """Run ``world`` to the end (every job finished, or no event left); ``check`` tests invariants per step."""
+    return Simulation(world, check=check).run()

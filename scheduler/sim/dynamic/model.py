@@ -1,0 +1,103 @@
+"""Inputs of the dynamic simulation: pools that scale, queues with quotas, and jobs that arrive and finish.
+
+The placement replay (``scheduler.sim.runner``) answers where pods land when they arrive and never leave. The
+dynamic simulation adds time: jobs arrive, wait in their team's queue, are admitted against quota (Kueue's
+ClusterQueues), get nodes (the placement policy, the autoscaler), run for their duration and leave. Everything
+here is plain data; ``infra.dynamic_simulation`` builds it from a stack's compiled policy.
+
+Quota is counted in a pool's own units, as Kueue counts the pool's resource: one unit per GPU for an exclusive
+pool (``nvidia.com/gpu``), ``replicas`` per GPU for a time-sliced pool (``nvidia.com/gpu.shared``), the MIG
+instances per GPU for a MIG pool. A pod asking whole GPUs takes ``num_gpu`` units of an exclusive pool; a pod
+asking part of a GPU takes one unit of a sharing pool (the device plugin gives a container one replica).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.sim.model import MILLI, Cluster, Workload
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A node group: its nodes (indices into the cluster), quota units per GPU and how it scales."""
+
+    name: str
+    nodes: tuple[int, ...]
+    units_per_gpu: int = 1
+    min_nodes: int = 0
+    provision_s: float = 600.0  # from the autoscaler's decision to a Ready node
+    node_price_hour: float | None = None  # None: no price known (bare metal)
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A team's ClusterQueue: per pool its nominal quota, borrowing and lending limits (None: no limit).
+
+    ``flavors`` is the order Kueue tries the pools in (the resource group's flavor list); a pool missing from
+    it is one the team cannot use at all."""
+
+    name: str
+    flavors: tuple[str, ...]
+    nominal: dict[str, int]
+    borrowing_limit: dict[str, int | None] = field(default_factory=dict)
+    lending_limit: dict[str, int | None] = field(default_factory=dict)
+    weight: float = 1.0  # fair-sharing weight (reported against the share the team got)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the cluster behaves: Kueue's queueing and preemption, the autoscaler, the placement policy."""
+
+    policy: str = "MostAllocated"
+    policy_params: dict[str, int] = field(default_factory=dict)
+    autoscale: bool = True  # False: every node of every pool is up all the time
+    strict_fifo: bool = False  # StrictFIFO: a head that does not fit blocks the jobs behind it
+    reclaim_within_cohort: bool = True  # Kueue `reclaimWithinCohort: Any`
+    preempt_lower_priority: bool = True  # Kueue `withinClusterQueue: LowerPriority`
+    pods_ready_timeout_s: float | None = 1800.0  # Kueue `waitForPodsReady.timeout`; None: off
+    scale_down_unneeded_s: float = 600.0  # cluster-autoscaler `--scale-down-unneeded-time`
+    seed: int = 42
+
+
+@dataclass(frozen=True, eq=False)
+class Jobs:
+    """Jobs in arrival order. ``workload`` has one row per job: the request of each of its ``pods`` pods, with
+    ``gpu_spec`` the pools the job may use (``a|b``); ``queue`` indexes the queues, ``priority`` is the
+    WorkloadPriorityClass value."""
+
+    arrival: np.ndarray  # seconds
+    duration: np.ndarray  # seconds of running once every pod runs
+    pods: np.ndarray
+    queue: np.ndarray
+    priority: np.ndarray
+    workload: Workload
+
+    def __post_init__(self) -> None:
+        n = self.workload.size
+        if not (len(self.arrival) == len(self.duration) == len(self.pods) == len(self.queue) == n):
+            raise ValueError("job arrays must all have one entry per job")
+        if len(self.priority) != n:
+            raise ValueError("job arrays must all have one entry per job")
+
+    @property
+    def size(self) -> int:
+        return self.workload.size
+
+    @property
+    def gpus(self) -> np.ndarray:
+        """GPU-equivalents each job holds while it runs (pods x GPUs x fraction)."""
+        return self.pods * self.workload.num_gpu * self.workload.gpu_milli / MILLI
+
+
+@dataclass(frozen=True, eq=False)
+class World:
+    """One dynamic simulation's whole input."""
+
+    cluster: Cluster  # gpu_model of a node = its pool's name
+    pools: tuple[Pool, ...]
+    queues: tuple[Queue, ...]
+    jobs: Jobs
+    settings: Settings = Settings()
