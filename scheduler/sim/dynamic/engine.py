@@ -12,7 +12,8 @@ What each step models, and the upstream rule it follows:
 - **Preemption** (the ClusterQueue's `preemption`): with `reclaimWithinCohort: Any`, a job that fits its own
   nominal quota takes it back from queues that borrow in that pool, lowest priority and most recently
   admitted first; with `withinClusterQueue: LowerPriority`, a job may evict lower-priority jobs of its own
-  queue. A preempted job loses its run (the GPU-hours it had are counted as thrown away) and is requeued
+  queue. Candidates are taken as Kueue orders them (v0.19.2 `preemption/common/ordering.go`): other queues'
+  first, then lower priority, then the most recently admitted. A preempted job loses its run (the GPU-hours it had are counted as thrown away) and is requeued
   (`requeuingStrategy.timestamp: Eviction`: it queues from the time of its eviction).
 - **Gangs**: a job's pods are placed one by one as room appears; each placed pod holds its GPUs; the job runs
   when all run. With `waitForPodsReady`, a job whose pods are not all running within the timeout is evicted
@@ -205,9 +206,13 @@ class Simulation:
             if self.w.settings.autoscale:
                 self._scale_up(t)
             self.recorder.sample(t)
-            if self.check:
-                self._check()
+            self.after_cycle(t)
         return self.recorder.result(t)
+
+    def after_cycle(self, t: float) -> None:
+        """Called once the events of time ``t`` are handled; checks the invariants when asked to."""
+        if self.check:
+            self._check()
 
     def _handle(self, t: float, kind: int, a: int, b: int) -> None:
         if kind == ARRIVE:
@@ -251,7 +256,8 @@ class Simulation:
         return int(min(own, cohort))
 
     def _admit(self, t: float) -> None:
-        if self.quota_freed:
+        strict = self.w.settings.strict_fifo
+        if self.quota_freed or strict:  # StrictFIFO always starts at the head (and stops at its first miss)
             candidates = [j for _, _, j in self.waiting]
         else:  # nothing freed: only jobs that arrived since could newly fit
             candidates = sorted(
@@ -259,7 +265,6 @@ class Simulation:
             )
         self.fresh.clear()
         self.quota_freed = False
-        strict = self.w.settings.strict_fifo
         # Within a cycle quota only tightens, so a job no smaller than one that failed with the same queue,
         # pools and priority fails too: skip it without trying (the scan stays linear in the queue).
         failed: dict[tuple[int, str, int], int] = {}
@@ -298,33 +303,59 @@ class Simulation:
         return False
 
     def _preempt_for(self, j: int, q: int, p: int, t: float) -> bool:
-        """Free room for ``j`` in pool ``p`` by preemption, if Kueue's rules allow enough victims."""
+        """Free room for ``j`` in pool ``p`` by preemption, if Kueue's rules allow enough victims.
+
+        As Kueue's classical preemption (v0.19.2 pkg/scheduler/preemption/preemption.go, classicalPreemptions):
+        one pass over the candidates in CandidatesOrdering order, taking each until the job fits, a candidate
+        of another queue only while that queue still borrows; once another queue's work is taken the job must
+        fit within its own nominal quota (`reclaimWithinCohort` without `borrowWithinCohort`); then victims
+        that turn out not to be needed are given back, the last taken first (fillBackWorkloads). Stacks with
+        fair sharing get Kueue's fairPreemptions instead, which this does not model (docs/simulation.md)."""
         s, need = self.w.settings, self.units(j, p)
         prio = int(self.w.jobs.priority[j])
-        victims: list[int] = []
-        reclaim = s.reclaim_within_cohort and self.usage[q, p] + need <= self.nominal[q, p]
-        if not reclaim and not s.preempt_lower_priority:
+        if not s.reclaim_within_cohort and not s.preempt_lower_priority:
             return False
+        # Kueue v0.19.2 pkg/scheduler/preemption/common/ordering.go CandidatesOrdering: other queues' workloads
+        # before the preemptor's own, then lower priority, then the most recently admitted
+        queue, priority = self.w.jobs.queue, self.w.jobs.priority
         order = sorted(
-            self.admitted_in[p], key=lambda v: (int(self.w.jobs.priority[v]), -self.jobs[v].admitted_at, -v)
+            self.admitted_in[p],
+            key=lambda v: (int(queue[v]) == q, int(priority[v]), -self.jobs[v].admitted_at, -v),
         )
         usage = self.usage[:, p].copy()
+        victims: list[int] = []
+
+        def fits(u: np.ndarray, chosen: list[int]) -> bool:
+            reclaiming = any(int(queue[v]) != q for v in chosen)
+            if reclaiming and u[q] + need > self.nominal[q, p]:
+                return False
+            return self._fits_after(q, p, need, u)
+
         for v in order:
-            if self._fits_after(q, p, need, usage):
+            if victims and fits(usage, victims):
                 break
-            qv = int(self.w.jobs.queue[v])
-            # reclaimWithinCohort: only from queues that borrow in this pool, while they still do
-            other = reclaim and qv != q and usage[qv] > self.nominal[qv, p]
-            lower = s.preempt_lower_priority and qv == q and int(self.w.jobs.priority[v]) < prio
+            qv = int(queue[v])
+            other = s.reclaim_within_cohort and qv != q and usage[qv] > self.nominal[qv, p]
+            lower = s.preempt_lower_priority and qv == q and int(priority[v]) < prio
             if other or lower:
                 victims.append(v)
                 usage[qv] -= self.jobs[v].units
-        if not victims or not self._fits_after(q, p, need, usage):
+        if not victims or not fits(usage, victims):
             return False
+        for v in reversed(list(victims)):  # fill back what is not needed
+            rest = [x for x in victims if x != v]
+            back = usage.copy()
+            back[int(queue[v])] += self.jobs[v].units
+            if rest and fits(back, rest):
+                victims, usage = rest, back
         for v in victims:
+            self.preempting(v, j, p)
             self.recorder.preempted(v, t)
             self._evict(v, t)
         return True
+
+    def preempting(self, victim: int, preemptor: int, pool: int) -> None:
+        """Called before each preemption, with quota usage as it stands (tests check Kueue's rules here)."""
 
     def _fits_after(self, q: int, p: int, need: int, usage: np.ndarray) -> bool:
         own = self.nominal[q, p] + self.borrow[q, p] - usage[q]

@@ -111,6 +111,7 @@ class Recorder:
         self.preempt_gpu_s = np.zeros(n_queues)
         self.timeouts = 0
         self.unhostable = 0
+        self.last_finish = 0.0
         self.started_at: dict[int, float] = {}
         self.first_wait: dict[int, float] = {}
         self.samples: list[tuple[float, float, float, int, float]] = []
@@ -147,6 +148,7 @@ class Recorder:
 
     def finished(self, j: int, t: float) -> None:
         """The job ran to its end (its GPU-hours were added by :meth:`stopped`)."""
+        self.last_finish = max(self.last_finish, t)
 
     def preempted(self, j: int, t: float) -> None:
         q = int(self.w.jobs.queue[j])
@@ -236,7 +238,7 @@ class Recorder:
         )
         return Result(
             label=w.settings.policy,
-            makespan_s=end,
+            makespan_s=self.last_finish,
             jobs=jobs.size,
             started=len(self.first_wait),
             never_started=never - self.unhostable,

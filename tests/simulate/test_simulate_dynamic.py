@@ -1,0 +1,101 @@
+"""`invoke simulate --dynamic` end to end on a small timed trace, the stack's compiled queues as its input, and
+bad traces refused with file and row (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.dynamic_simulation import ALTERNATIVES, stack_world
+from scheduler.sim.errors import TraceError
+from scheduler.sim.timed_traces import read_timed_pods
+from tests.conftest import load_example
+from tests.simulate.test_simulate_cli import invoke
+
+HEADER = "arrival,duration,cpu_milli,memory_mib,num_gpu,gpu_milli,pods,team\n"
+
+
+def _trace(tmp_path: Path, rows: list[str], header: str = HEADER) -> Path:
+    path = tmp_path / "jobs.csv"
+    path.write_text(header + "".join(r + "\n" for r in rows))
+    return path
+
+
+def test_the_queues_are_the_compiled_cluster_queues() -> None:
+    """Kueue ClusterQueue `resourceGroups[].flavors[].resources[]` (nominalQuota, borrowingLimit) of the stack's
+    own compiled policy, for the pool's GPU resource: example-prod's research team has 8 L40S GPUs nominal,
+    may borrow 8 more, and 28 MIG slices (4 GPUs x 7 instances of 1g.10gb) on h100-mig."""
+    spec = load_example("example-prod")
+    trace_rows = ["0,60,1000,1024,1,1000,1,research"]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        world = stack_world(spec, read_timed_pods(_trace(Path(d), trace_rows))).world
+    research = next(q for q in world.queues if q.name == "research")
+    assert research.nominal["l40s-infer"] == 8 and research.borrowing_limit["l40s-infer"] == 8
+    assert research.nominal["h100-mig"] == 28
+    assert {q.name for q in world.queues} == {t.name for t in spec.teams}
+    assert world.settings.pods_ready_timeout_s == 1800  # waitForPodsReady.timeout 30m
+
+
+def test_dynamic_run_writes_table_report_plots_and_json(tmp_path: Path) -> None:
+    rows = [f"{i * 30},{600 + 60 * (i % 5)},4000,16384,{1 + i % 4},1000,1,{['research', 'batch'][i % 2]}"
+            for i in range(40)]  # fmt: skip
+    trace = _trace(tmp_path, rows)
+    out = tmp_path / "out"
+    result = invoke("--dynamic", "--stack", "example-prod", "--pods", str(trace), "--out", str(out),
+                    "--json", str(tmp_path / "d.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "d.json").read_text())
+    approaches = {(r["approach"], r["autoscaling"]) for r in data["comparison"]}
+    assert approaches == {(a, s) for a in ALTERNATIVES for s in (True, False)}
+    for run in data["runs"]:
+        assert run["started"] + run["never_started"] + run["unhostable"] == 40
+    assert (
+        (out / "report.md").is_file() and (out / "over-time.png").is_file() and (out / "waits.png").is_file()
+    )
+    assert "kueue-fragmentationaware" in result.stdout and "preemptions" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (
+            ["0,60,1000,1024,1,1000,1,research", "5,-3,1000,1024,1,1000,1,research"],
+            "row 2 (line 3): column 'duration'",
+        ),
+        (["x,60,1000,1024,1,1000,1,research"], "row 1 (line 2): column 'arrival'"),
+        (["0,60,1000,1024,1,1000,0,research"], "row 1 (line 2): column 'pods' must be a whole number >= 1"),
+        (["0,60,1000,1024,1,1000,1,nobody"], "row 1 (line 2): team 'nobody' is not a team of the stack"),
+    ],
+    ids=["negative-duration", "not-a-number", "empty-gang", "unknown-team"],
+)
+def test_bad_rows_exit_2_naming_file_and_row(tmp_path: Path, rows: list[str], message: str) -> None:
+    trace = _trace(tmp_path, rows)
+    result = invoke("--dynamic", "--stack", "example-prod", "--pods", str(trace))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{trace}, {message}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_trace_without_times_is_refused(tmp_path: Path) -> None:
+    trace = _trace(tmp_path, ["1000,1024,1,1000"], header="cpu_milli,memory_mib,num_gpu,gpu_milli\n")
+    with pytest.raises(TraceError, match="needs times: columns creation_time, deletion_time"):
+        read_timed_pods(trace)
+    result = invoke("--dynamic", "--nodes", str(trace), "--pods", str(trace))
+    assert result.returncode == 2 and "give --pods FILE and --stack NAME" in result.stderr
+
+
+def test_openb_times_give_arrival_and_duration(tmp_path: Path) -> None:
+    """openb pod list: a job arrives at `creation_time` and runs `deletion_time - scheduled_time`; a pod never
+    scheduled keeps the life the trace gave it (`deletion_time - creation_time`)."""
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+    rows = ["p0,1000,1024,1,1000,,LS,Running,100,700,160", "p1,1000,1024,1,500,,BE,Pending,130,400,"]
+    trace = read_timed_pods(_trace(tmp_path, rows, header=header))
+    assert trace.arrival.tolist() == [0.0, 30.0]
+    assert trace.duration.tolist() == [540.0, 270.0]
+    bad = _trace(tmp_path, ["p0,1000,1024,1,1000,,LS,Running,100,50,60"], header=header)
+    with pytest.raises(TraceError, match=r"row 1 \(line 2\): deletion_time 50 is before scheduled_time 60"):
+        read_timed_pods(bad)
