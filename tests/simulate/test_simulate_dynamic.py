@@ -99,3 +99,15 @@ def test_openb_times_give_arrival_and_duration(tmp_path: Path) -> None:
     bad = _trace(tmp_path, ["p0,1000,1024,1,1000,,LS,Running,100,50,60"], header=header)
     with pytest.raises(TraceError, match=r"row 1 \(line 2\): deletion_time 50 is before scheduled_time 60"):
         read_timed_pods(bad)
+
+
+def test_the_docs_quote_the_benchmarks_table() -> None:
+    """docs/simulation.md's comparison is the one benchmarks/dynamic_comparison.py last wrote, row for row, and
+    names every approach the code compares."""
+    from tests.conftest import ROOT
+
+    bench = (ROOT / "benchmarks" / "dynamic_comparison.md").read_text()
+    table = [line for line in bench.splitlines() if line.startswith("|")]
+    docs = (ROOT / "docs" / "simulation.md").read_text()
+    assert "\n".join(table) in docs
+    assert {row.split("|")[1].strip() for row in table[2:]} == set(ALTERNATIVES)
