@@ -49,6 +49,7 @@ from scheduler.sim.state import ClusterState
 ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT = range(5)
 WAITING, ADMITTED, RUNNING, DONE = range(4)
 UNLIMITED = 10**12
+MAX_CYCLES = 20  # admission cycles at one instant
 
 
 @dataclass
@@ -256,6 +257,14 @@ class Simulation:
         return int(min(own, cohort))
 
     def _admit(self, t: float) -> None:
+        """Admission cycles at time ``t``: a preemption requeues its victims, which Kueue tries again in the next
+        cycle (at once), so cycles repeat while they evict (bounded, against a preemption ping-pong)."""
+        for _ in range(MAX_CYCLES):
+            self._cycle(t)
+            if not self.quota_freed:
+                return
+
+    def _cycle(self, t: float) -> None:
         strict = self.w.settings.strict_fifo
         if self.quota_freed or strict:  # StrictFIFO always starts at the head (and stops at its first miss)
             candidates = [j for _, _, j in self.waiting]
