@@ -111,6 +111,8 @@ class Simulation:
             dtype=np.int64,
         )
         self.usage = np.zeros((n_queues, n_pools), dtype=np.int64)
+        self.members = [np.array(p.nodes, dtype=np.int64) for p in world.pools]  # each pool's nodes
+        self.gpus_per_node = [self._gpus_per_node(p.nodes) for p in world.pools]
         # Per job: units per pod in each pool (whole GPUs: num_gpu x units/GPU; a share: one unit).
         wl = jobs.workload
         share = (wl.gpu_milli > 0) & (wl.gpu_milli < MILLI)
@@ -131,6 +133,14 @@ class Simulation:
         self.ready = np.zeros(c.size, dtype=bool)
         self.provisioning = np.zeros(c.size, dtype=bool)
         self.empty_since = np.full(c.size, -1.0)
+        # Scores per pod shape, kept over the whole cluster and recomputed only for nodes that changed since (a
+        # policy scores each node on its own state, as the placement replay's score matrix relies on too):
+        # ``changed`` logs every node whose resources, policy state or readiness changed, each shape's cache
+        # keeps its position in the log.
+        self.changed: list[int] = []
+        self.score_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = {}
+        self.ready_version = 0  # bumps whenever `ready` or `provisioning` changes
+        self._ready_nodes: dict[int, tuple[int, np.ndarray]] = {}
         for pool in world.pools:
             up = pool.nodes if not world.settings.autoscale else pool.nodes[: pool.min_nodes]
             self.ready[list(up)] = True
@@ -234,6 +244,7 @@ class Simulation:
             if self.provisioning[a]:
                 self.provisioning[a] = False
                 self.ready[a] = True
+                self._node_changed(a)
                 self.empty_since[a] = t
                 self.dirty_pools.add(int(self.node_pool[a]))
                 self._schedule_idle_check(a, t)
@@ -412,6 +423,7 @@ class Simulation:
             self.state.release(node, cpu, mem, gpus, milli)
             if self.policy.live_frag:
                 self.frag.update(node)
+            self.changed.append(node)
             if self.state.pods[node] == 0 and self.ready[node]:
                 self.empty_since[node] = t
                 self._schedule_idle_check(node, t)
@@ -424,7 +436,7 @@ class Simulation:
     def _place(self, t: float) -> None:
         for p in sorted(self.dirty_pools):
             still: list[int] = []
-            nodes = np.flatnonzero(self.ready & (self.node_pool == p))
+            nodes = self._ready_in(p)
             for j in self.pending[p]:
                 if not self._place_job(j, nodes, t):
                     still.append(j)
@@ -438,19 +450,19 @@ class Simulation:
         milli = int(self.shapes.gpu_milli[s])
         share = bool(self.shapes.is_share[s])
         while len(job.placed) < int(self.w.jobs.pods[j]) and len(nodes):
-            score, gpu = _score(self.policy, s, nodes, self.static, share)
+            score, gpu = self._scores(s, nodes, share)
             # the policies choose over the whole cluster's column (RoundRobin keeps its turn by node index)
             column = np.full(self.w.cluster.size, -1, dtype=np.int64)
-            column[nodes] = score
+            column[nodes] = score[nodes]
             node = self.policy.choose_node(column, s)
             if node < 0:
                 break
-            node_i = int(np.searchsorted(nodes, node))
-            gpus = self.policy.choose_gpus(node, s, int(gpu[node_i]) if gpu is not None else 0)
+            gpus = self.policy.choose_gpus(node, s, int(gpu[node]))
             self.state.allocate(node, cpu, mem, gpus, milli)
             self.policy.placed(node, s)
             if self.policy.live_frag:
                 self.frag.update(node)
+            self.changed.append(node)
             self.empty_since[node] = -1.0
             job.placed.append((node, gpus))
         if len(job.placed) < int(self.w.jobs.pods[j]):
@@ -463,6 +475,44 @@ class Simulation:
         self._push(t + float(self.w.jobs.duration[j]), FINISH, j, job.run)
         return True
 
+    def _scores(self, s: int, nodes: np.ndarray, share: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Shape ``s``'s scores (-1: infeasible) and sharing GPU choices (0 where none), indexed by node, up to
+        date on ``nodes``: only nodes never scored or changed since their last scoring are scored again."""
+        size = self.w.cluster.size
+        cache = self.score_cache.get(s)
+        if cache is None:
+            cache = (
+                np.full(size, -1, dtype=np.int64),
+                np.zeros(size, dtype=np.int64),
+                np.ones(size, dtype=bool),
+                [0],
+            )
+            self.score_cache[s] = cache
+        score, gpu, stale, seen = cache
+        if seen[0] < len(self.changed):
+            stale[self.changed[seen[0] :]] = True
+            seen[0] = len(self.changed)
+        todo = nodes[stale[nodes]]
+        if len(todo):
+            got, share_gpu = _score(self.policy, s, todo, self.static, share)
+            score[todo] = got
+            gpu[todo] = share_gpu if share_gpu is not None else 0
+            stale[todo] = False
+        return score, gpu
+
+    def _ready_in(self, p: int) -> np.ndarray:
+        """The Ready nodes of pool ``p``, in index order (recomputed only when readiness changed)."""
+        hit = self._ready_nodes.get(p)
+        if hit is None or hit[0] != self.ready_version:
+            hit = (self.ready_version, np.flatnonzero(self.ready & (self.node_pool == p)))
+            self._ready_nodes[p] = hit
+        return hit[1]
+
+    def _node_changed(self, node: int) -> None:
+        """A node became Ready, provisioning or was removed: cached scores and ready lists are out of date."""
+        self.changed.append(node)
+        self.ready_version += 1
+
     # ---- the autoscaler ---------------------------------------------------------------------------------
 
     def _scale_up(self, t: float) -> None:
@@ -470,7 +520,7 @@ class Simulation:
             if not jobs:
                 continue
             pool = self.w.pools[p]
-            per_node = self._gpus_per_node(pool.nodes) * pool.units_per_gpu
+            per_node = self.gpus_per_node[p] * pool.units_per_gpu
             if per_node == 0:
                 continue
             want = 0
@@ -479,7 +529,7 @@ class Simulation:
                 want += (
                     self.units(j, p) * (int(self.w.jobs.pods[j]) - placed) // max(int(self.w.jobs.pods[j]), 1)
                 )
-            members = np.array(pool.nodes, dtype=np.int64)
+            members = self.members[p]
             coming = int(self.provisioning[members].sum())
             needed = -(-want // per_node) - coming
             if needed <= 0:
@@ -487,6 +537,7 @@ class Simulation:
             free = members[~self.ready[members] & ~self.provisioning[members]][:needed]
             for n in free.tolist():
                 self.provisioning[n] = True
+                self._node_changed(n)
                 self._push(t + pool.provision_s, NODE_READY, n)
 
     def _schedule_idle_check(self, node: int, t: float) -> None:
@@ -500,11 +551,12 @@ class Simulation:
             return
         p = int(self.node_pool[node])
         pool = self.w.pools[p]
-        members = np.array(pool.nodes, dtype=np.int64)
+        members = self.members[p]
         if int(self.ready[members].sum()) <= pool.min_nodes:
             return
         self.ready[node] = False
         self.empty_since[node] = -1.0
+        self._node_changed(node)
 
     # ---- invariants (tests) -----------------------------------------------------------------------------
 

@@ -119,6 +119,19 @@ class Recorder:
         self.waiting_gpus = 0.0
         max_gpus = float(world.cluster.num_gpu[[n for p in world.pools for n in p.nodes]].sum())
         self.max_gpus = max_gpus
+        self._ready_at = -1  # the engine's ready_version the two cached sums below were taken at
+        self._ready_gpus = 0.0
+        self._up_nodes = np.zeros(len(world.pools))
+
+    def _refresh(self) -> None:
+        """GPUs of Ready nodes, and Ready or provisioning nodes per pool: recounted only when readiness changed."""
+        sim = self.sim
+        if self._ready_at != sim.ready_version:
+            self._ready_gpus = float(self.w.cluster.num_gpu[sim.ready].sum())
+            up = sim.ready | sim.provisioning
+            n = len(self.w.pools)
+            self._up_nodes = np.bincount(sim.node_pool[up], minlength=n)[:n].astype(np.float64)
+            self._ready_at = sim.ready_version
 
     # ---- demand -------------------------------------------------------------------------------------
 
@@ -167,10 +180,10 @@ class Recorder:
             return
         sim = self.sim
         ready = sim.ready
+        self._refresh()
         self.alloc_gpu_s += dt * sim.state.allocated_gpu_milli / MILLI
-        self.ready_gpu_s += dt * float(self.w.cluster.num_gpu[ready].sum())
-        up = ready | sim.provisioning
-        self.node_s += dt * np.bincount(sim.node_pool[up], minlength=len(self.w.pools))[: len(self.w.pools)]
+        self.ready_gpu_s += dt * self._ready_gpus
+        self.node_s += dt * self._up_nodes
         if self.waiting_gpus > 1e-9:
             idle = np.bincount(
                 sim.node_pool[ready],
@@ -191,7 +204,8 @@ class Recorder:
 
     def sample(self, t: float) -> None:
         alloc = self.sim.state.allocated_gpu_milli / MILLI
-        ready = float(self.w.cluster.num_gpu[self.sim.ready].sum())
+        self._refresh()
+        ready = self._ready_gpus
         self.samples.append((t, alloc, ready, self.waiting_jobs, self.waiting_gpus))
 
     # ---- the result ---------------------------------------------------------------------------------
