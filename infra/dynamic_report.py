@@ -114,10 +114,7 @@ def _plots(results: dict[tuple[str, bool], Result], folder: Path, stack_policy: 
     bottom.set_ylabel("jobs waiting")
     bottom.set_xlabel("hours from the first arrival")
     bottom.legend(fontsize=8)
-    fig.tight_layout()
-    over_time = folder / "over-time.png"
-    fig.savefig(over_time, dpi=110)
-    plt.close(fig)
+    over_time = _save(fig, folder / "over-time.png")
 
     fig, ax = plt.subplots(figsize=(10, 5))
     for (name, scaled), r in results.items():
@@ -132,11 +129,16 @@ def _plots(results: dict[tuple[str, bool], Result], folder: Path, stack_policy: 
     ax.set_ylabel("share of started jobs")
     ax.set_title("Queue waits (with autoscaling): further left is better")
     ax.legend(fontsize=8)
+    return [over_time, _save(fig, folder / "waits.png")]
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    dist = folder / "waits.png"
-    fig.savefig(dist, dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return [over_time, dist]
+    return path
 
 
 def write_dynamic_report(

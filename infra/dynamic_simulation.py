@@ -213,13 +213,13 @@ def alternative(world: World, name: str, autoscale: bool) -> World:
     s = replace(world.settings, autoscale=autoscale)
     pools = [p.name for p in world.pools]
     if name == "fifo-roundrobin":
-        capacity = {p.name: len(p.nodes) * _gpn(world, p) * p.units_per_gpu for p in world.pools}
+        capacity = {p.name: world.capacity_units(p) for p in world.pools}
         one = Queue("everyone", tuple(pools), capacity, {p: 0 for p in pools})
         jobs = replace(world.jobs, queue=np.zeros(world.jobs.size, dtype=np.int64))
         s = replace(s, policy="RoundRobin", policy_params={}, strict_fifo=True, preempt_lower_priority=False)
         return replace(world, queues=(one,), jobs=jobs, settings=s)
     if name == "one-node-group":
-        biggest = max(world.pools, key=lambda p: len(p.nodes) * _gpn(world, p))
+        biggest = max(world.pools, key=lambda p: len(p.nodes) * world.gpus_per_node(p))
         only = biggest.name
         queues = tuple(
             replace(q, flavors=(only,), nominal={only: sum(q.nominal.values())}, borrowing_limit={only: None})
@@ -242,7 +242,8 @@ def alternative(world: World, name: str, autoscale: bool) -> World:
         )
     if name == "cheapest-gpu-first":
         price = {
-            p.name: (p.node_price_hour or 0.0) / max(_gpn(world, p) * p.units_per_gpu, 1) for p in world.pools
+            p.name: (p.node_price_hour or 0.0) / max(world.gpus_per_node(p) * p.units_per_gpu, 1)
+            for p in world.pools
         }
         queues = tuple(
             replace(q, flavors=tuple(sorted(q.flavors, key=lambda f: price[f]))) for q in world.queues
@@ -257,10 +258,6 @@ def alternative(world: World, name: str, autoscale: bool) -> World:
     if name == "kueue-fragmentationaware":
         return replace(world, settings=replace(s, policy="FGD", policy_params={}))
     raise ValueError(f"unknown alternative {name!r}; choose from {', '.join(ALTERNATIVES)}")
-
-
-def _gpn(world: World, pool: Pool) -> int:
-    return int(world.cluster.num_gpu[list(pool.nodes)].max()) if pool.nodes else 0
 
 
 def comparison_rows(results: dict[tuple[str, bool], Result]) -> list[dict[str, Any]]:

@@ -107,12 +107,12 @@ class Simulation:
                 lend = queue.lending_limit.get(name)
                 self.lend[q, p] = self.nominal[q, p] if lend is None else min(lend, self.nominal[q, p])
         self.capacity = np.array(
-            [len(p.nodes) * self._gpus_per_node(p.nodes) * p.units_per_gpu for p in world.pools],
+            [world.capacity_units(p) for p in world.pools],
             dtype=np.int64,
         )
         self.usage = np.zeros((n_queues, n_pools), dtype=np.int64)
         self.members = [np.array(p.nodes, dtype=np.int64) for p in world.pools]  # each pool's nodes
-        self.gpus_per_node = [self._gpus_per_node(p.nodes) for p in world.pools]
+        self.gpus_per_node = [world.gpus_per_node(p) for p in world.pools]
         # Per job: units per pod in each pool (whole GPUs: num_gpu x units/GPU; a share: one unit).
         wl = jobs.workload
         share = (wl.gpu_milli > 0) & (wl.gpu_milli < MILLI)
@@ -185,9 +185,6 @@ class Simulation:
             if not any(p in kept for p in self.flavors[int(self.w.jobs.queue[j])]):
                 out.add(j)
         return out
-
-    def _gpus_per_node(self, nodes: tuple[int, ...]) -> int:
-        return int(self.w.cluster.num_gpu[list(nodes)].max()) if nodes else 0
 
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         heapq.heappush(self.events, (t, next(self.seq), kind, a, b))

@@ -101,3 +101,11 @@ class World:
     queues: tuple[Queue, ...]
     jobs: Jobs
     settings: Settings = Settings()
+
+    def gpus_per_node(self, pool: Pool) -> int:
+        """GPUs of the pool's largest node (0 for a pool without nodes)."""
+        return int(self.cluster.num_gpu[list(pool.nodes)].max()) if pool.nodes else 0
+
+    def capacity_units(self, pool: Pool) -> int:
+        """Quota units the pool holds with every node up: what a cohort can lend at most."""
+        return len(pool.nodes) * self.gpus_per_node(pool) * pool.units_per_gpu
