@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -477,7 +478,11 @@ def twin(
         path = stack_file(stack)
         spec = load(stack)
         from infra.errors import ConfigError
+        from infra.slurm import uses_slurm
 
+        if uses_slurm(spec):
+            _slurm_twin(spec, run=run, minor=minor, bare=bare, monitoring=monitoring, nodes=nodes)
+            return
         if monitoring and not spec.cluster.monitoring.enabled:
             raise ConfigError(
                 "--monitoring: gpufleet:cluster.monitoring.prometheus is none; set install or existing"
@@ -495,6 +500,52 @@ def twin(
     code = launch.serve(started)
     if code:
         raise Exit(f"the twin stopped (exit {code}); logs in {started.folder / 'logs'}", code=1)
+
+
+def _slurm_twin(spec: Any, *, run: str, minor: str, bare: bool, monitoring: bool, nodes: str) -> None:
+    """`invoke twin` for a Slurm stack: the stack's Slurm cluster on loopback (infra.twin.slurm), with its
+    accounts; `--run CMD` runs where sbatch/squeue reach its controller, then stops it."""
+    import subprocess
+
+    from infra.errors import ConfigError
+    from infra.twin import launch
+    from infra.twin.slurm import start_twin, twin_environment
+
+    kubernetes_only = [f"--{name}" for name, on in (("minor", minor), ("bare", bare), ("monitoring", monitoring),
+                                                    ("nodes", nodes != "desired")) if on]  # fmt: skip
+    if kubernetes_only:
+        raise ConfigError(
+            f"{', '.join(kubernetes_only)}: options of the Kubernetes twin; a Slurm stack's twin runs every host "
+            "of its pools as configured"
+        )
+    held = launch._take_lock(spec.stack, launch.lock_path())
+    try:
+        cluster = start_twin(spec, BUILD / spec.stack / "twin")
+        try:
+            env = twin_environment(cluster)
+            if run:
+                code = subprocess.run(run, shell=True, env=env, check=False).returncode
+                if code:
+                    raise Exit(code=code)
+                return
+            print(
+                f"Slurm twin is up: {len(cluster.hosts)} nodes, accounts {', '.join(t.name for t in spec.teams)}"
+            )
+            print(f"  export SLURM_CONF={env['SLURM_CONF']}")
+            print(
+                "  sinfo; sbatch --account=TEAM --gres=gpu:TYPE:N ...   (this user is in every team's account)"
+            )
+            print("Ctrl-C stops it.")
+            try:
+                while all(p.poll() is None for p in cluster.procs):
+                    time.sleep(1)
+                raise Exit(f"a Slurm daemon stopped; logs in {cluster.root / 'log'}", code=1)
+            except KeyboardInterrupt:
+                return
+        finally:
+            cluster.stop()
+    finally:
+        held.close()
 
 
 @task(help={"minor": "build only this Kubernetes minor's control plane (default: every minor the twin runs)"})
@@ -673,7 +724,8 @@ def kubeconfig(c: Context, stack: str = "dev", backend: str = "", out: str = "")
 def metal(
     c: Context, stack: str = "metal", check: bool = False, limit: str = "", reboot: bool = False
 ) -> None:
-    """Prepare the stack's bare-metal GPU hosts with Ansible: driver, container toolkit, fabric manager, verify."""
+    """Prepare the stack's bare-metal GPU hosts with Ansible: driver, container toolkit, fabric manager, verify;
+    on a Slurm stack then MUNGE, slurmdbd, slurmctld, slurmd and the accounts (playbooks/slurm-cluster.yml)."""
     import os
     import shlex
     import shutil
@@ -682,7 +734,7 @@ def metal(
 
     from infra.addons.gpu_operator import gpu_operator_values
     from infra.errors import CheckFailed, ConfigError, ToolMissing
-    from infra.metal_inventory import group_limits, playbook_command, render_inventory
+    from infra.metal_inventory import PARENT_GROUP, group_limits, playbook_command, render_inventory
 
     with user_errors():
         spec = load(stack)
@@ -705,6 +757,11 @@ def metal(
             cdi_enabled=spec.cluster.driver_managed_by == "host"
             and bool(gpu_operator_values(spec)["cdi"]["enabled"]),
         )
+        from infra.slurm import render_slurm, slurm_inventory, slurm_playbook_command, uses_slurm
+
+        slurm = uses_slurm(spec)
+        if slurm:  # no Kubernetes node to cordon before a driver change: Slurm drains its own (slurm_node)
+            inventory[PARENT_GROUP]["vars"]["nvidia_driver_drain_enabled"] = False
         path = BUILD / spec.stack / "inventory.yml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(inventory, sort_keys=False))
@@ -714,6 +771,12 @@ def metal(
             playbook_command(path, check, group, reboot=reboot, continue_command=resume)
             for group in group_limits(inventory, limit or None)
         ]
+        if slurm:  # then Slurm: accounting and controllers first, the GPU hosts in drained batches
+            render_slurm(spec, BUILD / spec.stack)
+            slurm_path = BUILD / spec.stack / "slurm-inventory.yml"
+            slurm_path.write_text(yaml.safe_dump(slurm_inventory(spec, BUILD / spec.stack), sort_keys=False))
+            print(f"wrote {slurm_path} and the Slurm configuration in {BUILD / spec.stack / 'slurm'}")
+            commands.append(slurm_playbook_command(slurm_path, check, limit or None))
         local = Path(sys.executable).parent / "ansible-playbook"
         binary = str(local) if local.exists() else (shutil.which("ansible-playbook") or "")
         if not binary:
@@ -736,8 +799,9 @@ def metal(
             result = c.run(shlex.join(argv), env={**os.environ, **env}, warn=True, pty=False)
             if result is None or result.exited != 0:
                 code = "?" if result is None else result.exited  # a failed Result is falsy: test for None
+                what = argv[argv.index("--limit") + 1] if "--limit" in argv else "the Slurm hosts"
                 raise CheckFailed(
-                    f"the playbook failed for {argv[argv.index('--limit') + 1]} (exit {code}); "
+                    f"the playbook {Path(argv[3]).name} failed for {what} (exit {code}); "
                     "see its output and recap above; later host groups were not touched"
                 )
 

@@ -23,6 +23,14 @@ apply() {
     *) printf 'sacctmgr %s failed: %s\\n' "$*" "$out" >&2; exit 1 ;;
   esac
 }
+# A Unix group's members, as this host resolves them (files, LDAP, sssd): the supplementary members
+# (getent group's fourth field) and the users whose primary group it is. A group it does not know: a warning.
+members() {
+  entry=$(getent group "$1") || { printf 'group %s not found: no users added for it\\n' "$1" >&2; return 0; }
+  gid=$(printf '%s' "$entry" | cut -d: -f3)
+  { printf '%s' "$entry" | cut -d: -f4 | tr ',' '\\n'; getent passwd | awk -F: -v g="$gid" '$4 == g {print $1}'; } \\
+    | grep -v '^$' | sort -u
+}
 """
 
 
@@ -33,7 +41,8 @@ def _cmd(*words: str) -> str:
 def sacctmgr_commands(site: SlurmSite, policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[str]:
     """The cluster, one borrow QOS per team (its GrpTRES the borrowing allowance, requeued when preempted),
     the owners' QOS preempting every borrow QOS (preempt.html: preempt/qos, a QOS preempts those in its
-    Preempt list), and each team's account: guaranteed GrpTRES, Fairshare from its weight, its QOS."""
+    Preempt list), and each team's account: guaranteed GrpTRES, Fairshare from its weight, its QOS; then the members of the team's Unix groups as users of its account
+    (sacctmgr(1) `add user NAME Account=...`: a user's association with the account, under its limits)."""
     limits = team_limits(policy, pools)
     cluster = site.cluster_name
     out = [_cmd("add", "cluster", cluster)]
@@ -73,6 +82,10 @@ def sacctmgr_commands(site: SlurmSite, policy: SchedulingPolicy, pools: Sequence
                 f"DefaultQOS={OWNER_QOS}",
             )
         )
+    for team in policy.teams:  # the team's people: members of its groups become users of its account
+        for group in team.groups:
+            rest = " ".join(shlex.quote(w) for w in (f"Account={team.name}", f"Cluster={cluster}"))
+            out.append(f'for user in $(members {shlex.quote(group)}); do apply add user "$user" {rest}; done')
     return out
 
 

@@ -65,8 +65,8 @@ def ensure_host_tools() -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env)
 
 
-def _key() -> str:
-    material = json.dumps([SUITE, MIRROR, INCLUDE, PREFETCH, 4])
+def _key(extra: tuple[str, ...] = ()) -> str:
+    material = json.dumps([SUITE, MIRROR, INCLUDE, PREFETCH, 4, *([list(extra)] if extra else [])])
     return hashlib.sha256(material.encode()).hexdigest()[:12]
 
 
@@ -76,7 +76,7 @@ def _chroot(root: Path, *argv: str) -> str:
     return done.stdout
 
 
-def _build(work: Path) -> dict[str, str]:
+def _build(work: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
     root = work / "root"
     subprocess.run(
         ["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE, str(root), MIRROR],
@@ -86,15 +86,17 @@ def _build(work: Path) -> dict[str, str]:
     # The apt index of Debian's own archive, so the roles' "refresh the system apt index" step finds it
     # fresh (inside its cache validity window) and needs no network during the test.
     _chroot(root, "apt-get", "update", "-qq")
-    _chroot(root, "apt-get", "install", "--download-only", "-y", "-qq", *PREFETCH)
+    _chroot(root, "apt-get", "install", "--download-only", "-y", "-qq", *PREFETCH, *extra)
     return {"suite": SUITE}
 
 
-def root_tarball() -> tuple[Path, dict[str, str]]:
-    """Return the cached root tarball and its facts, building it when missing."""
+def root_tarball(extra: tuple[str, ...] = ()) -> tuple[Path, dict[str, str]]:
+    """Return the cached root tarball and its facts, building it when missing. `extra`: Debian packages
+    downloaded into the root's apt cache too (not installed), so roles that install them need no network."""
     ensure_host_tools()
     base = cache_dir() / "debroot"
-    tarball, facts_file = base / f"{SUITE}-{_key()}.tar", base / f"{SUITE}-{_key()}.json"
+    name = f"{SUITE}-{_key(extra)}" + ("-extra" if extra else "")
+    tarball, facts_file = base / f"{name}.tar", base / f"{name}.json"
     fresh = tarball.exists() and time.time() - tarball.stat().st_mtime < MAX_AGE_DAYS * 86400
     if fresh and facts_file.exists():
         return tarball, json.loads(facts_file.read_text())
@@ -103,7 +105,7 @@ def root_tarball() -> tuple[Path, dict[str, str]]:
     remove_tree(work)
     try:
         try:
-            facts = _build(work)
+            facts = _build(work, extra)
         except subprocess.CalledProcessError as failed:
             output = (failed.stderr or b"")[-2000:]
             text = output.decode(errors="replace") if isinstance(output, bytes) else output
@@ -115,8 +117,14 @@ def root_tarball() -> tuple[Path, dict[str, str]]:
             tar.add(work / "root", arcname=".")
         partial.rename(tarball)
         facts_file.write_text(json.dumps(facts))
-        for stale in base.glob(f"{SUITE}-*"):  # roots of older keys or builds
-            if stale not in (tarball, facts_file) and ".partial-" not in stale.name and stale.is_file():
+        for stale in base.glob(f"{SUITE}-*"):  # roots of older keys or builds (of the same kind)
+            same_kind = stale.stem.endswith("-extra") == bool(extra)
+            if (
+                same_kind
+                and stale not in (tarball, facts_file)
+                and ".partial-" not in stale.name
+                and stale.is_file()
+            ):
                 stale.unlink()
     finally:
         remove_tree(work)

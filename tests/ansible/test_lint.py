@@ -23,7 +23,7 @@ def test_ansible_lint_production_profile_passes(ansible_env: dict[str, str]) -> 
 
 
 def test_there_are_playbooks() -> None:
-    assert [path.name for path in PLAYBOOKS] == ["gpu-hosts.yml"]
+    assert [path.name for path in PLAYBOOKS] == ["gpu-hosts.yml", "slurm-cluster.yml"]
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS, ids=lambda path: path.name)

@@ -11,7 +11,15 @@ import yaml
 
 from tests.ansible.support import ANSIBLE_DIR, PLAYBOOKS, REPO, ROLES, venv_tool
 
-EXPECTED_ROLES = ["gpu_node_verify", "nvidia_container_toolkit", "nvidia_driver", "nvidia_fabricmanager"]
+EXPECTED_ROLES = [
+    "gpu_node_verify",
+    "nvidia_container_toolkit",
+    "nvidia_driver",
+    "nvidia_fabricmanager",
+    "slurm_common",
+    "slurm_controller",
+    "slurm_node",
+]
 
 
 def _defaults(role: Path) -> dict:
@@ -22,7 +30,7 @@ def _options(role: Path) -> dict:
     return yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
 
 
-def test_the_four_roles_exist_with_galaxy_layout() -> None:
+def test_the_roles_exist_with_galaxy_layout() -> None:
     assert [role.name for role in ROLES] == EXPECTED_ROLES
     for role in ROLES:
         for part in (

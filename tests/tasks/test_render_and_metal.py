@@ -169,3 +169,41 @@ def test_m2_docs_limit_examples_target_hosts_of_the_metal_stack() -> None:
         ctx = _ctx(0)
         tasks.metal(ctx, stack="metal", check=True, limit=limit)
         assert [c for c in ctx.run.call_args_list if "ansible-playbook" in c.args[0]], limit
+
+
+def test_metal_on_a_slurm_stack_prepares_the_gpu_hosts_then_runs_the_slurm_playbook() -> None:
+    """A Slurm stack: the driver play per host group first (no Kubernetes node to drain: Slurm drains its
+    own), then playbooks/slurm-cluster.yml over an inventory whose roles read the rendered configuration;
+    the pool's gpusPerNode is what each GPU host must have."""
+    ctx = _ctx(0)
+    tasks.metal(ctx, stack="metal-slurm", check=True)
+    runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+    assert [("slurm-cluster.yml" in r, "gpu-hosts.yml" in r) for r in runs] == [
+        (False, True), (False, True), (True, False)]  # fmt: skip
+    assert all("--check" in r for r in runs)
+    gpu = yaml.safe_load((ROOT / "build/metal-slurm/inventory.yml").read_text())
+    assert gpu["gpu_hosts"]["vars"]["nvidia_driver_drain_enabled"] is False
+    slurm = yaml.safe_load((ROOT / "build/metal-slurm/slurm-inventory.yml").read_text())
+    assert slurm["slurm_accounting"]["hosts"] == {
+        "slurm-db-01": {"slurm_controller_slurmdbd": True, "slurm_controller_slurmctld": False}}  # fmt: skip
+    assert slurm["slurm_controllers"]["hosts"] == {
+        "slurm-ctl-01": {"slurm_controller_slurmdbd": False, "slurm_controller_slurmctld": True}}  # fmt: skip
+    assert slurm["slurm_nodes"]["children"]["slurm_h100"]["vars"] == {"slurm_node_expected_gpus": 8}
+    config = Path(slurm["all"]["vars"]["slurm_common_config_dir"])
+    assert sorted(p.name for p in config.iterdir()) == [
+        "cgroup.conf",
+        "gres.conf",
+        "sacctmgr.sh",
+        "slurm.conf",
+    ]
+
+
+def test_metal_on_a_slurm_stack_with_bad_config_exits_2_and_runs_nothing(tmp_path: Path) -> None:
+    """Bad input stops before any host is touched: the key path, exit 2, no playbook run."""
+    doc = yaml.safe_load((ROOT / "Pulumi.metal-slurm.yaml").read_text())
+    doc["config"]["gpufleet:slurm"]["partitions"]["a100"] = {"maxTime": "1:00:00"}
+    stack = tmp_path / "Pulumi.bad-slurm.yaml"
+    stack.write_text(yaml.safe_dump(doc))
+    result = invoke("metal", "--stack", str(stack))
+    assert result.returncode == 2, result.stderr
+    assert "gpufleet:slurm.partitions.a100" in result.stderr and "Traceback" not in result.stderr
