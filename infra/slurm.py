@@ -89,6 +89,15 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
             )
         if any(borrow_qos(team.name) == t.name for t in spec.teams):
             problems.append(f"{where}.name: clashes with the borrow QOS of team {team.name!r}")
+    borrow = {borrow_qos(t.name) for t in spec.teams}
+    for i, pc in enumerate(spec.scheduling.priority_classes):
+        where = f"gpufleet:scheduling.priorityClasses[{i}]"
+        if pc.value < 0:
+            problems.append(
+                f"{where}.value: Slurm's QOS Priority is 0 or more (a priority class is a QOS); got {pc.value}"
+            )
+        if pc.name in borrow:
+            problems.append(f"{where}.name: {pc.name!r} is a team's borrow QOS; choose another name")
     if spec.scheduling.placement.strategy == "FragmentationAware":
         problems.append(
             "gpufleet:scheduling.placement.strategy: FragmentationAware is a Kubernetes scheduler extender; "

@@ -16,6 +16,8 @@ from scheduler.slurm.policy import PartitionOptions, SlurmSite, gres_type, tres_
 # PriorityWeightFairshare when fair sharing is on (slurm.conf(5): the factor is 0..1, times this weight).
 FAIRSHARE_WEIGHT = 10000
 PRIORITY_WEIGHT_AGE = 1000
+# Above fair share: a production job goes before a default one of a team with more share left.
+PRIORITY_WEIGHT_QOS = 100000
 
 
 def _line(name: str, **options: str | int) -> str:
@@ -66,6 +68,9 @@ def slurm_conf(site: SlurmSite, policy: SchedulingPolicy, pools: Sequence[PoolVi
         "PriorityType=priority/multifactor",
         f"PriorityWeightFairshare={FAIRSHARE_WEIGHT if policy.fair_sharing else 0}",
         f"PriorityWeightAge={PRIORITY_WEIGHT_AGE}",
+        # the QOS factor is the job's QOS Priority over the highest one: the workload priority classes
+        # (slurm.conf(5) PriorityWeightQOS; priority_multifactor.html, "QOS Factor")
+        f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}",
         "PreemptType=preempt/qos",
         "PreemptMode=REQUEUE",
         # a preempted batch job is requeued only where JobRequeue=1 or it asked for --requeue (preempt.html,

@@ -18,8 +18,6 @@ from scheduler.model import PoolView, SchedulingPolicy
 from scheduler.resources import gpu_units
 
 BORROW_SUFFIX = "-borrow"
-# The QOS every association has by default (sacctmgr(1): a new cluster's default QOS is `normal`): the owners'.
-OWNER_QOS = "normal"
 # sacctmgr(1) Fairshare is an integer; team weights are floats in (0, 1000]: two decimals carried over.
 FAIRSHARE_SCALE = 100
 
@@ -78,6 +76,12 @@ def tres_name(pool: PoolView) -> str:
 
 def borrow_qos(team: str) -> str:
     return team + BORROW_SUFFIX
+
+
+def owner_qos(policy: SchedulingPolicy) -> list[str]:
+    """The QOS of work within a team's guarantee: one per workload priority class, named after it (a job names
+    its class with `--qos=CLASS`; a team's `priority` is its accounts' DefaultQOS)."""
+    return [pc.name for pc in policy.priority_classes]
 
 
 def fairshare(weight: float) -> int:

@@ -91,8 +91,12 @@ def test_generated_files_carry_the_policy() -> None:
     gres = files["gres.conf"].splitlines()
     assert sum("Name=shard Count=2" in line for line in gres) == 4  # one line per L40S GPU
     script = files["sacctmgr.sh"]
-    assert "GrpTRES=gres/gpu:h100=16,gres/shard=8 Fairshare=100 QOS=normal,vision-borrow" in script
-    assert "modify qos where name=normal set Preempt=vision-borrow,nlp-borrow" in script
+    qos = "QOS=production,default,preemptible,vision-borrow DefaultQOS=default"
+    assert f"GrpTRES=gres/gpu:h100=16,gres/shard=8 Fairshare=100 {qos}" in script
+    # one QOS per workload priority class, with its value, reclaiming every team's lent GPUs
+    assert "modify qos where name=production set Priority=1000 Preempt=vision-borrow,nlp-borrow" in script
+    assert "modify qos where name=preemptible set Priority=10 Preempt=vision-borrow,nlp-borrow" in script
+    assert "PriorityWeightQOS=100000" in conf.splitlines()
 
 
 def _documented_keys(page: str) -> set[str]:
@@ -145,8 +149,8 @@ def test_second_run_of_the_script_is_a_no_op_success(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert (
-        all(c.startswith("-i ") for c in calls) and len(calls) == 10
-    )  # cluster, 2 x 2 QOS, normal, 2 x 2 accounts
+        all(c.startswith("-i ") for c in calls) and len(calls) == 15
+    )  # cluster, 2 x 2 borrow QOS, 3 x 2 priority-class QOS, 2 x 2 accounts
 
 
 def test_script_stops_on_a_real_failure(tmp_path: Path) -> None:

@@ -38,9 +38,13 @@ def test_the_sacctmgr_script_applies_and_a_second_run_changes_nothing(cluster: S
     cluster.run("sh", str(cluster.script))
     assoc = cluster.run(*ASSOC)
     qos = cluster.run("sacctmgr", "-nP", "show", "qos", "format=name,grptres,preempt,preemptmode")
-    assert "|vision||100|gres/gpu:h100=2,gres/shard=2|normal,vision-borrow|normal" in assoc
+    assert (
+        "|vision||100|gres/gpu:h100=2,gres/shard=2|default,preemptible,production,vision-borrow|default"
+        in assoc
+    )
     assert "vision-borrow|gres/gpu:h100=2,gres/shard=4||requeue" in qos.splitlines()
-    assert qos.splitlines()[0].startswith("normal||nlp-borrow,vision-borrow|")
+    for name in ("production", "default", "preemptible"):  # a QOS per priority class reclaims lent GPUs
+        assert any(line.startswith(f"{name}||nlp-borrow,vision-borrow|") for line in qos.splitlines()), qos
     cluster.run("sh", str(cluster.script))
     assert cluster.run(*ASSOC) == assoc
     assert cluster.run("sacctmgr", "-nP", "show", "qos", "format=name,grptres,preempt,preemptmode") == qos
@@ -177,10 +181,10 @@ def test_a_borrowed_job_runs_on_idle_gpus_and_is_requeued_when_the_owner_needs_t
     """Borrowing that gives way, on real slurmctld. resource_limits.html ("Hierarchy": a limit on the job's QOS
     is used before the association's): under vision-borrow (GrpTRES gres/gpu:h100=2) vision runs 2 H100s beyond
     its account's GrpTRES of 2, on nlp's idle GPUs. slurm.conf(5) PreemptType=preempt/qos, sacctmgr(1) QOS
-    `Preempt` ("Other QOS' this QOS can preempt") and `PreemptMode`: nlp's job in QOS normal, whose Preempt list
-    holds vision-borrow, preempts the borrowed job and starts; preempt.html (slurm-22-05-8-1,
+    `Preempt` ("Other QOS' this QOS can preempt") and `PreemptMode`: nlp's job in QOS default (its priority class), whose
+    Preempt list holds vision-borrow, preempts the borrowed job and starts; preempt.html (slurm-22-05-8-1,
     doc/html/preempt.shtml, PreemptMode REQUEUE): the job is requeued because JobRequeue=1; vision's job within
-    its quota (QOS normal, preempted by no QOS) keeps running. The requeued job is PENDING with Reason BeginTime,
+    its quota (QOS default, preempted by no QOS) keeps running. The requeued job is PENDING with Reason BeginTime,
     Restarts=1, until cred_expire + 1 seconds after the requeue (src/slurmctld/job_mgr.c, batch_requeue_fini, at
     slurm-22-05-8-1: begin_time = now + cred_lifetime + 1; slurm.conf(5) AuthInfo cred_expire, default 120:
     "This also controls how long a requeued job must wait before starting again"); sacct(1) state PREEMPTED for

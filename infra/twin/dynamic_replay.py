@@ -1,0 +1,290 @@
+"""The dynamic simulation checked against the real thing: a scaled-down replay of jobs over time on the twin
+(the real Kueue admitting against the stack's ClusterQueues, the real scheduler binding, kwok pods that finish
+after their duration), and the same jobs through ``scheduler.sim.dynamic``, compared on admission order, queue
+waits and preemptions.
+
+The jobs are written as a generic timed trace (``scheduler.sim.timed_traces``) so the simulator reads them
+through its own reader; the arrivals it is given are the twin's own submission times, so submission jitter is
+not counted as a difference. Each job is a batch/v1 Job in its team's namespace (Kueue's LocalQueue `default`),
+`parallelism` = its pods, each pod asking its GPUs and carrying the duration annotation kwok completes it by
+(``infra.twin.kwok.DURATION_ANNOTATION``). The twin's record is read from a watch on Workloads: the first time
+each is `Admitted` (the condition's lastTransitionTime, whole seconds) and whether it was ever evicted by
+preemption (Kueue v0.19.2 pkg/workload: condition `Evicted` reason `Preempted`, condition `Preempted`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import numpy as np
+
+from infra.twin.kwok import DURATION_ANNOTATION
+
+GPU = "nvidia.com/gpu"
+PREFIX = "dyn"
+HEADER = ["arrival", "duration", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "pods", "team",
+          "priority"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    index: int
+    arrival: float  # seconds after the first job
+    duration: float
+    pods: int
+    gpus: int  # per pod
+    team: str
+    priority: str
+
+    @property
+    def name(self) -> str:
+        return f"{PREFIX}-{self.index:04d}"
+
+
+def scaled_trace(
+    teams: list[str],
+    pool: str,
+    *,
+    jobs: int = 200,
+    rate_per_s: float = 0.5,
+    duration_s: tuple[float, float] = (8.0, 30.0),
+    priorities: tuple[tuple[str, float], ...] = (("default", 0.8), ("production", 0.1), ("preemptible", 0.1)),
+    seed: int = 7,
+) -> list[ReplayJob]:
+    """Seeded jobs: Poisson arrivals, durations uniform in `duration_s`, 1/2/4/8 GPUs a pod, one pod in four
+    jobs a gang of two, teams alternating at random, mostly the default priority class."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1 / rate_per_s, size=jobs)
+    arrivals = np.concatenate([[0.0], np.cumsum(gaps[1:])])
+    names, weights = zip(*priorities, strict=True)
+    out = []
+    for i in range(jobs):
+        out.append(
+            ReplayJob(
+                index=i,
+                arrival=round(float(arrivals[i]), 3),
+                duration=float(round(rng.uniform(*duration_s))),
+                pods=int(rng.choice([1, 1, 1, 2])),
+                gpus=int(rng.choice([1, 2, 4, 8])),
+                team=str(rng.choice(teams)),
+                priority=str(rng.choice(names, p=np.array(weights) / sum(weights))),
+            )
+        )
+    del pool  # every job asks whole GPUs of the one GPU pool the replay stack has
+    return out
+
+
+def write_trace(jobs: list[ReplayJob], path: Path, arrivals: list[float] | None = None) -> Path:
+    """The jobs as a generic timed trace; `arrivals` (the twin's submission times) replace the planned ones."""
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(HEADER)
+        for job in jobs:
+            at = arrivals[job.index] if arrivals is not None else job.arrival
+            out.writerow([f"{at:.3f}", f"{job.duration:g}", 1000, 4096, job.gpus, 1000, "", job.pods, job.team,
+                          job.priority])  # fmt: skip
+    return path
+
+
+def job_object(job: ReplayJob, scheduler: str = "gpu-binpack") -> dict[str, Any]:
+    """The batch/v1 Job of one trace row, for its team's LocalQueue `default` (Kueue LocalQueueDefaulting)."""
+    requests = {"cpu": "1", "memory": "4Gi", GPU: str(job.gpus)}
+    container = {"name": "main", "image": "registry.example/train:1",
+                 "resources": {"requests": requests, "limits": requests}}  # fmt: skip
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.team,
+            "labels": {"kueue.x-k8s.io/priority-class": job.priority},
+        },  # fmt: skip
+        "spec": {
+            "parallelism": job.pods,
+            "completions": job.pods,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": {DURATION_ANNOTATION: f"{job.duration:g}"}},
+                "spec": {"restartPolicy": "Never", "schedulerName": scheduler, "containers": [container]},
+            },
+        },
+    }
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass
+class TwinRecord:
+    """What the twin did, times in seconds after the first submission."""
+
+    submitted: dict[int, float] = field(default_factory=dict)
+    admitted: dict[int, float] = field(default_factory=dict)  # first admission
+    finished: dict[int, float] = field(default_factory=dict)
+    preempted: set[int] = field(default_factory=set)
+    seconds: float = 0.0
+
+
+class _Watch(threading.Thread):
+    """`kubectl get workloads -A -w -o json`: every change of every Workload, parsed as it streams."""
+
+    def __init__(self, argv: list[str], record: TwinRecord, t0: list[float]) -> None:
+        super().__init__(daemon=True)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.record, self.t0 = record, t0
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        decoder, buffer = json.JSONDecoder(), ""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    obj, end = decoder.raw_decode(buffer.lstrip())
+                except ValueError:
+                    break
+                buffer = buffer.lstrip()[end:]
+                self._seen(obj.get("object", obj))
+
+    def _seen(self, wl: dict[str, Any]) -> None:
+        owners = [r["name"] for r in wl.get("metadata", {}).get("ownerReferences", [])]
+        job = next((int(n.split("-")[1]) for n in owners if n.startswith(PREFIX + "-")), None)
+        if job is None:
+            return
+        with self.lock:
+            for c in wl.get("status", {}).get("conditions", []):
+                if c.get("status") != "True":
+                    continue
+                at = _epoch(c["lastTransitionTime"]) - self.t0[1]
+                if c["type"] == "Admitted":
+                    self.record.admitted[job] = min(at, self.record.admitted.get(job, at))
+                elif c["type"] == "Finished":
+                    self.record.finished.setdefault(job, at)
+                elif c["type"] == "Preempted" or (c["type"] == "Evicted" and c.get("reason") == "Preempted"):
+                    self.record.preempted.add(job)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def replay_on_twin(
+    kubectl: Path, kubeconfig: Path, jobs: list[ReplayJob], timeout_s: float = 1800
+) -> TwinRecord:
+    """Submit each job at its arrival (in real seconds) and wait until every Workload has finished."""
+    base = [str(kubectl), f"--kubeconfig={kubeconfig}"]
+    record = TwinRecord()
+    t0 = [time.monotonic(), time.time()]
+    watch = _Watch([*base, "get", "workloads.kueue.x-k8s.io", "-A", "-w", "-o", "json", "--output-watch-events"],
+                   record, t0)  # fmt: skip
+    watch.start()
+    started = time.monotonic()
+    try:
+        t0[0], t0[1] = time.monotonic(), time.time()
+        for job in jobs:
+            delay = job.arrival - (time.monotonic() - t0[0])
+            if delay > 0:
+                time.sleep(delay)
+            record.submitted[job.index] = time.monotonic() - t0[0]
+            done = subprocess.run([*base, "create", "-f", "-"], input=json.dumps(job_object(job)),
+                                  capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+            if done.returncode != 0:
+                raise RuntimeError(f"kubectl create job {job.name}: {done.stderr.strip()}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with watch.lock:
+                if len(record.finished) == len(jobs):
+                    break
+            time.sleep(1)
+        else:
+            raise TimeoutError(f"{len(jobs) - len(record.finished)} of {len(jobs)} jobs did not finish")
+    finally:
+        watch.stop()
+        for ns in sorted({j.team for j in jobs}):
+            subprocess.run([*base, "delete", "jobs", "-n", ns, "--all", "--wait=false"], capture_output=True,
+                           check=False, timeout=120)  # fmt: skip
+    record.seconds = time.monotonic() - started
+    return record
+
+
+@dataclass
+class SimRecord:
+    admitted: dict[int, float]  # first start
+    preempted: set[int]
+
+
+def simulate(spec: Any, trace: Path) -> SimRecord:
+    """The same jobs through the dynamic simulator, with the stack's world (``infra.dynamic_simulation``)."""
+    from infra.dynamic_simulation import stack_world
+    from scheduler.sim.dynamic.engine import Simulation
+    from scheduler.sim.timed_traces import read_timed_pods
+
+    world = stack_world(spec, read_timed_pods(trace)).world
+    victims: set[int] = set()
+
+    class Recording(Simulation):
+        def preempting(self, victim: int, preemptor: int, pool: int) -> None:
+            victims.add(victim)
+            super().preempting(victim, preemptor, pool)
+
+    sim = Recording(world)
+    sim.run()
+    arrival = world.jobs.arrival
+    return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    jobs: int
+    twin_median_wait_s: float
+    sim_median_wait_s: float
+    twin_p95_wait_s: float
+    sim_p95_wait_s: float
+    order_agreement: (
+        float  # of job pairs the twin admitted more than `gap` apart, the share the sim orders alike
+    )
+    twin_preempted: tuple[int, ...]
+    sim_preempted: tuple[int, ...]
+
+    @property
+    def median_difference(self) -> float:
+        return abs(self.sim_median_wait_s - self.twin_median_wait_s) / max(self.twin_median_wait_s, 1e-9)
+
+    @property
+    def preempted_jaccard(self) -> float:
+        a, b = set(self.twin_preempted), set(self.sim_preempted)
+        return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def compare(twin: TwinRecord, sim: SimRecord, gap_s: float = 2.0) -> Comparison:
+    """Waits from each run's own admissions and the same arrivals (the twin's submissions)."""
+    jobs = sorted(set(twin.admitted) & set(sim.admitted))
+    shift = min(twin.submitted.values())  # the trace reader starts the simulator's clock at the first arrival
+    tw = np.array([twin.admitted[j] - twin.submitted[j] for j in jobs])
+    sw = np.array([sim.admitted[j] + shift - twin.submitted[j] for j in jobs])
+    ta = np.array([twin.admitted[j] for j in jobs])
+    sa = np.array([sim.admitted[j] + shift for j in jobs])
+    far = np.abs(ta[:, None] - ta[None, :]) > gap_s
+    agree = np.sign(ta[:, None] - ta[None, :]) == np.sign(sa[:, None] - sa[None, :])
+    pairs = np.triu(far, 1)
+    return Comparison(
+        jobs=len(jobs),
+        twin_median_wait_s=float(median(np.maximum(tw, 0))),
+        sim_median_wait_s=float(median(np.maximum(sw, 0))),
+        twin_p95_wait_s=float(np.percentile(np.maximum(tw, 0), 95)),
+        sim_p95_wait_s=float(np.percentile(np.maximum(sw, 0), 95)),
+        order_agreement=float(agree[pairs].mean()) if pairs.any() else 1.0,
+        twin_preempted=tuple(sorted(twin.preempted)),
+        sim_preempted=tuple(sorted(sim.preempted)),
+    )
