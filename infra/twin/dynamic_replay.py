@@ -99,7 +99,10 @@ def job_object(job: ReplayJob, scheduler: str = "gpu-binpack") -> dict[str, Any]
     """The batch/v1 Job of one trace row, for its team's LocalQueue `default` (Kueue LocalQueueDefaulting)."""
     requests = {"cpu": "1", "memory": "4Gi", GPU: str(job.gpus)}
     container = {"name": "main", "image": "registry.example/train:1",
-                 "resources": {"requests": requests, "limits": requests}}  # fmt: skip
+                 "resources": {"requests": requests, "limits": requests},
+                 # what the namespaces' Pod Security level "restricted" asks of every container
+                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                     "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}  # fmt: skip
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -107,7 +110,7 @@ def job_object(job: ReplayJob, scheduler: str = "gpu-binpack") -> dict[str, Any]
             "name": job.name,
             "namespace": job.team,
             "labels": {"kueue.x-k8s.io/priority-class": job.priority},
-        },  # fmt: skip
+        },
         "spec": {
             "parallelism": job.pods,
             "completions": job.pods,
@@ -132,6 +135,7 @@ class TwinRecord:
     admitted: dict[int, float] = field(default_factory=dict)  # first admission
     finished: dict[int, float] = field(default_factory=dict)
     preempted: set[int] = field(default_factory=set)
+    reasons: dict[str, int] = field(default_factory=dict)  # preemptions by the Preempted condition's reason
     seconds: float = 0.0
 
 
@@ -143,6 +147,7 @@ class _Watch(threading.Thread):
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.record, self.t0 = record, t0
         self.lock = threading.Lock()
+        self.seen: set[tuple[int, str]] = set()
 
     def run(self) -> None:
         decoder, buffer = json.JSONDecoder(), ""
@@ -173,6 +178,12 @@ class _Watch(threading.Thread):
                     self.record.finished.setdefault(job, at)
                 elif c["type"] == "Preempted" or (c["type"] == "Evicted" and c.get("reason") == "Preempted"):
                     self.record.preempted.add(job)
+                    if c["type"] == "Preempted":  # InClusterQueue, InCohortReclamation, ... once per eviction
+                        key = (job, c["lastTransitionTime"])
+                        if key not in self.seen:
+                            self.seen.add(key)
+                            reason = c.get("reason", "")
+                            self.record.reasons[reason] = self.record.reasons.get(reason, 0) + 1
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -222,6 +233,7 @@ def replay_on_twin(
 class SimRecord:
     admitted: dict[int, float]  # first start
     preempted: set[int]
+    reasons: dict[str, int] = field(default_factory=dict)  # named as Kueue names them
 
 
 def simulate(spec: Any, trace: Path) -> SimRecord:
@@ -232,16 +244,21 @@ def simulate(spec: Any, trace: Path) -> SimRecord:
 
     world = stack_world(spec, read_timed_pods(trace)).world
     victims: set[int] = set()
+    reasons: dict[str, int] = {}
+    queue = world.jobs.queue
 
     class Recording(Simulation):
         def preempting(self, victim: int, preemptor: int, pool: int) -> None:
             victims.add(victim)
+            same = queue[victim] == queue[preemptor]
+            reason = "InClusterQueue" if same else "InCohortReclamation"
+            reasons[reason] = reasons.get(reason, 0) + 1
             super().preempting(victim, preemptor, pool)
 
     sim = Recording(world)
     sim.run()
     arrival = world.jobs.arrival
-    return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims)
+    return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims, reasons)
 
 
 @dataclass(frozen=True)
@@ -256,10 +273,21 @@ class Comparison:
     )
     twin_preempted: tuple[int, ...]
     sim_preempted: tuple[int, ...]
+    twin_reasons: dict[str, int]
+    sim_reasons: dict[str, int]
 
     @property
     def median_difference(self) -> float:
         return abs(self.sim_median_wait_s - self.twin_median_wait_s) / max(self.twin_median_wait_s, 1e-9)
+
+    @property
+    def p95_difference(self) -> float:
+        return abs(self.sim_p95_wait_s - self.twin_p95_wait_s) / max(self.twin_p95_wait_s, 1e-9)
+
+    @property
+    def preempted_ratio(self) -> float:
+        """Jobs the simulator preempted over those the twin preempted."""
+        return len(self.sim_preempted) / max(len(self.twin_preempted), 1)
 
     @property
     def preempted_jaccard(self) -> float:
@@ -287,4 +315,6 @@ def compare(twin: TwinRecord, sim: SimRecord, gap_s: float = 2.0) -> Comparison:
         order_agreement=float(agree[pairs].mean()) if pairs.any() else 1.0,
         twin_preempted=tuple(sorted(twin.preempted)),
         sim_preempted=tuple(sorted(sim.preempted)),
+        twin_reasons=dict(twin.reasons),
+        sim_reasons=dict(sim.reasons),
     )

@@ -49,3 +49,28 @@ def test_kubernetes_only_options_are_refused_for_a_slurm_stack(tmp_path: Path) -
     done = invoke(tmp_path, "--stack", str(daemon_stack_file(tmp_path)), "--monitoring", "--run", "true")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--monitoring" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_docs_twin_example_runs_on_the_metal_slurm_stack(tmp_path: Path) -> None:
+    """docs/slurm.md's `invoke twin --stack metal-slurm --run ...` as written: all seven hosts come up with
+    their partitions and the example's job under vision is accepted and runs."""
+    import re
+    import shlex
+
+    ensure_packages()
+    text = (ROOT / "docs" / "slurm.md").read_text()
+    block = re.search(r"```sh\n(invoke twin --stack metal-slurm --run .*?)\n```", text, re.S)
+    assert block, "docs/slurm.md has no twin example"
+    argv = shlex.split(block.group(1))
+    assert argv[:4] == ["invoke", "twin", "--stack", "metal-slurm"] and argv[4] == "--run"
+    done = invoke(
+        tmp_path, "--stack", "metal-slurm", "--run", argv[5] + "; sleep 3; sacct -nXP --format=state,account"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "COMPLETED|vision" in done.stdout or "RUNNING|vision" in done.stdout, done.stdout
+    partitions = {
+        line.split()[0]: line.split()[3]
+        for line in done.stdout.splitlines()
+        if line.startswith(("h100", "l40s"))
+    }
+    assert partitions == {"h100*": "4", "l40s": "3"}, done.stdout  # sinfo's NODES column
