@@ -171,8 +171,10 @@ class SlurmCluster:
                     "--innodb-buffer-pool-size=32M", f"--log-error={r / 'log' / 'mysqld.log'}")  # fmt: skip
         self._until("MariaDB", lambda: _listening(ports["mysql"]))
 
-        site = replace(slurm_site(self.spec), node_addresses=dict.fromkeys(self.hosts, LOOPBACK),
-                       node_ports=node_ports)  # fmt: skip
+        # every daemon runs on this machine: the controller and accounting host are `localhost` (slurmctld and
+        # slurmdbd accept it as any host's name), the nodes are loopback ports
+        site = replace(slurm_site(self.spec), controller_hosts=("localhost",), accounting_host="localhost",
+                       node_addresses=dict.fromkeys(self.hosts, LOOPBACK), node_ports=node_ports)  # fmt: skip
         policy, pools = scheduler_inputs(self.spec)
         auth = f"socket={sock}"
         conf = override(slurm_conf(site, policy, pools), {
