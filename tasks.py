@@ -724,8 +724,10 @@ def kubeconfig(c: Context, stack: str = "dev", backend: str = "", out: str = "")
 def metal(
     c: Context, stack: str = "metal", check: bool = False, limit: str = "", reboot: bool = False
 ) -> None:
-    """Prepare the stack's bare-metal GPU hosts with Ansible: driver, container toolkit, fabric manager, verify;
-    on a Slurm stack then MUNGE, slurmdbd, slurmctld, slurmd and the accounts (playbooks/slurm-cluster.yml)."""
+    """Prepare the stack's bare-metal GPU hosts with Ansible, and on a Slurm stack its Slurm cluster.
+
+    Driver, container toolkit, fabric manager, verify (playbooks/gpu-hosts.yml); then on a Slurm stack MUNGE,
+    slurmdbd, slurmctld, slurmd and the accounts (playbooks/slurm-cluster.yml)."""
     import os
     import shlex
     import shutil
