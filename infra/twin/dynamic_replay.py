@@ -52,7 +52,6 @@ class ReplayJob:
 
 def scaled_trace(
     teams: list[str],
-    pool: str,
     *,
     jobs: int = 200,
     rate_per_s: float = 0.5,
@@ -60,7 +59,7 @@ def scaled_trace(
     priorities: tuple[tuple[str, float], ...] = (("default", 0.8), ("production", 0.1), ("preemptible", 0.1)),
     seed: int = 7,
 ) -> list[ReplayJob]:
-    """Seeded jobs: Poisson arrivals, durations uniform in `duration_s`, 1/2/4/8 GPUs a pod, one pod in four
+    """Seeded jobs for a stack with one whole-GPU pool: Poisson arrivals, durations uniform in `duration_s`, 1/2/4/8 GPUs a pod, one pod in four
     jobs a gang of two, teams alternating at random, mostly the default priority class."""
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1 / rate_per_s, size=jobs)
@@ -79,7 +78,6 @@ def scaled_trace(
                 priority=str(rng.choice(names, p=np.array(weights) / sum(weights))),
             )
         )
-    del pool  # every job asks whole GPUs of the one GPU pool the replay stack has
     return out
 
 

@@ -69,7 +69,7 @@ def replay_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube
 def test_the_simulator_agrees_with_kueue_on_the_twin(replay_twin: tuple[Kube, Path], tmp_path: Path) -> None:
     kube, stack = replay_twin
     spec = load_stack(stack)
-    jobs = scaled_trace([t.name for t in spec.teams], "h100", jobs=JOBS, rate_per_s=RATE_PER_S,
+    jobs = scaled_trace([t.name for t in spec.teams], jobs=JOBS, rate_per_s=RATE_PER_S,
                         duration_s=DURATION_S)  # fmt: skip
     twin = replay_on_twin(kube.kubectl, kube.kubeconfig, jobs)
     trace = write_trace(jobs, tmp_path / "replay.csv", [twin.submitted[j.index] for j in jobs])
