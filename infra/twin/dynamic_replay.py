@@ -4,11 +4,13 @@ after their duration), and the same jobs through ``scheduler.sim.dynamic``, comp
 waits and preemptions.
 
 The jobs are written as a generic timed trace (``scheduler.sim.timed_traces``) so the simulator reads them
-through its own reader; the arrivals it is given are the twin's own submission times, so submission jitter is
-not counted as a difference. Each job is a batch/v1 Job in its team's namespace (Kueue's LocalQueue `default`),
+through its own reader; the arrivals it is given are the moments the twin's Kueue first had each Workload, and
+its durations how long each job's last admission held the quota on the twin, so the twin's submission and
+pod-lifecycle lags are inputs, not differences. Each job is a batch/v1 Job in its team's namespace (Kueue's LocalQueue `default`),
 `parallelism` = its pods, each pod asking its GPUs and carrying the duration annotation kwok completes it by
-(``infra.twin.kwok.DURATION_ANNOTATION``). The twin's record is read from a watch on Workloads: the first time
-each is `Admitted` (the condition's lastTransitionTime, whole seconds) and whether it was ever evicted by
+(``infra.twin.kwok.DURATION_ANNOTATION``). The twin's record is read from a watch on Workloads: when each is
+first seen, each time it is `Admitted` and when `Finished` (as the watch sees each new transition: the
+conditions' lastTransitionTime has whole seconds only) and whether it was ever evicted by
 preemption (Kueue v0.19.2 pkg/workload: condition `Evicted` reason `Preempted`, condition `Preempted`).
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import threading
 import time
@@ -81,14 +84,21 @@ def scaled_trace(
     return out
 
 
-def write_trace(jobs: list[ReplayJob], path: Path, arrivals: list[float] | None = None) -> Path:
-    """The jobs as a generic timed trace; `arrivals` (the twin's submission times) replace the planned ones."""
+def write_trace(
+    jobs: list[ReplayJob],
+    path: Path,
+    arrivals: list[float] | None = None,
+    durations: list[float] | None = None,
+) -> Path:
+    """The jobs as a generic timed trace; `arrivals` and `durations` (what the twin measured) replace the
+    planned ones."""
     with path.open("w", newline="") as f:
         out = csv.writer(f)
         out.writerow(HEADER)
         for job in jobs:
             at = arrivals[job.index] if arrivals is not None else job.arrival
-            out.writerow([f"{at:.3f}", f"{job.duration:g}", 1000, 4096, job.gpus, 1000, "", job.pods, job.team,
+            length = durations[job.index] if durations is not None else job.duration
+            out.writerow([f"{at:.3f}", f"{length:.3f}", 1000, 4096, job.gpus, 1000, "", job.pods, job.team,
                           job.priority])  # fmt: skip
     return path
 
@@ -127,14 +137,28 @@ def _epoch(stamp: str) -> float:
 
 @dataclass
 class TwinRecord:
-    """What the twin did, times in seconds after the first submission."""
+    """What the twin did, in seconds after the first submission, each time the moment the watch saw the change
+    (a condition's lastTransitionTime has whole seconds only, a tenth of these jobs' durations)."""
 
-    submitted: dict[int, float] = field(default_factory=dict)
+    submitted: dict[int, float] = field(default_factory=dict)  # before `kubectl create`
+    created: dict[int, float] = field(default_factory=dict)  # the Workload first seen: Kueue knows the job
     admitted: dict[int, float] = field(default_factory=dict)  # first admission
+    last_admitted: dict[int, float] = field(default_factory=dict)  # the admission that ran to the end
     finished: dict[int, float] = field(default_factory=dict)
     preempted: set[int] = field(default_factory=set)
     reasons: dict[str, int] = field(default_factory=dict)  # preemptions by the Preempted condition's reason
+    # each preemption: when the watch saw it, the victim, the preemptor (from the condition's message, Kueue
+    # v0.19.2 pkg/scheduler/preemption "Preempted to accommodate a workload (UID: ...)") or -1, the reason
+    preemptions: list[tuple[float, int, int, str]] = field(default_factory=list)
+    eviction_lags: list[float] = field(default_factory=list)  # each preemption to the victim's quota release
     seconds: float = 0.0
+
+    def held(self, job: int) -> float | None:
+        """How long the job's last admission held its quota: its duration plus the twin's lag in starting
+        its pods and in releasing the quota once they completed."""
+        if job in self.finished and job in self.last_admitted:
+            return self.finished[job] - self.last_admitted[job]
+        return None
 
 
 class _Watch(threading.Thread):
@@ -145,7 +169,9 @@ class _Watch(threading.Thread):
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.record, self.t0 = record, t0
         self.lock = threading.Lock()
-        self.seen: set[tuple[int, str]] = set()
+        self.seen: set[tuple[int, str, str]] = set()
+        self.uids: dict[str, int] = {}
+        self.evicting: dict[int, float] = {}  # preempted jobs whose quota is not yet released: since when
 
     def run(self) -> None:
         decoder, buffer = json.JSONDecoder(), ""
@@ -165,23 +191,33 @@ class _Watch(threading.Thread):
         job = next((int(n.split("-")[1]) for n in owners if n.startswith(PREFIX + "-")), None)
         if job is None:
             return
+        now = time.monotonic() - self.t0[0]
         with self.lock:
+            self.record.created.setdefault(job, now)
+            self.uids[wl["metadata"].get("uid", "")] = job
             for c in wl.get("status", {}).get("conditions", []):
+                if c.get("type") == "QuotaReserved" and c.get("status") == "False" and job in self.evicting:
+                    self.record.eviction_lags.append(now - self.evicting.pop(job))
                 if c.get("status") != "True":
                     continue
-                at = _epoch(c["lastTransitionTime"]) - self.t0[1]
+                key = (job, c["type"], c["lastTransitionTime"])
+                if key in self.seen:  # the same transition, in a later update of the Workload
+                    continue
+                self.seen.add(key)
                 if c["type"] == "Admitted":
-                    self.record.admitted[job] = min(at, self.record.admitted.get(job, at))
+                    self.record.admitted.setdefault(job, now)
+                    self.record.last_admitted[job] = now
                 elif c["type"] == "Finished":
-                    self.record.finished.setdefault(job, at)
+                    self.record.finished.setdefault(job, now)
                 elif c["type"] == "Preempted" or (c["type"] == "Evicted" and c.get("reason") == "Preempted"):
                     self.record.preempted.add(job)
                     if c["type"] == "Preempted":  # InClusterQueue, InCohortReclamation, ... once per eviction
-                        key = (job, c["lastTransitionTime"])
-                        if key not in self.seen:
-                            self.seen.add(key)
-                            reason = c.get("reason", "")
-                            self.record.reasons[reason] = self.record.reasons.get(reason, 0) + 1
+                        reason = c.get("reason", "")
+                        self.record.reasons[reason] = self.record.reasons.get(reason, 0) + 1
+                        uid = re.search(r"\(UID: ([0-9a-f-]+)", c.get("message", ""))
+                        by = self.uids.get(uid.group(1), -1) if uid else -1
+                        self.record.preemptions.append((now, job, by, reason))
+                        self.evicting[job] = now
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -259,9 +295,16 @@ def simulate(spec: Any, trace: Path) -> SimRecord:
     return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims, reasons)
 
 
+PROMPT_S = 2.0  # a job admitted within this of its arrival went straight in
+
+
 @dataclass(frozen=True)
 class Comparison:
     jobs: int
+    twin_mean_wait_s: float
+    sim_mean_wait_s: float
+    twin_prompt_share: float  # of the jobs, those admitted within PROMPT_S of arriving
+    sim_prompt_share: float
     twin_median_wait_s: float
     sim_median_wait_s: float
     twin_p95_wait_s: float
@@ -273,6 +316,10 @@ class Comparison:
     sim_preempted: tuple[int, ...]
     twin_reasons: dict[str, int]
     sim_reasons: dict[str, int]
+
+    @property
+    def mean_difference(self) -> float:
+        return abs(self.sim_mean_wait_s - self.twin_mean_wait_s) / max(self.twin_mean_wait_s, 1e-9)
 
     @property
     def median_difference(self) -> float:
@@ -294,22 +341,27 @@ class Comparison:
 
 
 def compare(twin: TwinRecord, sim: SimRecord, gap_s: float = 2.0) -> Comparison:
-    """Waits from each run's own admissions and the same arrivals (the twin's submissions)."""
+    """Waits from each run's own admissions and the same arrivals (the twin's Workloads first seen)."""
     jobs = sorted(set(twin.admitted) & set(sim.admitted))
-    shift = min(twin.submitted.values())  # the trace reader starts the simulator's clock at the first arrival
-    tw = np.array([twin.admitted[j] - twin.submitted[j] for j in jobs])
-    sw = np.array([sim.admitted[j] + shift - twin.submitted[j] for j in jobs])
+    shift = min(twin.created.values())  # the trace reader starts the simulator's clock at the first arrival
+    tw = np.array([twin.admitted[j] - twin.created[j] for j in jobs])
+    sw = np.array([sim.admitted[j] + shift - twin.created[j] for j in jobs])
     ta = np.array([twin.admitted[j] for j in jobs])
     sa = np.array([sim.admitted[j] + shift for j in jobs])
     far = np.abs(ta[:, None] - ta[None, :]) > gap_s
     agree = np.sign(ta[:, None] - ta[None, :]) == np.sign(sa[:, None] - sa[None, :])
     pairs = np.triu(far, 1)
+    tw, sw = np.maximum(tw, 0), np.maximum(sw, 0)
     return Comparison(
         jobs=len(jobs),
-        twin_median_wait_s=float(median(np.maximum(tw, 0))),
-        sim_median_wait_s=float(median(np.maximum(sw, 0))),
-        twin_p95_wait_s=float(np.percentile(np.maximum(tw, 0), 95)),
-        sim_p95_wait_s=float(np.percentile(np.maximum(sw, 0), 95)),
+        twin_mean_wait_s=float(tw.mean()),
+        sim_mean_wait_s=float(sw.mean()),
+        twin_prompt_share=float((tw <= PROMPT_S).mean()),
+        sim_prompt_share=float((sw <= PROMPT_S).mean()),
+        twin_median_wait_s=float(median(tw)),
+        sim_median_wait_s=float(median(sw)),
+        twin_p95_wait_s=float(np.percentile(tw, 95)),
+        sim_p95_wait_s=float(np.percentile(sw, 95)),
         order_agreement=float(agree[pairs].mean()) if pairs.any() else 1.0,
         twin_preempted=tuple(sorted(twin.preempted)),
         sim_preempted=tuple(sorted(sim.preempted)),

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from infra.stackfile import load_stack
@@ -24,24 +25,19 @@ from tests.twin.kube import Kube
 JOBS = 200
 RATE_PER_S = 1.0
 DURATION_S = (5.0, 20.0)
-# The bounds this check holds today (docs/simulation.md, "Checked against the twin", has the measured values and
-# the reasons). They are wider than a median within 10 % and the same preempted jobs: the simulator reclaims
-# lent quota about twice as often as Kueue does (cohort reclamations 99 against 49 in one run; preemptions by
-# priority within a team agree, 52 against 45), which is not explained yet; and the twin lags: its admission
-# times are whole seconds (a condition's lastTransitionTime), a freed quota is reused only after the Job finishes, its Workload is marked Finished and Kueue retries the queue's heads, and kwok
-# starts a pod's duration once it runs; the simulator does all of that in the instant a job ends. Each job holds
-# its GPUs a second or two longer on the twin, which is 10-20 % of these 5-20 s jobs, so the twin's queue drains
-# more slowly, and which jobs are running (so preemptible) when an owner arrives differs.
-MEDIAN_WAIT_S = (
-    8.0  # absolute difference of the median wait: medians are a few seconds here, and the twin's own
-)
-# median moved from 7.9 s to 14.3 s between runs of the same trace
-P95_WAIT_BOUND = 0.25  # relative difference of the 95th percentile wait (measured: 12-17 %)
+# The bounds this check holds (docs/simulation.md, "Checked against the twin", has the measured values and what
+# differs). The simulator is given what the twin measured of each job (when Kueue first saw it, how long it held
+# its quota), so what is compared is the queueing and preemption. The median wait is reported, not bounded: it
+# falls where the wait distribution is steepest (between the jobs admitted at once and those queued behind the
+# backlog), and moved from 4.7 s to 41.6 s between runs of the twin itself on the same trace.
+MEAN_WAIT_BOUND = 0.6  # relative difference of the mean wait (measured: the simulator 5-47 % above)
+P95_WAIT_BOUND = 0.2  # relative difference of the 95th percentile wait (measured: 6-11 %)
 ORDER_BOUND = (
-    0.80  # share of job pairs admitted in the same order, pairs more than 2 s apart (measured: 0.88-0.93)
+    0.85  # share of job pairs admitted in the same order, pairs more than 2 s apart (measured: 0.90-0.95)
 )
-PREEMPTED_RATIO = (0.8, 2.5)  # jobs the simulator preempts over those Kueue preempts (measured: 1.4-1.7)
-IN_QUEUE_RATIO = (0.6, 1.6)  # the same for preemptions by priority within a team (measured: 1.16)
+PREEMPTED_RATIO = (0.75, 1.4)  # jobs the simulator preempts over those Kueue preempts (measured: 0.96-1.14)
+RECLAIM_RATIO = (0.7, 2.0)  # the same for reclaims of lent quota, all InCohort* reasons (measured: 1.15-1.57)
+IN_QUEUE_RATIO = (0.5, 1.4)  # the same for preemptions by priority within a team (measured: 0.72-0.82)
 
 
 @pytest.fixture(scope="module")
@@ -72,20 +68,32 @@ def test_the_simulator_agrees_with_kueue_on_the_twin(replay_twin: tuple[Kube, Pa
     jobs = scaled_trace([t.name for t in spec.teams], jobs=JOBS, rate_per_s=RATE_PER_S,
                         duration_s=DURATION_S)  # fmt: skip
     twin = replay_on_twin(kube.kubectl, kube.kubeconfig, jobs)
-    trace = write_trace(jobs, tmp_path / "replay.csv", [twin.submitted[j.index] for j in jobs])
+    # what the twin did, for reading a failure again without the twin
+    (tmp_path / "twin-record.json").write_text(json.dumps(twin.__dict__, default=sorted))
+    # the simulator is given what the twin measured of each job: when Kueue first saw it, and how long its last
+    # admission held the quota (the duration plus the twin's lag in starting and completing its pods)
+    held = [twin.held(j.index) for j in jobs]
+    trace = write_trace(jobs, tmp_path / "replay.csv", [twin.created[j.index] for j in jobs],
+                        [h if h is not None else j.duration for h, j in zip(held, jobs, strict=True)])  # fmt: skip
     sim = simulate(spec, trace)
     result = compare(twin, sim)
-    report = {**result.__dict__, "median_difference": result.median_difference,
+    lag = [h - j.duration for h, j in zip(held, jobs, strict=True) if h is not None]
+    report = {**result.__dict__, "hold_lag_s": [round(float(np.percentile(lag, q)), 2) for q in (5, 50, 95)], "mean_difference": result.mean_difference,
               "p95_difference": result.p95_difference, "preempted_ratio": result.preempted_ratio,
               "preempted_jaccard": result.preempted_jaccard, "twin_seconds": twin.seconds}  # fmt: skip
     print("\ndynamic replay:", json.dumps(report, default=list))
     assert result.jobs == JOBS, report
-    assert abs(result.sim_median_wait_s - result.twin_median_wait_s) <= MEDIAN_WAIT_S, report
+    assert result.mean_difference <= MEAN_WAIT_BOUND, report
     assert result.p95_difference <= P95_WAIT_BOUND, report
     assert result.order_agreement >= ORDER_BOUND, report
     assert result.twin_preempted, report  # the load makes Kueue preempt: the comparison is not empty
     assert PREEMPTED_RATIO[0] <= result.preempted_ratio <= PREEMPTED_RATIO[1], report
-    in_queue = result.sim_reasons.get("InClusterQueue", 0) / max(
-        result.twin_reasons.get("InClusterQueue", 0), 1
-    )
-    assert IN_QUEUE_RATIO[0] <= in_queue <= IN_QUEUE_RATIO[1], report
+
+    def ratio(*reasons: str) -> float:
+        twin_n = sum(result.twin_reasons.get(r, 0) for r in reasons)
+        return sum(result.sim_reasons.get(r, 0) for r in reasons) / max(twin_n, 1)
+
+    assert (
+        RECLAIM_RATIO[0] <= ratio("InCohortReclamation", "InCohortReclaimWhileBorrowing") <= RECLAIM_RATIO[1]
+    ), report
+    assert IN_QUEUE_RATIO[0] <= ratio("InClusterQueue") <= IN_QUEUE_RATIO[1], report

@@ -7,14 +7,22 @@ What each step models, and the upstream rule it follows:
   fungibility `whenCanBorrow: TryNextFlavor`) the first where it fits by borrowing the cohort's unused quota,
   up to the queue's `borrowingLimit` and never taking what another queue keeps back below its `lendingLimit`.
   Admission does not look at nodes: an admitted job's pods then wait for room (placement, autoscaler).
-- **Queueing** is `BestEffortFIFO`: pending jobs are tried in order of priority, then of queueing time; one
-  that does not fit is skipped and the ones behind it may still go. `strict_fifo` (StrictFIFO) stops at it.
+- **Queueing** is `BestEffortFIFO` as Kueue's scheduler runs it (v0.19.2 pkg/scheduler/scheduler.go,
+  pkg/cache/queue): each cycle takes the head of every queue (priority, then queueing time) and tries the
+  heads that fit within their nominal quota before those that would borrow; a head that does not fit is
+  skipped and the next of its queue may still go (`strict_fifo`, StrictFIFO: it blocks its queue). A head
+  that did not fit waits, with every job of its queue of the same shape, until quota is released and then
+  for the batched requeue, `Settings.requeue_batch_s` (Kueue's `requeueBatchPeriod`, 1 s).
 - **Preemption** (the ClusterQueue's `preemption`): with `reclaimWithinCohort: Any`, a job that fits its own
   nominal quota takes it back from queues that borrow in that pool, lowest priority and most recently
   admitted first; with `withinClusterQueue: LowerPriority`, a job may evict lower-priority jobs of its own
   queue. Candidates are taken as Kueue orders them (v0.19.2 `preemption/common/ordering.go`): other queues'
-  first, then lower priority, then the most recently admitted. A preempted job loses its run (the GPU-hours it had are counted as thrown away) and is requeued
-  (`requeuingStrategy.timestamp: Eviction`: it queues from the time of its eviction).
+  first, then lower priority, then the most recently admitted. A preempted job loses its run (the GPU-hours
+  it had are counted as thrown away) and is requeued with its place in the queue kept: Kueue orders a
+  preempted Workload by its creation time (v0.19.2 pkg/workload `Ordering.GetQueueOrderTimestamp`; only a
+  `waitForPodsReady` timeout with `requeuingStrategy.timestamp: Eviction` sends a job to the back). Eviction
+  is instant: the victims' quota is free for the preemptor in the same cycle (on a cluster their pods take
+  their termination grace period first).
 - **Gangs**: a job's pods are placed one by one as room appears; each placed pod holds its GPUs; the job runs
   when all run. With `waitForPodsReady`, a job whose pods are not all running within the timeout is evicted
   and requeued, freeing what its placed pods held (Kueue "Sequential admission with ready pods").
@@ -46,7 +54,7 @@ from scheduler.sim.runner import _score
 from scheduler.sim.shapes import build_shapes, target_workload
 from scheduler.sim.state import ClusterState
 
-ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT = range(5)
+ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT, REQUEUE = range(6)
 WAITING, ADMITTED, RUNNING, DONE = range(4)
 UNLIMITED = 10**12
 MAX_CYCLES = 20  # admission cycles at one instant
@@ -125,8 +133,18 @@ class Simulation:
         self.events: list[tuple[float, int, int, int, int]] = []
         self.seq = itertools.count()
         self.waiting: list[tuple[int, float, int]] = []  # sorted (-priority, queued_at, job)
-        self.fresh: list[int] = []  # arrived since the last cycle
-        self.quota_freed = False
+        self.fresh: list[int] = []  # arrived (or requeued by a preemption) since the last cycle
+        self.quota_freed = False  # every waiting job is tried again in the next cycle
+        # Kueue's inadmissible workloads (v0.19.2 pkg/cache/queue): a head that did not fit waits, with every
+        # job of its queue of the same shape (SchedulingEquivalenceHashing), until quota is released and the
+        # batched requeue `requeue_batch_s` later moves them back to the heads
+        self.parked: set[tuple[int, str, int, int, int, int]] = set()
+        self.requeue_due = False
+        wl = jobs.workload
+        self.shape_of = list(
+            zip(jobs.queue.tolist(), wl.gpu_spec, jobs.pods.tolist(), wl.num_gpu.tolist(),
+                wl.gpu_milli.tolist(), jobs.priority.tolist(), strict=True)
+        )  # fmt: skip
         self.pending: list[list[int]] = [[] for _ in world.pools]  # admitted jobs with pods to place, by pool
         self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
         self.dirty_pools: set[int] = set()
@@ -236,7 +254,7 @@ class Simulation:
             job = self.jobs[a]
             if job.state == ADMITTED and job.run == b:
                 self.recorder.timed_out(a)
-                self._evict(a, t)
+                self._evict(a, t, t)  # requeuingStrategy.timestamp Eviction: to the back of the queue
         elif kind == NODE_READY:
             if self.provisioning[a]:
                 self.provisioning[a] = False
@@ -247,13 +265,18 @@ class Simulation:
                 self._schedule_idle_check(a, t)
         elif kind == IDLE_CHECK:
             self._idle_check(a, t)
+        elif kind == REQUEUE:
+            self.requeue_due = False
+            self.parked.clear()
+            self.quota_freed = True
 
     # ---- queueing and admission -------------------------------------------------------------------------
 
-    def _enqueue(self, j: int, t: float) -> None:
+    def _enqueue(self, j: int, t: float, key: float | None = None) -> None:
+        """Queue job ``j`` at time ``t``, ordered by ``key`` (its queueing timestamp; default ``t``)."""
         job = self.jobs[j]
-        job.state, job.queued_at, job.pool = WAITING, t, -1
-        bisect.insort(self.waiting, (-int(self.w.jobs.priority[j]), t, j))
+        job.state, job.queued_at, job.pool = WAITING, t if key is None else key, -1
+        bisect.insort(self.waiting, (-int(self.w.jobs.priority[j]), job.queued_at, j))
         self.recorder.waiting(j, +1)
 
     def _available(self, q: int, p: int) -> int:
@@ -273,31 +296,59 @@ class Simulation:
                 return
 
     def _cycle(self, t: float) -> None:
+        """One instant's admission pass, as Kueue's scheduling cycles run it (v0.19.2 pkg/scheduler/scheduler.go):
+        each cycle takes the head of every ClusterQueue, tries the heads that fit within their queue's nominal
+        quota before those that would borrow, then by priority and queueing time (`entryOrdering`), and a head
+        that does not fit leaves room for the next one of its queue in the next cycle (BestEffortFIFO; under
+        StrictFIFO it blocks its queue)."""
         strict = self.w.settings.strict_fifo
+        jobs, spec, size = self.w.jobs, self.w.jobs.workload.gpu_spec, self.size
         if self.quota_freed or strict:  # StrictFIFO always starts at the head (and stops at its first miss)
             candidates = [j for _, _, j in self.waiting]
         else:  # nothing freed: only jobs that arrived since could newly fit
-            candidates = sorted(
-                self.fresh, key=lambda j: (-int(self.w.jobs.priority[j]), self.jobs[j].queued_at, j)
-            )
+            candidates = sorted(self.fresh, key=lambda j: (-int(jobs.priority[j]), self.jobs[j].queued_at, j))
         self.fresh.clear()
         self.quota_freed = False
+        queues: dict[int, list[int]] = {}
+        for j in reversed(candidates):  # each queue's candidates, its head last (popped first)
+            queues.setdefault(int(jobs.queue[j]), []).append(j)
         # Within a cycle quota only tightens, so a job no smaller than one that failed with the same queue,
         # pools and priority fails too: skip it without trying (the scan stays linear in the queue).
         failed: dict[tuple[int, str, int], int] = {}
-        jobs, spec, size = self.w.jobs, self.w.jobs.workload.gpu_spec, self.size
-        for j in candidates:
-            if self.jobs[j].state != WAITING:
-                continue
-            key = (int(jobs.queue[j]), spec[j], int(jobs.priority[j]))
-            if key in failed and size[j] >= failed[key]:
-                if strict:
+        parked = self.parked
+        while queues:
+            heads: list[tuple[bool, int, float, int]] = []
+            for q in list(queues):
+                rest = queues[q]
+                while rest:
+                    j = rest.pop()
+                    if self.jobs[j].state != WAITING:
+                        continue
+                    key = (q, spec[j], int(jobs.priority[j]))
+                    if (key in failed and size[j] >= failed[key]) or self.shape_of[j] in parked:
+                        if strict:
+                            rest.clear()
+                        continue
+                    heads.append((self._borrows(j, q), -int(jobs.priority[j]), self.jobs[j].queued_at, j))
                     break
-                continue
-            if not self._try_admit(j, t):
-                failed[key] = min(failed.get(key, size[j]), size[j])
-                if strict:
-                    break
+                if not rest:
+                    del queues[q]
+            for _, _, _, j in sorted(heads):
+                if self.jobs[j].state == WAITING and not self._try_admit(j, t):
+                    q = int(jobs.queue[j])
+                    key = (q, spec[j], int(jobs.priority[j]))
+                    failed[key] = min(failed.get(key, size[j]), size[j])
+                    if self.w.settings.requeue_batch_s > 0:
+                        parked.add(self.shape_of[j])
+                    if strict:
+                        queues.pop(q, None)
+
+    def _borrows(self, j: int, q: int) -> bool:
+        """Whether job ``j`` would borrow: no pool of its queue's list has room for it in the nominal quota."""
+        for p in self.flavors[q]:
+            if p in self.allowed[j] and self.usage[q, p] + self.units(j, p) <= self.nominal[q, p]:
+                return False
+        return True
 
     def _try_admit(self, j: int, t: float) -> bool:
         q = int(self.w.jobs.queue[j])
@@ -337,7 +388,12 @@ class Simulation:
         queue, priority = self.w.jobs.queue, self.w.jobs.priority
         order = sorted(
             self.admitted_in[p],
-            key=lambda v: (int(queue[v]) == q, int(priority[v]), -self.jobs[v].admitted_at, -v),
+            key=lambda v: (
+                int(queue[v]) == q,
+                int(priority[v]),
+                -self.jobs[v].admitted_at,
+                -v,
+            ),
         )
         usage = self.usage[:, p].copy()
         victims: list[int] = []
@@ -368,7 +424,8 @@ class Simulation:
         for v in victims:
             self.preempting(v, j, p)
             self.recorder.preempted(v, t)
-            self._evict(v, t)
+            self._evict(v, t, float(self.w.jobs.arrival[v]))  # its queueing timestamp: its creation
+            self.fresh.append(v)  # back among the heads in the next cycle
         return True
 
     def preempting(self, victim: int, preemptor: int, pool: int) -> None:
@@ -397,14 +454,14 @@ class Simulation:
         if timeout is not None:
             self._push(t + timeout, READY_TIMEOUT, j, job.run)
 
-    def _evict(self, j: int, t: float) -> None:
-        """Preemption or a waitForPodsReady timeout: free the pods and the quota, requeue the job."""
+    def _evict(self, j: int, t: float, key: float) -> None:
+        """Preemption or a waitForPodsReady timeout: free the pods and the quota, requeue the job at ``key``."""
         job = self.jobs[j]
         if job.state == ADMITTED:
             self.pending[job.pool].remove(j)
             self.recorder.pending(j, -1)
         self._release(j, t)
-        self._enqueue(j, t)
+        self._enqueue(j, t, key)
 
     def _release(self, j: int, t: float) -> None:
         job = self.jobs[j]
@@ -425,8 +482,13 @@ class Simulation:
                 self.empty_since[node] = t
                 self._schedule_idle_check(node, t)
         job.placed = []
-        self.quota_freed = True
         self.dirty_pools.add(job.pool)
+        batch = self.w.settings.requeue_batch_s
+        if batch <= 0:
+            self.quota_freed = True
+        elif not self.requeue_due:  # the first release fixes the batch's time (workqueue AddAfter)
+            self.requeue_due = True
+            self._push(t + batch, REQUEUE, 0)
 
     # ---- placement --------------------------------------------------------------------------------------
 

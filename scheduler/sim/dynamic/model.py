@@ -58,6 +58,9 @@ class Settings:
     reclaim_within_cohort: bool = True  # Kueue `reclaimWithinCohort: Any`
     preempt_lower_priority: bool = True  # Kueue `withinClusterQueue: LowerPriority`
     pods_ready_timeout_s: float | None = 1800.0  # Kueue `waitForPodsReady.timeout`; None: off
+    # Kueue's batched requeue of inadmissible workloads after quota is released (v0.19.2
+    # pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod); 0: every waiting job is retried at once
+    requeue_batch_s: float = 1.0
     scale_down_unneeded_s: float = 600.0  # cluster-autoscaler `--scale-down-unneeded-time`
     seed: int = 42
 
