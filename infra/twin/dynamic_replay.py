@@ -6,8 +6,8 @@ waits and preemptions.
 The jobs are written as a generic timed trace (``scheduler.sim.timed_traces``) so the simulator reads them
 through its own reader; the arrivals it is given are the moments the twin's Kueue first had each Workload, and
 its durations how long each job's last admission held the quota on the twin, so the twin's submission and
-pod-lifecycle lags are inputs, not differences. Each job is a batch/v1 Job in its team's namespace (Kueue's LocalQueue `default`),
-`parallelism` = its pods, each pod asking its GPUs and carrying the duration annotation kwok completes it by
+pod-lifecycle lags are inputs, not differences. Each job is a batch/v1 Job in its team's namespace (Kueue's
+LocalQueue `default`), `parallelism` = its pods, each pod asking its GPUs and carrying the duration annotation kwok completes it by
 (``infra.twin.kwok.DURATION_ANNOTATION``). The twin's record is read from a watch on Workloads: when each is
 first seen, each time it is `Admitted` and when `Finished` (as the watch sees each new transition: the
 conditions' lastTransitionTime has whole seconds only) and whether it was ever evicted by
@@ -23,7 +23,6 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -62,8 +61,9 @@ def scaled_trace(
     priorities: tuple[tuple[str, float], ...] = (("default", 0.8), ("production", 0.1), ("preemptible", 0.1)),
     seed: int = 7,
 ) -> list[ReplayJob]:
-    """Seeded jobs for a stack with one whole-GPU pool: Poisson arrivals, durations uniform in `duration_s`, 1/2/4/8 GPUs a pod, one pod in four
-    jobs a gang of two, teams alternating at random, mostly the default priority class."""
+    """Seeded jobs for a stack with one whole-GPU pool: Poisson arrivals, durations uniform in `duration_s`,
+    1/2/4/8 GPUs a pod, one job in four a gang of two, teams alternating at random, mostly the default
+    priority class."""
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1 / rate_per_s, size=jobs)
     arrivals = np.concatenate([[0.0], np.cumsum(gaps[1:])])
@@ -131,10 +131,6 @@ def job_object(job: ReplayJob, scheduler: str = "gpu-binpack") -> dict[str, Any]
     }
 
 
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
 @dataclass
 class TwinRecord:
     """What the twin did, in seconds after the first submission, each time the moment the watch saw the change
@@ -150,7 +146,6 @@ class TwinRecord:
     # each preemption: when the watch saw it, the victim, the preemptor (from the condition's message, Kueue
     # v0.19.2 pkg/scheduler/preemption "Preempted to accommodate a workload (UID: ...)") or -1, the reason
     preemptions: list[tuple[float, int, int, str]] = field(default_factory=list)
-    eviction_lags: list[float] = field(default_factory=list)  # each preemption to the victim's quota release
     seconds: float = 0.0
 
     def held(self, job: int) -> float | None:
@@ -171,7 +166,6 @@ class _Watch(threading.Thread):
         self.lock = threading.Lock()
         self.seen: set[tuple[int, str, str]] = set()
         self.uids: dict[str, int] = {}
-        self.evicting: dict[int, float] = {}  # preempted jobs whose quota is not yet released: since when
 
     def run(self) -> None:
         decoder, buffer = json.JSONDecoder(), ""
@@ -196,8 +190,6 @@ class _Watch(threading.Thread):
             self.record.created.setdefault(job, now)
             self.uids[wl["metadata"].get("uid", "")] = job
             for c in wl.get("status", {}).get("conditions", []):
-                if c.get("type") == "QuotaReserved" and c.get("status") == "False" and job in self.evicting:
-                    self.record.eviction_lags.append(now - self.evicting.pop(job))
                 if c.get("status") != "True":
                     continue
                 key = (job, c["type"], c["lastTransitionTime"])
@@ -217,7 +209,6 @@ class _Watch(threading.Thread):
                         uid = re.search(r"\(UID: ([0-9a-f-]+)", c.get("message", ""))
                         by = self.uids.get(uid.group(1), -1) if uid else -1
                         self.record.preemptions.append((now, job, by, reason))
-                        self.evicting[job] = now
 
     def stop(self) -> None:
         self.proc.terminate()
