@@ -201,6 +201,10 @@ def stack_world(
         policy=stack_policy,
         policy_params=params if stack_policy != "FGD" else {},
         pods_ready_timeout_s=_duration_s(policy.wait_for_pods_ready_timeout),
+        # as the ClusterQueues are compiled (scheduler.kueue): set unless fair sharing decides instead
+        borrow_within_cohort_max_priority=None
+        if policy.fair_sharing
+        else policy.borrow_within_cohort_max_priority,
         scale_down_unneeded_s=SCALE_DOWN_UNNEEDED_S,
         seed=seed,
     )

@@ -146,6 +146,10 @@ class TwinRecord:
     # each preemption: when the watch saw it, the victim, the preemptor (from the condition's message, Kueue
     # v0.19.2 pkg/scheduler/preemption "Preempted to accommodate a workload (UID: ...)") or -1, the reason
     preemptions: list[tuple[float, int, int, str]] = field(default_factory=list)
+    # each time a job held quota: (job, from, to, True if it ran to the end, False if evicted); from the
+    # `Admitted` condition turning True, to its turning False (the quota released once the evicted pods are
+    # gone) or `Finished`
+    holds: list[tuple[int, float, float, bool]] = field(default_factory=list)
     seconds: float = 0.0
 
     def held(self, job: int) -> float | None:
@@ -164,8 +168,9 @@ class _Watch(threading.Thread):
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.record, self.t0 = record, t0
         self.lock = threading.Lock()
-        self.seen: set[tuple[int, str, str]] = set()
+        self.seen: set[tuple[int, str, str, str]] = set()
         self.uids: dict[str, int] = {}
+        self.holding: dict[int, float] = {}  # job -> when its current admission began
 
     def run(self) -> None:
         decoder, buffer = json.JSONDecoder(), ""
@@ -189,18 +194,27 @@ class _Watch(threading.Thread):
         with self.lock:
             self.record.created.setdefault(job, now)
             self.uids[wl["metadata"].get("uid", "")] = job
-            for c in wl.get("status", {}).get("conditions", []):
-                if c.get("status") != "True":
-                    continue
-                key = (job, c["type"], c["lastTransitionTime"])
+            # `Finished` first: a finishing job's release is not an eviction
+            conditions = sorted(
+                wl.get("status", {}).get("conditions", []), key=lambda c: c["type"] != "Finished"
+            )
+            for c in conditions:
+                key = (job, c["type"], c["lastTransitionTime"], c.get("status", ""))
                 if key in self.seen:  # the same transition, in a later update of the Workload
                     continue
                 self.seen.add(key)
+                if c.get("status") != "True":
+                    if c["type"] == "Admitted" and job in self.holding:  # evicted: its quota released
+                        self.record.holds.append((job, self.holding.pop(job), now, False))
+                    continue
                 if c["type"] == "Admitted":
                     self.record.admitted.setdefault(job, now)
                     self.record.last_admitted[job] = now
+                    self.holding.setdefault(job, now)
                 elif c["type"] == "Finished":
                     self.record.finished.setdefault(job, now)
+                    if job in self.holding:
+                        self.record.holds.append((job, self.holding.pop(job), now, True))
                 elif c["type"] == "Preempted" or (c["type"] == "Evicted" and c.get("reason") == "Preempted"):
                     self.record.preempted.add(job)
                     if c["type"] == "Preempted":  # InClusterQueue, InCohortReclamation, ... once per eviction
@@ -259,6 +273,7 @@ class SimRecord:
     admitted: dict[int, float]  # first start
     preempted: set[int]
     reasons: dict[str, int] = field(default_factory=dict)  # named as Kueue names them
+    holds: list[tuple[int, float, float, bool]] = field(default_factory=list)  # as TwinRecord.holds
 
 
 def simulate(spec: Any, trace: Path) -> SimRecord:
@@ -270,20 +285,29 @@ def simulate(spec: Any, trace: Path) -> SimRecord:
     world = stack_world(spec, read_timed_pods(trace)).world
     victims: set[int] = set()
     reasons: dict[str, int] = {}
-    queue = world.jobs.queue
+    holds: list[tuple[int, float, float, bool]] = []
+    since: dict[int, float] = {}
 
     class Recording(Simulation):
-        def preempting(self, victim: int, preemptor: int, pool: int) -> None:
+        def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
             victims.add(victim)
-            same = queue[victim] == queue[preemptor]
-            reason = "InClusterQueue" if same else "InCohortReclamation"
             reasons[reason] = reasons.get(reason, 0) + 1
-            super().preempting(victim, preemptor, pool)
+            super().preempting(victim, preemptor, pool, reason)
+
+        def holding(self, job: int, t: float, units: int) -> None:
+            if units > 0:
+                since[job] = t
+            else:
+                holds.append((job, since.pop(job), t, False))
 
     sim = Recording(world)
     sim.run()
+    last = {h[0]: i for i, h in enumerate(holds)}  # every job runs to its end: its last hold
+    for i in last.values():
+        holds[i] = (*holds[i][:3], True)
     arrival = world.jobs.arrival
-    return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims, reasons)
+    return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims, reasons,
+                     holds)  # fmt: skip
 
 
 PROMPT_S = 2.0  # a job admitted within this of its arrival went straight in
@@ -307,10 +331,28 @@ class Comparison:
     sim_preempted: tuple[int, ...]
     twin_reasons: dict[str, int]
     sim_reasons: dict[str, int]
+    # the mean wait with each job weighted by its GPUs: what the queue costs in GPU terms
+    twin_gpu_weighted_wait_s: float
+    sim_gpu_weighted_wait_s: float
+    # GPU-seconds of quota held (all runs), and held by evicted runs until they were preempted
+    twin_quota_gpu_s: float
+    sim_quota_gpu_s: float
+    twin_lost_gpu_s: float
+    sim_lost_gpu_s: float
 
     @property
     def mean_difference(self) -> float:
         return abs(self.sim_mean_wait_s - self.twin_mean_wait_s) / max(self.twin_mean_wait_s, 1e-9)
+
+    @property
+    def gpu_weighted_difference(self) -> float:
+        return abs(self.sim_gpu_weighted_wait_s - self.twin_gpu_weighted_wait_s) / max(
+            self.twin_gpu_weighted_wait_s, 1e-9
+        )
+
+    @property
+    def quota_difference(self) -> float:
+        return abs(self.sim_quota_gpu_s - self.twin_quota_gpu_s) / max(self.twin_quota_gpu_s, 1e-9)
 
     @property
     def median_difference(self) -> float:
@@ -331,8 +373,26 @@ class Comparison:
         return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def compare(twin: TwinRecord, sim: SimRecord, gap_s: float = 2.0) -> Comparison:
+def compare(twin: TwinRecord, sim: SimRecord, replayed: list[ReplayJob], gap_s: float = 2.0) -> Comparison:
     """Waits from each run's own admissions and the same arrivals (the twin's Workloads first seen)."""
+    gpus = {j.index: j.pods * j.gpus for j in replayed}
+    preempted_at: dict[int, list[float]] = {}
+    for at, victim, _, _ in twin.preemptions:
+        preempted_at.setdefault(victim, []).append(at)
+
+    def held(holds: list[tuple[int, float, float, bool]]) -> float:
+        return float(sum(gpus[j] * (b - a) for j, a, b, _ in holds))
+
+    def lost(holds: list[tuple[int, float, float, bool]], until: dict[int, list[float]]) -> float:
+        """GPU-seconds evicted runs held until their preemption (the simulator evicts at once; on the twin
+        the quota stays held until the victim's pods are gone)."""
+        total = 0.0
+        for j, a, b, done in holds:
+            if not done:
+                end = min((t for t in until.get(j, []) if a <= t <= b), default=b)
+                total += gpus[j] * (end - a)
+        return total
+
     jobs = sorted(set(twin.admitted) & set(sim.admitted))
     shift = min(twin.created.values())  # the trace reader starts the simulator's clock at the first arrival
     tw = np.array([twin.admitted[j] - twin.created[j] for j in jobs])
@@ -343,6 +403,7 @@ def compare(twin: TwinRecord, sim: SimRecord, gap_s: float = 2.0) -> Comparison:
     agree = np.sign(ta[:, None] - ta[None, :]) == np.sign(sa[:, None] - sa[None, :])
     pairs = np.triu(far, 1)
     tw, sw = np.maximum(tw, 0), np.maximum(sw, 0)
+    weight = np.array([gpus[j] for j in jobs], dtype=np.float64)
     return Comparison(
         jobs=len(jobs),
         twin_mean_wait_s=float(tw.mean()),
@@ -358,4 +419,10 @@ def compare(twin: TwinRecord, sim: SimRecord, gap_s: float = 2.0) -> Comparison:
         sim_preempted=tuple(sorted(sim.preempted)),
         twin_reasons=dict(twin.reasons),
         sim_reasons=dict(sim.reasons),
+        twin_gpu_weighted_wait_s=float((tw * weight).sum() / weight.sum()),
+        sim_gpu_weighted_wait_s=float((sw * weight).sum() / weight.sum()),
+        twin_quota_gpu_s=held(twin.holds),
+        sim_quota_gpu_s=held(sim.holds),
+        twin_lost_gpu_s=lost(twin.holds, preempted_at),
+        sim_lost_gpu_s=lost(sim.holds, {}),
     )

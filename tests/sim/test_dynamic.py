@@ -163,6 +163,71 @@ def test_a_preempted_job_keeps_its_place_in_the_queue() -> None:
     assert sorted(r.waits["t"]) == [0, 0, 155]
 
 
+class Reasons(Simulation):
+    """Records each preemption's reason, as Kueue names it in the victim's `Preempted` condition."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world, check=True)
+        self.reasons: list[str] = []
+
+    def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
+        self.reasons.append(reason)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "borrower", "owner", "reason"),
+    [
+        (
+            None,
+            10,
+            100,
+            None,
+        ),  # borrowWithinCohort Never (the API's default): a borrowing job reclaims nothing
+        (100, 10, 100, "InCohortReclaimWhileBorrowing"),
+        (100, 100, 1000, "InCohortReclaimWhileBorrowing"),  # at the threshold: still allowed
+        (100, 500, 1000, None),  # above maxPriorityThreshold
+        (100, 100, 100, None),  # not lower than the preemptor's
+    ],
+)
+def test_borrow_within_cohort_reclaims_lower_priority_work_while_borrowing(
+    threshold: int | None, borrower: int, owner: int, reason: str | None
+) -> None:
+    """Kueue v0.19.2 pkg/scheduler/preemption/classical/hierarchical_preemption.go (classifyPreemptionVariant,
+    isAboveBorrowingThreshold) and preemption.go (classicalPreemptions): a job that would borrow after
+    admission may preempt another queue's borrowed work only under `borrowWithinCohort: LowerPriority`, and
+    only work of lower priority than its own and at most `maxPriorityThreshold` (reason
+    InCohortReclaimWhileBorrowing); otherwise it must fit within its own nominal quota. Queues of 4 GPUs each
+    on one 8-GPU node: b borrows 2 with a 6-GPU job at t=0; at t=10 a asks 6, more than its nominal 4."""
+    world = World(cluster(1, gpus=8), (Pool("a", (0,)),),
+                  (Queue("a-team", ("a",), {"a": 4}), Queue("b-team", ("a",), {"a": 4})),
+                  jobs([(0, 100, 6, 1), (10, 50, 6, 0)], prio=[borrower, owner]),
+                  Settings(autoscale=False, pods_ready_timeout_s=None, requeue_batch_s=0,
+                           borrow_within_cohort_max_priority=threshold))  # fmt: skip
+    sim = Reasons(world)
+    r = sim.run()
+    if reason is None:
+        assert sim.reasons == [] and r.preemptions == 0
+        assert r.waits["a-team"] == [90]  # until b's job ends at 100
+    else:
+        assert sim.reasons == [reason]
+        assert r.waits["a-team"] == [0]
+
+
+def test_a_job_within_its_nominal_quota_reclaims_any_priority() -> None:
+    """The same file, `haveHierarchicalAdvantage`: a job that fits within its own queue's nominal quota takes
+    back lent quota from work of any priority (InCohortReclamation), borrowWithinCohort or not. b's
+    production job borrows 2 GPUs; a's 4-GPU preemptible job at t=10 reclaims them."""
+    world = World(cluster(1, gpus=8), (Pool("a", (0,)),),
+                  (Queue("a-team", ("a",), {"a": 4}), Queue("b-team", ("a",), {"a": 4})),
+                  jobs([(0, 100, 6, 1), (10, 50, 4, 0)], prio=[1000, 10]),
+                  Settings(autoscale=False, pods_ready_timeout_s=None, requeue_batch_s=0,
+                           borrow_within_cohort_max_priority=100))  # fmt: skip
+    sim = Reasons(world)
+    r = sim.run()
+    assert sim.reasons == ["InCohortReclamation"]
+    assert r.waits["a-team"] == [0]
+
+
 def test_strict_fifo_blocks_behind_the_head_best_effort_does_not() -> None:
     """StrictFIFO vs BestEffortFIFO (Kueue "Cluster Queue", queueingStrategy): a 4-GPU head that does not fit
     holds back a 1-GPU job behind it only under StrictFIFO."""
@@ -178,7 +243,7 @@ def test_strict_fifo_blocks_behind_the_head_best_effort_does_not() -> None:
 class Watched(Simulation):
     """Checks Kueue's guarantees after every step and at every preemption."""
 
-    def preempting(self, victim: int, preemptor: int, pool: int) -> None:
+    def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
         qv, qp = int(self.w.jobs.queue[victim]), int(self.w.jobs.queue[preemptor])
         borrowing = self.usage[qv, pool] > self.nominal[qv, pool]
         lower = qv == qp and self.w.jobs.priority[victim] < self.w.jobs.priority[preemptor]
@@ -222,15 +287,16 @@ class Watched(Simulation):
     ),
     st.booleans(),
     st.sampled_from(["MostAllocated", "FGD", "RoundRobin"]),
+    st.sampled_from([None, 100]),
 )
 def test_queueing_invariants_hold_at_every_step(
-    rows: list[tuple[int, ...]], autoscale: bool, policy: str
+    rows: list[tuple[int, ...]], autoscale: bool, policy: str, threshold: int | None
 ) -> None:
     """Random jobs of three teams on two pools (8-GPU and 4-GPU nodes): at every step GPUs are conserved,
     no queue is beyond nominal + borrowing limit, no pool beyond its capacity, nothing held on a node that
     is not Ready; preemption takes only borrowed or lower-priority work; no team waits within its guarantee
     while another borrows (but for the batched requeue's second, as in Kueue); every job that fits runs to
-    its end."""
+    its end; with borrowWithinCohort or without."""
     big = Cluster.build([f"big-{i}" for i in range(2)] + [f"small-{i}" for i in range(3)], [128000] * 5,
                         [1048576] * 5, [8, 8, 4, 4, 4], ["big", "big", "small", "small", "small"])  # fmt: skip
     pools = (Pool("big", (0, 1), provision_s=120), Pool("small", (2, 3, 4), min_nodes=1, provision_s=60))
@@ -244,7 +310,16 @@ def test_queueing_invariants_hold_at_every_step(
     js = Jobs(np.array([r[0] for r in rows], dtype=np.float64), np.array([r[1] for r in rows], dtype=np.float64),
               np.array([r[4] for r in rows]), np.array([r[3] for r in rows]), np.array([r[5] for r in rows]), wl)  # fmt: skip
     world = World(
-        big, pools, queues, js, Settings(policy=policy, autoscale=autoscale, pods_ready_timeout_s=600)
+        big,
+        pools,
+        queues,
+        js,
+        Settings(
+            policy=policy,
+            autoscale=autoscale,
+            pods_ready_timeout_s=600,
+            borrow_within_cohort_max_priority=threshold,
+        ),
     )
     result = Watched(world, check=True).run()
     assert result.started + result.never_started + result.unhostable == n

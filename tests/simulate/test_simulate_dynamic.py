@@ -40,6 +40,29 @@ def test_the_queues_are_the_compiled_cluster_queues() -> None:
     assert world.settings.pods_ready_timeout_s == 1800  # waitForPodsReady.timeout 30m
 
 
+@pytest.mark.parametrize("fair_sharing", [False, True])
+def test_borrow_within_cohort_is_the_compiled_cluster_queues(tmp_path: Path, fair_sharing: bool) -> None:
+    """Kueue ClusterQueue `spec.preemption.borrowWithinCohort` (API reference v1beta2: policy `Never` by
+    default, `LowerPriority` with `maxPriorityThreshold`) as the stack compiles it: set unless fair sharing
+    (which Kueue's classical preemption then does not use); the simulation reads the same threshold."""
+    from infra.scheduling import scheduler_inputs
+    from scheduler import compile as compile_policy
+
+    spec = load_example("example-prod")
+    scheduling = spec.scheduling.model_copy(
+        update={"fair_sharing": fair_sharing, "borrow_within_cohort_max_priority": 50}
+    )
+    spec = spec.model_copy(update={"scheduling": scheduling})
+    cq = next(o for o in compile_policy(*scheduler_inputs(spec)) if o["kind"] == "ClusterQueue")
+    compiled = cq["spec"]["preemption"].get("borrowWithinCohort")
+    world = stack_world(spec, read_timed_pods(_trace(tmp_path, ["0,60,1000,1024,1,1000,1,research"]))).world
+    threshold = world.settings.borrow_within_cohort_max_priority
+    if fair_sharing:
+        assert compiled is None and threshold is None
+    else:
+        assert compiled == {"policy": "LowerPriority", "maxPriorityThreshold": threshold} and threshold == 50
+
+
 def test_dynamic_run_writes_table_report_plots_and_json(tmp_path: Path) -> None:
     rows = [f"{i * 30},{600 + 60 * (i % 5)},4000,16384,{1 + i % 4},1000,1,{['research', 'batch'][i % 2]}"
             for i in range(40)]  # fmt: skip

@@ -16,7 +16,9 @@ What each step models, and the upstream rule it follows:
 - **Preemption** (the ClusterQueue's `preemption`): with `reclaimWithinCohort: Any`, a job that fits its own
   nominal quota takes it back from queues that borrow in that pool, lowest priority and most recently
   admitted first; with `withinClusterQueue: LowerPriority`, a job may evict lower-priority jobs of its own
-  queue. Candidates are taken as Kueue orders them (v0.19.2 `preemption/common/ordering.go`): other queues'
+  queue; with `borrowWithinCohort: LowerPriority` (`Settings.borrow_within_cohort_max_priority`), a job that
+  would borrow may still take back lent quota from work of lower priority at most the threshold. Candidates
+  are taken as Kueue orders them (v0.19.2 `preemption/common/ordering.go`): other queues'
   first, then lower priority, then the most recently admitted. A preempted job loses its run (the GPU-hours
   it had are counted as thrown away) and is requeued with its place in the queue kept: Kueue orders a
   preempted Workload by its creation time (v0.19.2 pkg/workload `Ordering.GetQueueOrderTimestamp`; only a
@@ -373,63 +375,100 @@ class Simulation:
     def _preempt_for(self, j: int, q: int, p: int, t: float) -> bool:
         """Free room for ``j`` in pool ``p`` by preemption, if Kueue's rules allow enough victims.
 
-        As Kueue's classical preemption (v0.19.2 pkg/scheduler/preemption/preemption.go, classicalPreemptions):
-        one pass over the candidates in CandidatesOrdering order, taking each until the job fits, a candidate
-        of another queue only while that queue still borrows; once another queue's work is taken the job must
-        fit within its own nominal quota (`reclaimWithinCohort` without `borrowWithinCohort`); then victims
-        that turn out not to be needed are given back, the last taken first (fillBackWorkloads). Stacks with
-        fair sharing get Kueue's fairPreemptions instead, which this does not model (docs/simulation.md)."""
+        As Kueue's classical preemption (v0.19.2 pkg/scheduler/preemption/preemption.go classicalPreemptions,
+        classical/hierarchical_preemption.go, classical/candidate_generator.go). Each candidate of another
+        queue (one that borrows in the pool) is classified: if ``j`` fits within its own queue's nominal quota
+        it reclaims with any priority (`InCohortReclamation`); otherwise, under `borrowWithinCohort:
+        LowerPriority`, a candidate of lower priority than ``j`` and at most `maxPriorityThreshold` may be
+        taken while ``j`` borrows (`InCohortReclaimWhileBorrowing`); any other may be taken only if ``j`` then
+        fits within its nominal quota. The candidates, other queues' first, then lower priority, then the most
+        recently admitted (common/ordering.go CandidatesOrdering), are taken one by one until ``j`` fits, a
+        candidate of another queue only while that queue still borrows; first allowing ``j`` to borrow
+        (skipping the candidates that forbid it), then, failing that, requiring it not to borrow; victims that
+        turn out not to be needed are given back, the last taken first (fillBackWorkloads). Stacks with fair
+        sharing get Kueue's fairPreemptions instead, which this does not model (docs/simulation.md)."""
         s, need = self.w.settings, self.units(j, p)
         prio = int(self.w.jobs.priority[j])
         if not s.reclaim_within_cohort and not s.preempt_lower_priority:
             return False
-        # Kueue v0.19.2 pkg/scheduler/preemption/common/ordering.go CandidatesOrdering: other queues' workloads
-        # before the preemptor's own, then lower priority, then the most recently admitted
         queue, priority = self.w.jobs.queue, self.w.jobs.priority
+        threshold = s.borrow_within_cohort_max_priority
+        advantage = (
+            self.usage[q, p] + need <= self.nominal[q, p]
+        )  # hierarchical advantage (QuantitiesFitInQuota)
+        reason: dict[int, str] = {}
+        for v in self.admitted_in[p]:
+            qv, pv = int(queue[v]), int(priority[v])
+            if qv == q:
+                if s.preempt_lower_priority and pv < prio:
+                    reason[v] = "InClusterQueue"
+            elif s.reclaim_within_cohort and self.usage[qv, p] > self.nominal[qv, p]:
+                while_borrowing = threshold is not None and pv < prio and pv <= threshold
+                reason[v] = (
+                    "InCohortReclamation"
+                    if advantage
+                    else "InCohortReclaimWhileBorrowing"
+                    if while_borrowing
+                    else "InCohortReclamation-without-borrowing"
+                )
+        if not reason:
+            return False
         order = sorted(
-            self.admitted_in[p],
-            key=lambda v: (
-                int(queue[v]) == q,
-                int(priority[v]),
-                -self.jobs[v].admitted_at,
-                -v,
-            ),
+            reason, key=lambda v: (int(queue[v]) == q, int(priority[v]), -self.jobs[v].admitted_at, -v)
         )
-        usage = self.usage[:, p].copy()
-        victims: list[int] = []
+        others = any(int(queue[v]) != q for v in order)
+        # preemption.go: only its own queue's candidates, or the borrowWithinCohort attempts, borrowing first
+        forbidden = threshold is None  # borrowWithinCohort: Never (Kueue's default)
+        if not others or (forbidden and not self.usage[q, p] < self.nominal[q, p]):
+            attempts = [True]
+        elif forbidden and not advantage:
+            attempts = [False, True]
+        else:
+            attempts = [True, False]
 
-        def fits(u: np.ndarray, chosen: list[int]) -> bool:
-            reclaiming = any(int(queue[v]) != q for v in chosen)
-            if reclaiming and u[q] + need > self.nominal[q, p]:
+        def fits(u: np.ndarray, borrowing: bool) -> bool:
+            if not borrowing and u[q] + need > self.nominal[q, p]:
                 return False
             return self._fits_after(q, p, need, u)
 
-        for v in order:
-            if victims and fits(usage, victims):
-                break
-            qv = int(queue[v])
-            other = s.reclaim_within_cohort and qv != q and usage[qv] > self.nominal[qv, p]
-            lower = s.preempt_lower_priority and qv == q and int(priority[v]) < prio
-            if other or lower:
+        for borrowing in attempts:
+            usage = self.usage[:, p].copy()
+            victims: list[int] = []
+            for v in order:
+                qv = int(queue[v])
+                if qv != q:
+                    if borrowing and reason[v].endswith("without-borrowing"):
+                        continue
+                    if usage[qv] <= self.nominal[qv, p]:  # candidateIsValid: that queue no longer borrows
+                        continue
                 victims.append(v)
                 usage[qv] -= self.jobs[v].units
-        if not victims or not fits(usage, victims):
-            return False
-        for v in reversed(list(victims)):  # fill back what is not needed
-            rest = [x for x in victims if x != v]
-            back = usage.copy()
-            back[int(queue[v])] += self.jobs[v].units
-            if rest and fits(back, rest):
-                victims, usage = rest, back
-        for v in victims:
-            self.preempting(v, j, p)
-            self.recorder.preempted(v, t)
-            self._evict(v, t, float(self.w.jobs.arrival[v]))  # its queueing timestamp: its creation
-            self.fresh.append(v)  # back among the heads in the next cycle
-        return True
+                if fits(usage, borrowing):
+                    break
+            else:
+                continue
+            for v in reversed(victims[:-1]):  # fill back what is not needed, the last taken stays
+                back = usage.copy()
+                back[int(queue[v])] += self.jobs[v].units
+                if fits(back, borrowing):
+                    victims.remove(v)
+                    usage = back
+            for v in victims:
+                self.preempting(v, j, p, reason[v].removesuffix("-without-borrowing"))
+                self.recorder.preempted(v, t)
+                self._evict(v, t, float(self.w.jobs.arrival[v]))  # its queueing timestamp: its creation
+                self.fresh.append(v)  # back among the heads in the next cycle
+            return True
+        return False
 
-    def preempting(self, victim: int, preemptor: int, pool: int) -> None:
-        """Called before each preemption, with quota usage as it stands (tests check Kueue's rules here)."""
+    def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
+        """Called before each preemption, with quota usage as it stands (tests check Kueue's rules here);
+        ``reason`` as Kueue names it in the `Preempted` condition (InClusterQueue, InCohortReclamation,
+        InCohortReclaimWhileBorrowing)."""
+
+    def holding(self, job: int, t: float, units: int) -> None:
+        """Called when a job's quota is reserved (``units`` > 0) or released (< 0): the replay on the twin
+        compares the quota each side used and the quota preempted runs held."""
 
     def _fits_after(self, q: int, p: int, need: int, usage: np.ndarray) -> bool:
         own = self.nominal[q, p] + self.borrow[q, p] - usage[q]
@@ -446,6 +485,7 @@ class Simulation:
         job.run += 1
         job.placed = []
         self.usage[q, p] += need
+        self.holding(j, t, need)
         self.admitted_in[p].add(j)
         self.pending[p].append(j)
         self.dirty_pools.add(p)
@@ -469,6 +509,7 @@ class Simulation:
             self.recorder.stopped(j, t)
         q = int(self.w.jobs.queue[j])
         self.usage[q, job.pool] -= job.units
+        self.holding(j, t, -job.units)
         self.admitted_in[job.pool].discard(j)
         s = int(self.shapes.pod_shape[j])
         cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])

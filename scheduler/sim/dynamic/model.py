@@ -57,6 +57,9 @@ class Settings:
     strict_fifo: bool = False  # StrictFIFO: a head that does not fit blocks the jobs behind it
     reclaim_within_cohort: bool = True  # Kueue `reclaimWithinCohort: Any`
     preempt_lower_priority: bool = True  # Kueue `withinClusterQueue: LowerPriority`
+    # Kueue `borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: N}`: a job that borrows may still
+    # reclaim lent quota from lower-priority work of priority at most N; None: `Never`, the API's default
+    borrow_within_cohort_max_priority: int | None = None
     pods_ready_timeout_s: float | None = 1800.0  # Kueue `waitForPodsReady.timeout`; None: off
     # Kueue's batched requeue of inadmissible workloads after quota is released (v0.19.2
     # pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod); 0: every waiting job is retried at once
