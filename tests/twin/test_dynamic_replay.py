@@ -32,7 +32,7 @@ DURATION_S = (5.0, 20.0)
 # backlog), and moved from 4.7 s to 41.6 s between runs of the twin itself on the same trace.
 MEAN_WAIT_BOUND = 0.6  # relative difference of the mean wait (measured: the simulator 5-47 % above)
 GPU_WEIGHTED_BOUND = 0.25  # the same, each job weighted by its GPUs (measured: 0.5-15 %)
-QUOTA_BOUND = 0.06  # relative difference of the GPU-seconds of quota held in all (measured: 3-5 %)
+QUOTA_BOUND = 0.08  # relative difference of the GPU-seconds of quota held in all (measured: 3-5 %)
 # GPU-seconds evicted runs had held when preempted, the simulator's over the twin's (measured: 0.52-1.02)
 LOST_RATIO = (0.4, 1.5)
 P95_WAIT_BOUND = 0.2  # relative difference of the 95th percentile wait (measured: 2-11 %)
@@ -43,7 +43,7 @@ PREEMPTED_RATIO = (0.75, 1.4)  # jobs the simulator preempts over those Kueue pr
 # overlap (Jaccard) of the preempted jobs (measured: 0.30-0.41; two runs of the twin itself: 0.34-0.49)
 PREEMPTED_JACCARD = 0.2
 RECLAIM_RATIO = (0.7, 2.0)  # the same for reclaims of lent quota, all InCohort* reasons (measured: 1.15-1.57)
-IN_QUEUE_RATIO = (0.5, 1.4)  # the same for preemptions by priority within a team (measured: 0.56-1.2)
+IN_QUEUE_RATIO = (0.4, 1.5)  # the same for preemptions by priority within a team (measured: 0.56-1.2)
 
 
 @pytest.fixture(scope="module")
