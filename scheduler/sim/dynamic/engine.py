@@ -393,9 +393,8 @@ class Simulation:
             return False
         queue, priority = self.w.jobs.queue, self.w.jobs.priority
         threshold = s.borrow_within_cohort_max_priority
-        advantage = (
-            self.usage[q, p] + need <= self.nominal[q, p]
-        )  # hierarchical advantage (QuantitiesFitInQuota)
+        # hierarchical advantage: the request fits the queue's own quota (cache/scheduler QuantitiesFitInQuota)
+        advantage = self.usage[q, p] + need <= self.nominal[q, p]
         reason: dict[int, str] = {}
         for v in self.admitted_in[p]:
             qv, pv = int(queue[v]), int(priority[v])
