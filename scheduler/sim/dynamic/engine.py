@@ -396,20 +396,21 @@ class Simulation:
         # hierarchical advantage: the request fits the queue's own quota (cache/scheduler QuantitiesFitInQuota)
         advantage = self.usage[q, p] + need <= self.nominal[q, p]
         reason: dict[int, str] = {}
+        only_within_nominal: set[int] = (
+            set()
+        )  # ReclaimWithoutBorrowing: taken only if ``j`` then does not borrow
         for v in self.admitted_in[p]:
             qv, pv = int(queue[v]), int(priority[v])
             if qv == q:
                 if s.preempt_lower_priority and pv < prio:
                     reason[v] = "InClusterQueue"
             elif s.reclaim_within_cohort and self.usage[qv, p] > self.nominal[qv, p]:
-                while_borrowing = threshold is not None and pv < prio and pv <= threshold
-                reason[v] = (
-                    "InCohortReclamation"
-                    if advantage
-                    else "InCohortReclaimWhileBorrowing"
-                    if while_borrowing
-                    else "InCohortReclamation-without-borrowing"
-                )
+                if not advantage and threshold is not None and pv < prio and pv <= threshold:
+                    reason[v] = "InCohortReclaimWhileBorrowing"
+                else:
+                    reason[v] = "InCohortReclamation"
+                    if not advantage:
+                        only_within_nominal.add(v)
         if not reason:
             return False
         order = sorted(
@@ -436,7 +437,7 @@ class Simulation:
             for v in order:
                 qv = int(queue[v])
                 if qv != q:
-                    if borrowing and reason[v].endswith("without-borrowing"):
+                    if borrowing and v in only_within_nominal:
                         continue
                     if usage[qv] <= self.nominal[qv, p]:  # candidateIsValid: that queue no longer borrows
                         continue
@@ -453,7 +454,7 @@ class Simulation:
                     victims.remove(v)
                     usage = back
             for v in victims:
-                self.preempting(v, j, p, reason[v].removesuffix("-without-borrowing"))
+                self.preempting(v, j, p, reason[v])
                 self.recorder.preempted(v, t)
                 self._evict(v, t, float(self.w.jobs.arrival[v]))  # its queueing timestamp: its creation
                 self.fresh.append(v)  # back among the heads in the next cycle
