@@ -115,7 +115,7 @@ def plan(c: Context, stack: str = "dev", out: str = "") -> None:
     print_plan(the_plan, console())
     for path in write_plan(the_plan, Path(out) if out else BUILD / spec.stack):
         print(f"wrote {path}")
-    from infra.slurm import print_slurm_plan, uses_slurm
+    from infra.slurm.site import print_slurm_plan, uses_slurm
 
     if uses_slurm(spec):
         print_slurm_plan(spec, console())
@@ -181,7 +181,7 @@ def _twin_toolchain(c: Context, py: str) -> None:
         print("twin toolchain: Go is not installed; the e2e tier (tests/twin) cannot run", file=sys.stderr)
         return
     print("twin toolchain: building what is missing (`invoke twin-build`)", flush=True)
-    built = c.run(f"{py} -m infra.twin.toolchain", warn=True, pty=False)
+    built = c.run(f"{py} -m twin.toolchain.build", warn=True, pty=False)
     if (built is None or built.exited != 0) and os.environ.get("CI", "").lower() == "true":
         raise Exit("twin toolchain: the build failed (see above)", code=1)
 
@@ -249,7 +249,7 @@ def simulate(
         return _simulate_dynamic(pods, stack, nodes, json, out, time_scale, provision_delay, seeds)
 
     from infra.errors import ConfigError
-    from infra.simulation_report import print_summary, print_twin_runs
+    from infra.simulate.report import print_summary, print_twin_runs
     from scheduler import sim
     from scheduler.sim.protocol import describe_pod, unhostable_pods
     from scheduler.sim.report import write_json, write_report
@@ -277,7 +277,7 @@ def simulate(
         try:
             workload = sim.read_pods(pods)
             if stack:
-                from infra.simulation import route, stack_model
+                from infra.simulate.stack import route, stack_model
 
                 spec = load(stack)
                 model = stack_model(spec)
@@ -339,7 +339,7 @@ def simulate(
                 )
             twin_runs = []
             if twin:
-                from infra.twin.replay import replay_stack
+                from twin.replay import replay_stack
 
                 profiles = ["MostAllocated", "FragmentationAware"]
                 with Progress(console=console(), transient=True) as bar:
@@ -395,12 +395,12 @@ def _simulate_dynamic(
     provision: float,
     seeds: str,
 ) -> None:
-    """`invoke simulate --dynamic`: the stack's policy over time against the alternatives (infra.dynamic_report)."""
+    """`invoke simulate --dynamic`: the stack's policy over time against the alternatives (infra.simulate.dynamic_report)."""
     from rich.progress import Progress
 
-    from infra.dynamic_report import print_comparison, run_comparison, to_json, write_dynamic_report
-    from infra.dynamic_simulation import ALTERNATIVES, stack_world
     from infra.errors import ConfigError
+    from infra.simulate.dynamic import ALTERNATIVES, stack_world
+    from infra.simulate.dynamic_report import print_comparison, run_comparison, to_json, write_dynamic_report
     from scheduler.sim.errors import TraceError
     from scheduler.sim.timed_traces import read_timed_pods
 
@@ -446,7 +446,7 @@ def _simulate_dynamic(
         print(f"wrote {json_path}")
 
 
-# ---- The twin: the stack's cluster on real components (infra.twin) ---------------------------------------
+# ---- The twin: the stack's cluster on real components (twin) ---------------------------------------
 
 
 @task(
@@ -472,13 +472,13 @@ def twin(
     monitoring: bool = False,
 ) -> None:
     """Bring up the stack's cluster on real Kubernetes components as local processes (docs/twin.md)."""
-    from infra.twin import launch
+    from twin import launch
 
     with user_errors():
         path = stack_file(stack)
         spec = load(stack)
         from infra.errors import ConfigError
-        from infra.slurm import uses_slurm
+        from infra.slurm.site import uses_slurm
 
         if uses_slurm(spec):
             _slurm_twin(spec, run=run, minor=minor, bare=bare, monitoring=monitoring, nodes=nodes)
@@ -503,13 +503,13 @@ def twin(
 
 
 def _slurm_twin(spec: Any, *, run: str, minor: str, bare: bool, monitoring: bool, nodes: str) -> None:
-    """`invoke twin` for a Slurm stack: the stack's Slurm cluster on loopback (infra.twin.slurm), with its
+    """`invoke twin` for a Slurm stack: the stack's Slurm cluster on loopback (twin.slurm), with its
     accounts; `--run CMD` runs where sbatch/squeue reach its controller, then stops it."""
     import subprocess
 
     from infra.errors import ConfigError
-    from infra.twin import launch
-    from infra.twin.slurm import start_twin, twin_environment
+    from twin import launch
+    from twin.slurm import start_twin, twin_environment
 
     kubernetes_only = [f"--{name}" for name, on in (("minor", minor), ("bare", bare), ("monitoring", monitoring),
                                                     ("nodes", nodes != "desired")) if on]  # fmt: skip
@@ -551,7 +551,7 @@ def _slurm_twin(spec: Any, *, run: str, minor: str, bare: bool, monitoring: bool
 @task(help={"minor": "build only this Kubernetes minor's control plane (default: every minor the twin runs)"})
 def twin_build(c: Context, minor: str = "") -> None:
     """Build the twin's toolchain from Go modules into the cache outside the clone (what is missing only)."""
-    from infra.twin.toolchain import main as build_main
+    from twin.toolchain.build import main as build_main
 
     with user_errors():
         build_main([minor] if minor else [])
@@ -734,9 +734,9 @@ def metal(
 
     import yaml
 
-    from infra.addons.gpu_operator import gpu_operator_values
     from infra.errors import CheckFailed, ConfigError, ToolMissing
-    from infra.metal_inventory import PARENT_GROUP, group_limits, playbook_command, render_inventory
+    from infra.gpu_stack.gpu_operator import gpu_operator_values
+    from infra.metal.inventory import PARENT_GROUP, group_limits, playbook_command, render_inventory
 
     with user_errors():
         spec = load(stack)
@@ -759,7 +759,7 @@ def metal(
             cdi_enabled=spec.cluster.driver_managed_by == "host"
             and bool(gpu_operator_values(spec)["cdi"]["enabled"]),
         )
-        from infra.slurm import render_slurm, slurm_inventory, slurm_playbook_command, uses_slurm
+        from infra.slurm.site import render_slurm, slurm_inventory, slurm_playbook_command, uses_slurm
 
         slurm = uses_slurm(spec)
         if slurm:  # no Kubernetes node to cordon before a driver change: Slurm drains its own (slurm_node)
@@ -832,8 +832,8 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
         policy, pools = scheduler_inputs(spec)
         objects = compile_policy(policy, pools)
     folder = Path(out) if out else BUILD / spec.stack / "manifests"
-    from infra.slurm import SUBDIR as SLURM_DIR
-    from infra.slurm import render_slurm, uses_slurm
+    from infra.slurm.site import SUBDIR as SLURM_DIR
+    from infra.slurm.site import render_slurm, uses_slurm
 
     if uses_slurm(spec):  # no Kubernetes objects: the Slurm configuration and the sacctmgr script instead
         print(f"wrote {len(render_slurm(spec, folder))} Slurm files to {folder / SLURM_DIR}")
@@ -850,10 +850,10 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
     for warning in warnings(pools):
         print(f"warning: {warning}")
 
-    from infra.karpenter.facts import uses_karpenter
+    from infra.pools import uses_karpenter
 
     if uses_karpenter(spec):
-        from infra.karpenter.render import SUBDIR, render_karpenter
+        from infra.aws.karpenter.render import SUBDIR, render_karpenter
 
         written = render_karpenter(spec, folder)
         print(f"wrote {len(written) - 1} Karpenter objects to {folder / SUBDIR}")
@@ -900,7 +900,7 @@ def usage(
         spec = load(stack)
         prices = gpu_hour_prices(spec, read_price_file(Path(price_file)) if price_file else None)
         if spec.cluster.orchestrator == "slurm":  # no Prometheus of gpufleet's: Slurm's own accounting
-            from infra import slurm_usage
+            from infra.slurm import usage as slurm_usage
 
             slurm = slurm_usage.slurm_usage(spec, since, until, sacct, prices)
             if json or csv:

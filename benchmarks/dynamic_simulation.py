@@ -11,7 +11,7 @@ The World is built without a stack, straight from the openb files:
 - **Nodes**: ``openb_node_list_gpu_node.csv`` (``read_nodes``); one pool per GPU model (a node's model is its
   pool's name), exclusive (one quota unit per GPU), every node of the pool its maximum.
 - **Jobs**: ``openb_pod_list_default.csv`` (``read_timed_pods``), CPU-only pods left out (as
-  ``infra.simulation.route`` does). A pod's ``gpu_spec`` lists the models it accepts, so it names the pools
+  ``infra.simulate.stack.route`` does). A pod's ``gpu_spec`` lists the models it accepts, so it names the pools
   directly; an empty one becomes every pool.
 - **Teams**: 4 queues, each job given to one by a seeded rng (seed 42); each queue's nominal quota in a pool is
   an equal share of the pool's GPUs (the remainder to the first queues), borrowing unlimited, all pools in
@@ -46,9 +46,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scheduler.fgd.model import Cluster, Workload  # noqa: E402
 from scheduler.sim import read_nodes  # noqa: E402
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World, simulate  # noqa: E402
-from scheduler.sim.model import Cluster, Workload  # noqa: E402
 from scheduler.sim.timed_traces import read_timed_pods  # noqa: E402
 
 TEAMS = 4

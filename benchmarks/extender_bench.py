@@ -46,7 +46,7 @@ import json  # noqa: E402
 from scheduler.extender.app import make_app  # noqa: E402
 from scheduler.extender.resources import pod_request  # noqa: E402
 from scheduler.extender.view import ExtenderView  # noqa: E402
-from scheduler.sim.model import Workload  # noqa: E402
+from scheduler.fgd.model import Workload  # noqa: E402
 from scheduler.sim.policies.fgd_extender import node_object, pod_object  # noqa: E402
 
 MODELS = ("A10", "T4", "V100M16", "V100M32", "G2")

@@ -7,10 +7,10 @@ Results of the last run are recorded in benchmarks/scheduler_throughput.md.
 
 The cluster is the metal stack's two pools scaled to ``--nodes`` kwok nodes: 60% H100 hosts (8 whole GPUs,
 192 cores, 2 TiB) and 40% L40S hosts (4 GPUs time-sliced 2 ways: 8 ``nvidia.com/gpu.shared``, 64 cores,
-512 GiB), on a :class:`infra.twin.replay.ReplayTwin`: the twin's real etcd, kube-apiserver, controller-manager
+512 GiB), on a :class:`twin.replay.ReplayTwin`: the twin's real etcd, kube-apiserver, controller-manager
 and kwok, the stack's ``gpu-binpack`` kube-scheduler with its real profile, and for FragmentationAware the
 extender as its sidecar (its real entry point, the trace as its expected workload). The pods are the openb
-default trace's GPU pods routed to the stack as it deploys them (``infra.simulation.route``: a share is one
+default trace's GPU pods routed to the stack as it deploys them (``infra.simulate.stack.route``: a share is one
 L40S replica, whole GPUs go to either pool), in a seeded random order; every pod fits.
 
 Each profile gets one twin; once every node is schedulable (:func:`wait_schedulable`), each run measures, with
@@ -54,12 +54,12 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from infra.simulation import route, stack_model  # noqa: E402
+from infra.simulate.stack import route, stack_model  # noqa: E402
 from infra.stackfile import parse_config  # noqa: E402
-from infra.twin.replay import NAMESPACE, PROFILES, ReplayTwin  # noqa: E402
 from scheduler import sim  # noqa: E402
-from scheduler.sim.model import Cluster, Workload  # noqa: E402
+from scheduler.fgd.model import Cluster, Workload  # noqa: E402
 from scheduler.sim.policies.fgd_extender import pod_object  # noqa: E402
+from twin.replay import NAMESPACE, PROFILES, ReplayTwin  # noqa: E402
 
 TRACE = Path("traces") / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 H100_SHARE = 0.6  # of the nodes; the rest are time-sliced L40S hosts

@@ -1,6 +1,6 @@
 """The twin's toolchain: cold build time and size, and a twin's start-up with a warm cache.
 
-Cold: every component built by `python -m infra.twin.toolchain` into empty caches (a fresh GOMODCACHE,
+Cold: every component built by `python -m twin.toolchain.build` into empty caches (a fresh GOMODCACHE,
 GOCACHE and twin cache under a temporary folder), as on a machine that has never built it; the module downloads
 from the Go module proxy are part of it. Warm start-up: `invoke twin --stack metal --run true` with the cache
 built, the whole command timed (control plane, nodes, Kueue, `pulumi up` of the policy, gpu-binpack).
@@ -30,7 +30,7 @@ def cold() -> dict[str, object]:
         env = {**os.environ, "GOMODCACHE": str(base / "mod"), "GOCACHE": str(base / "build"),
                "GPUFLEET_TWIN_CACHE": str(base / "twin")}  # fmt: skip
         start = time.monotonic()
-        subprocess.run([sys.executable, "-m", "infra.twin.toolchain"], cwd=ROOT, env=env, check=True)
+        subprocess.run([sys.executable, "-m", "twin.toolchain.build"], cwd=ROOT, env=env, check=True)
         total = time.monotonic() - start
         records = {}
         for record in sorted((base / "twin").glob("*/BUILD.json")):

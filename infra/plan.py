@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infra import catalog
-from infra.karpenter.facts import allowed_instance_types, karpenter_managed, karpenter_pools, quota_demand
-from infra.karpenter.plan import dearest, karpenter_rows
+from infra.aws.karpenter.plan import dearest, karpenter_rows
+from infra.pools import allowed_instance_types, karpenter_managed, karpenter_pools, quota_demand
 from infra.scheduling import cpu_capacity_warnings, pool_view
 from infra.spec import ClusterSpec
 from scheduler.checks import warnings as scheduling_warnings

@@ -12,12 +12,12 @@ import functools
 from collections import Counter
 
 from infra import catalog
-from infra.addons.gpu_operator import arm64_gpu_pool_problems
-from infra.aws.registries import eks_addon_registry
+from infra.aws.addons.registries import eks_addon_registry
+from infra.aws.karpenter.rules import karpenter_odcr, karpenter_problems
 from infra.aws.scheduler_config import EKS_SCHEDULER_RESOURCES
 from infra.errors import ConfigError
-from infra.karpenter.facts import karpenter_managed
-from infra.karpenter.rules import karpenter_odcr, karpenter_problems
+from infra.gpu_stack.gpu_operator import arm64_gpu_pool_problems
+from infra.pools import karpenter_managed, one_zone_pool
 from infra.scheduling import (
     ACCELERATOR_LABEL,
     GPU_MODEL_LABEL,
@@ -26,10 +26,9 @@ from infra.scheduling import (
     scheduler_inputs,
     topology_levels,
 )
-from infra.slurm import slurm_problems
+from infra.slurm.site import slurm_problems
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import SUPPORTED_KUBERNETES
-from infra.zones import one_zone_pool
 from scheduler.checks import check
 from scheduler.errors import SchedulerConfigError
 from scheduler.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY, MIG_CONFIG_LABEL, POOL_LABEL
@@ -358,7 +357,7 @@ def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
     if any(p.efa for p in spec.node_pools) and eks_addon_registry(spec.region or "") is None:
         problems.append(
             f"aws:region: the EFA device plugin's image registry for {spec.region!r} is not in "
-            "infra/aws/registries.py (EKS User Guide, add-ons-images); add the region's registry there"
+            "infra/aws/addons/registries.py (EKS User Guide, add-ons-images); add the region's registry there"
         )
     net, at = spec.cluster.network, "gpufleet:cluster.network"
     if net.vpc_id and not net.private_subnet_ids:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from infra import catalog
-from infra.karpenter.facts import karpenter_managed
+from infra.pools import karpenter_managed
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import extender_image, provisioning_request_crd
 from scheduler.labels import (

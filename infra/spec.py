@@ -337,7 +337,7 @@ class KarpenterPool(Model):
     expire_after: Annotated[str, Field(pattern=DURATION)] = "Never"
     # How long a node being terminated (Spot interruption, capacity-block end, node deletion, `invoke
     # destroy`) waits for do-not-disrupt pods before deleting them; `Never` waits for ever. Default from the
-    # pool's capacity types (infra.karpenter.pools.termination_grace_period).
+    # pool's capacity types (infra.aws.karpenter.pools.termination_grace_period).
     termination_grace_period: Annotated[str, Field(pattern=DURATION)] | None = None
     budgets: list[DisruptionBudget] | None = None
 

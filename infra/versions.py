@@ -90,7 +90,7 @@ class Versions(BaseModel):
     node_monitoring_agent_addon: str = "v1.6.6-eksbuild.1"
     # On aws dcgm-exporter reads that add-on's DCGM host engine (4.5.2 in v1.6.6), so it runs the exporter
     # release built on the same DCGM (NVIDIA/dcgm-exporter tag 4.5.2-4.8.1, hack/VERSION), not the GPU
-    # operator chart's default; moves with node_monitoring_agent_addon (infra.addons.gpu_operator).
+    # operator chart's default; moves with node_monitoring_agent_addon (infra.gpu_stack.gpu_operator).
     eks_dcgm_exporter: str = "4.5.2-4.8.1-distroless"
     # Operations (docs/operations.md). kube-prometheus-stack 88.5.3 ships prometheus-operator v0.93.1,
     # Prometheus v3.14.0, Grafana chart 12.11.1, kube-state-metrics chart 8.4.0 (its Chart.yaml at the tag).
@@ -158,7 +158,7 @@ def provisioning_request_crd(autoscaler_image: str) -> str:
     return PROVISIONING_REQUEST_CRD.format(version=autoscaler_image.removeprefix("v"))
 
 
-# ---- The twin's toolchain (infra/twin, `invoke twin`): real components built from their Go modules ---------
+# ---- The twin's toolchain (twin, `invoke twin`): real components built from their Go modules ---------
 # Each is built by the wrapper module in toolchain/<wrapper>/ (its go.mod names the same version; a test keeps
 # them equal) and cached outside the clone, keyed by version. Checked against the Go module proxy 2026-12-01.
 
@@ -225,7 +225,7 @@ TWIN_PROMETHEUS = GoBuild(
     "github.com/prometheus/prometheus",
     note="v3.14.0",
 )
-# (Alertmanager is built from a copy of its module zip, not a wrapper: infra.twin.toolchain._build_alertmanager.)
+# (Alertmanager is built from a copy of its module zip, not a wrapper: twin.toolchain.build._build_alertmanager.)
 TWIN_ALERTMANAGER = GoBuild(
     "alertmanager", "v0.34.0", "", ("alertmanager",), "github.com/prometheus/alertmanager"
 )

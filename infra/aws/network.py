@@ -13,9 +13,9 @@ import math
 import pulumi
 import pulumi_aws as aws
 
+from infra.aws.karpenter.pools import DISCOVERY_TAG
 from infra.aws.tags import common_tags, subnet_tags
-from infra.karpenter.facts import uses_karpenter
-from infra.karpenter.pools import DISCOVERY_TAG
+from infra.pools import uses_karpenter
 from infra.spec import ClusterSpec
 
 

@@ -16,8 +16,8 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws import iam
+from infra.aws.addons.eks_addons import MONITORING_ADDON, monitoring_agent_configuration
 from infra.aws.cluster import Cluster
-from infra.aws.eks_addons import MONITORING_ADDON, monitoring_agent_configuration
 from infra.aws.network import Network
 from infra.aws.nodepools import SYSTEM_GROUP, NodeGroupPlan, plan_node_groups
 from infra.aws.tags import CA_PREFIX, common_tags, partition

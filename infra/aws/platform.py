@@ -6,11 +6,11 @@ from typing import Any
 
 import pulumi
 
-from infra.aws.addons import Addons
+from infra.aws.addons.component import Addons
 from infra.aws.cluster import Cluster
 from infra.aws.network import Network
 from infra.aws.nodegroups import NodeGroups
-from infra.karpenter.facts import managed_node_group_spec
+from infra.pools import managed_node_group_spec
 from infra.rules import SYSTEM_GROUP
 from infra.spec import ClusterSpec
 

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.existing.gpu_stack import GpuStack
+from infra.gpu_stack.component import GpuStack
 from infra.scheduling import pool_view
 from infra.spec import ClusterSpec
 

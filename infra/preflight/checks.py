@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from infra import catalog
-from infra.karpenter.facts import karpenter_managed, quota_demand
+from infra.pools import karpenter_managed, pool_zones, quota_demand
 from infra.preflight.ami import AmiRelease, pool_release, system_release
 from infra.preflight.findings import Finding, error, ok
 from infra.spec import ClusterSpec
-from infra.zones import pool_zones
 
 if TYPE_CHECKING:  # type stubs only (boto3-stubs); boto3 clients are built at run time
     from mypy_boto3_ec2 import EC2Client

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from infra.aws.eks_addons import MONITORING_ADDON
+from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.aws.nodepools import NodeGroupPlan, plan_node_groups, release_version
 from infra.aws.tags import common_tags
 from infra.preflight.checks import api_error, pool_subject

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from infra.karpenter.facts import allowed_instance_types, karpenter_pools, zones
+from infra.pools import allowed_instance_types, karpenter_pools, zones
 from infra.preflight.capacity import USABLE_STATES, _describe
 from infra.preflight.checks import api_error, pool_subject
 from infra.preflight.findings import Finding, error, ok, warning

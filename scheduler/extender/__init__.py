@@ -5,7 +5,7 @@
 - :mod:`~scheduler.extender.resources`: a Pod's request and a Node's GPUs at the granularity the API exposes
   (whole ``nvidia.com/gpu``, time-sliced ``nvidia.com/gpu.shared`` replicas, CPU and memory).
 - :mod:`~scheduler.extender.view`: the extender's view of nodes and pods, the expected workload, and the
-  verbs (filter, prioritize, bind); scoring is :func:`scheduler.sim.frag.fgd_scores`, the simulator's own.
+  verbs (filter, prioritize, bind); scoring is :func:`scheduler.fgd.frag.fgd_scores`, the simulator's own.
 - :mod:`~scheduler.extender.layout`: the view's built layout and the arithmetic on it (a pod's GPUs, fit, score).
 - :mod:`~scheduler.extender.app`: the WSGI application (POST /filter, /prioritize, /bind; GET /healthz).
 - :mod:`~scheduler.extender.watch`: keeps the view from the API server (list + watch) and binds pods.

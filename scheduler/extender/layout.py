@@ -1,7 +1,7 @@
 """The extender view's built layout and the arithmetic on it: where a pod's GPUs go, whether it fits, its score.
 
-A :class:`Built` is the view's nodes as a simulator :class:`~scheduler.sim.state.ClusterState` with its
-:class:`~scheduler.sim.frag.NodeFragmentation`; the functions here take it and return plain values or arrays,
+A :class:`Built` is the view's nodes as a simulator :class:`~scheduler.fgd.state.ClusterState` with its
+:class:`~scheduler.fgd.frag.NodeFragmentation`; the functions here take it and return plain values or arrays,
 so they hold no lock and keep no state (:class:`~scheduler.extender.view.ExtenderView` does both).
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.extender.resources import PodRequest
-from scheduler.sim.frag import NodeFragmentation, distributed_gpu, fgd_score, fgd_scores
-from scheduler.sim.model import Cluster
-from scheduler.sim.state import ClusterState
+from scheduler.fgd.frag import NodeFragmentation, distributed_gpu, fgd_score, fgd_scores
+from scheduler.fgd.model import Cluster
+from scheduler.fgd.state import ClusterState
 
 
 @dataclass
@@ -103,7 +103,7 @@ def fgd_group(built: Built, idx: np.ndarray, req: PodRequest, d: int) -> np.ndar
 def fgd_replicas(built: Built, idx: np.ndarray, req: PodRequest, d: int) -> np.ndarray:
     """FGD scores of a pod of several replicas (one per container): the nodes' fragmentation after the device
     plugin placed each replica in turn, against before; the same measure as
-    :func:`~scheduler.sim.frag.fgd_scores`, which takes one replica or whole GPUs only."""
+    :func:`~scheduler.fgd.frag.fgd_scores`, which takes one replica or whole GPUs only."""
     fr, st = built.frag, built.state
     gpu = st.free_gpu[idx].copy()
     rows = np.arange(len(idx))

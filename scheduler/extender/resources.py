@@ -35,8 +35,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity  # the official client's Quantity parser
 
+from scheduler.fgd.model import MILLI
 from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
-from scheduler.sim.model import MILLI
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"  # physical GPUs, MIG ones included: not what the node allocates

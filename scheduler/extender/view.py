@@ -1,14 +1,14 @@
 """The extender's view of the cluster and its three verbs: filter, prioritize, bind.
 
 The view holds the nodes (capacity, GPU model, replicas per GPU) and the pods bound to them, as a simulator
-:class:`~scheduler.sim.state.ClusterState` with its :class:`~scheduler.sim.frag.NodeFragmentation`, so a
-prioritize call is one vectorised :func:`~scheduler.sim.frag.fgd_scores` over the candidate nodes: the same
+:class:`~scheduler.fgd.state.ClusterState` with its :class:`~scheduler.fgd.frag.NodeFragmentation`, so a
+prioritize call is one vectorised :func:`~scheduler.fgd.frag.fgd_scores` over the candidate nodes: the same
 code the simulator's FGD policy runs.
 
 Pods count at once: ``bind`` allocates the pod in the view before it answers (and gives it back if the
 binding fails), so the next pod already sees those GPUs taken; the watch later confirms the same pod by UID.
 Which GPU a time-sliced replica uses is the device plugin's choice, modelled by
-:func:`~scheduler.sim.frag.distributed_gpu`; a pod whose containers ask one replica each gets them one after
+:func:`~scheduler.fgd.frag.distributed_gpu`; a pod whose containers ask one replica each gets them one after
 another (the kubelet allocates container by container), so two may share a GPU.
 
 The expected workload (FGD's target) is either a configured trace or the shapes of the last ``window``
@@ -31,10 +31,10 @@ import numpy as np
 from scheduler.extender import wire
 from scheduler.extender.layout import Built, feasible, fgd_group, give_back, replica_gpus, room, take
 from scheduler.extender.resources import NodeCapacity, PodRequest, node_capacity, pod_request
-from scheduler.sim.frag import NodeFragmentation
-from scheduler.sim.model import MILLI, Cluster, Workload
-from scheduler.sim.shapes import TargetWorkload, target_workload
-from scheduler.sim.state import ClusterState
+from scheduler.fgd.frag import NodeFragmentation
+from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.fgd.shapes import TargetWorkload, target_workload
+from scheduler.fgd.state import ClusterState
 
 Binder = Callable[[wire.BindingArgs], None]  # posts the Binding; raises to fail it
 PENDING_MAX = 10_000  # pods remembered between prioritize and bind

@@ -20,11 +20,11 @@ Example::
     print({(r.policy, r.seed): r.unallocated(100) for r in results})
 """
 
+from scheduler.fgd.model import Cluster, Workload
+from scheduler.fgd.state import ClusterState
 from scheduler.sim.errors import TraceError, UnknownPolicyError
-from scheduler.sim.model import Cluster, Workload
 from scheduler.sim.policies import ALL_POLICIES, PAPER_POLICIES, REGISTRY, Policy, make_policy, register
 from scheduler.sim.runner import DEFAULT_SEEDS, RunResult, mean_curve, run_many, run_one
-from scheduler.sim.state import ClusterState
 from scheduler.sim.traces import read_nodes, read_pods
 
 __all__ = [

@@ -11,7 +11,7 @@ mapping applies each of them to every pod:
    ``nvidia.com/gpu.shared`` and the device plugin gives a container at most one replica
    (``failRequestsGreaterThanOne``), so a pod asking for d milli of a GPU takes exactly ``1000 / replicas``
    milli, on the GPU the device plugin picks (the one with the fewest allocated replicas,
-   :func:`scheduler.sim.frag.distributed_gpu`), not the scheduler. Pods asking more than one replica are the
+   :func:`scheduler.fgd.frag.distributed_gpu`), not the scheduler. Pods asking more than one replica are the
    GPU share the mapping *cannot express*: the deployed cluster gives them less than the trace says; their
    count and the milli-GPU they lose are reported, never hidden.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.sim.model import MILLI, Workload
+from scheduler.fgd.model import MILLI, Workload
 
 DEFAULT_REPLICAS = 2  # replicas per time-sliced GPU: one replica = 500 milli-GPU, near the median openb share
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.fgd.model import Cluster, Workload
+from scheduler.fgd.shapes import build_shapes
 from scheduler.sim.errors import TraceError
-from scheduler.sim.model import Cluster, Workload
-from scheduler.sim.shapes import build_shapes
 
 INFLATION = 1.3
 MAX_ARRIVED_PCT = 130

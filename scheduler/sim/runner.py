@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.sim.frag import NodeFragmentation, ShareRule
-from scheduler.sim.model import Cluster, Workload
+from scheduler.fgd.frag import NodeFragmentation, ShareRule
+from scheduler.fgd.model import Cluster, Workload
+from scheduler.fgd.shapes import build_shapes, target_workload
+from scheduler.fgd.state import ClusterState
 from scheduler.sim.policies import Context, Policy, make_policy
 from scheduler.sim.policies.base import least_free_fitting_gpu, make_batch
 from scheduler.sim.protocol import (
@@ -30,8 +32,6 @@ from scheduler.sim.protocol import (
     rank_nodes,
     unhostable_pods,
 )
-from scheduler.sim.shapes import build_shapes, target_workload
-from scheduler.sim.state import ClusterState
 
 DEFAULT_SEEDS = tuple(range(42, 52))
 

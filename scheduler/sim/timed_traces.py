@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from scheduler.fgd.model import Workload
 from scheduler.sim.errors import TraceError
-from scheduler.sim.model import Workload
 from scheduler.sim.traces import _rows, read_pods
 
 OPENB_TIMES = ("creation_time", "deletion_time")

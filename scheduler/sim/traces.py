@@ -13,8 +13,8 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.errors import TraceError
-from scheduler.sim.model import MILLI, Cluster, Workload
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli")

@@ -1,6 +1,6 @@
 """The real run of playbooks/gpu-hosts.yml against a throwaway Debian 12 root, shared by the test and
 benchmarks/ansible_run.py: build the root (cached debootstrap tarball), add the signed stub repositories,
-mount /proc, write the inventory (rendered by infra.metal_inventory), run the playbook over
+mount /proc, write the inventory (rendered by infra.metal.inventory), run the playbook over
 community.general.chroot with the kernel/systemd tags skipped.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from infra.metal_inventory import render_inventory
+from infra.metal.inventory import render_inventory
 from tests.ansible import debroot, stubrepo
 from tests.ansible.support import ANSIBLE_DIR, venv_tool
 

@@ -1,4 +1,4 @@
-"""infra.metal_inventory: the inventory `invoke metal` renders, checked by Ansible itself."""
+"""infra.metal.inventory: the inventory `invoke metal` renders, checked by Ansible itself."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError
-from infra.metal_inventory import (
+from infra.metal.inventory import (
     PLAYBOOK,
     MetalInventoryError,
     group_limits,
@@ -192,7 +192,7 @@ def test_a5_host_toolkit_cdi_agrees_with_the_gpu_operator() -> None:
     that containerd/CRI-O must inject (NVIDIA/gpu-operator PR #1285; GPU operator CDI docs); containerd 1.7
     has CDI off, so host-managed drivers need the toolkit's --enable-cdi."""
     import tasks
-    from infra.addons.gpu_operator import gpu_operator_values
+    from infra.gpu_stack.gpu_operator import gpu_operator_values
     from tests.tasks.test_render_and_metal import _ctx
 
     spec = tasks.load("metal")

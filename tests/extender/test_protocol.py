@@ -20,7 +20,7 @@ import pytest
 from scheduler.extender import wire
 from scheduler.extender.app import call, make_app
 from scheduler.extender.view import ExtenderView
-from scheduler.sim.model import Workload
+from scheduler.fgd.model import Workload
 from scheduler.sim.policies.fgd_extender import node_object, pod_object
 from tests.extender.go_types import load_types
 

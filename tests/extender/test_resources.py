@@ -24,8 +24,8 @@ from scheduler.extender import wire
 from scheduler.extender.resources import pod_request
 from scheduler.extender.view import ExtenderView
 from scheduler.extender.watch import apply_node_event, apply_pod_event
+from scheduler.fgd.model import Workload
 from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
-from scheduler.sim.model import Workload
 from scheduler.sim.policies.fgd_extender import node_object
 
 MIG_1G = "nvidia.com/mig-1g.10gb"

@@ -20,8 +20,7 @@ from infra.monitoring.usage import Row, UsageReport
 from infra.monitoring.usage_report import print_report
 from infra.preflight import Finding, Severity, run_preflight
 from infra.preflight.report import FOLD_OVER, HEAD, findings_rows, print_findings
-from infra.simulation import route, stack_model
-from infra.simulation_report import (
+from infra.simulate.report import (
     SUMMARY_HEAD,
     TWIN_HEAD,
     print_summary,
@@ -29,7 +28,8 @@ from infra.simulation_report import (
     summary_rows,
     twin_rows,
 )
-from infra.slurm import print_slurm_plan, slurm_plan_rows
+from infra.simulate.stack import route, stack_model
+from infra.slurm.site import print_slurm_plan, slurm_plan_rows
 from infra.tables import Cell, narrowest, plain, print_table
 from scheduler import sim
 from scheduler.sim import RunResult
@@ -133,9 +133,9 @@ def test_simulate_summary_never_cuts_a_value(simulated: Simulated, width: int) -
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_simulate_twin_table_never_cuts_a_value(simulated: Simulated, width: int) -> None:
-    """`--twin`: the real scheduler's replays (what `infra.twin.replay.replay_stack` returns: a RunResult of the
+    """`--twin`: the real scheduler's replays (what `twin.replay.replay_stack` returns: a RunResult of the
     profile's name and a rate) beside the simulator's policies that model them."""
-    from infra.twin.replay import TwinRun
+    from twin.replay import TwinRun
 
     name, _, _, results = simulated
     model_of = {"MostAllocated": "MostAllocated", "FragmentationAware": "FGD-Extender"}

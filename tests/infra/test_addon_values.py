@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.addons.cluster_autoscaler import cluster_autoscaler_values
-from infra.addons.efa import efa_pools, efa_values
+from infra.aws.addons.cluster_autoscaler import cluster_autoscaler_values
+from infra.aws.addons.efa import efa_pools, efa_values
 from tests.conftest import load_example
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from infra.addons.cluster_autoscaler import ARGS
+from infra.aws.addons.cluster_autoscaler import ARGS
 from infra.aws.nodepools import NodeGroupPlan, plan_node_groups
 from infra.aws.tags import OPTIONS
 from infra.scheduling import ACCELERATOR_LABEL

@@ -10,20 +10,20 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from infra.addons.efa import efa_values
-from infra.addons.gpu_operator import (
-    EKS_DCGM_EXPORTER_VERSION,
-    NODE_MONITORING_DCGM,
-    arm64_gpu_pool_problems,
-    gpu_operator_values,
-)
-from infra.aws.eks_addons import (
+from infra.aws.addons.efa import efa_values
+from infra.aws.addons.eks_addons import (
     DCGM_SERVER_LABELS,
     DEPLOY_CLIENT_LABEL,
     monitoring_agent_configuration,
     monitoring_agent_values,
 )
 from infra.errors import ConfigError
+from infra.gpu_stack.gpu_operator import (
+    EKS_DCGM_EXPORTER_VERSION,
+    NODE_MONITORING_DCGM,
+    arm64_gpu_pool_problems,
+    gpu_operator_values,
+)
 from infra.stackfile import parse_config
 from infra.versions import Versions
 from scheduler.labels import POOL_LABEL

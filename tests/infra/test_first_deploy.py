@@ -20,16 +20,16 @@ import pytest
 import yaml
 
 from infra import build
-from infra.addons.efa import efa_values
-from infra.addons.gpu_operator import gpu_operator_values, tolerations
+from infra.aws.addons.efa import efa_values
+from infra.aws.addons.eks_addons import monitoring_agent_values
 from infra.aws.cluster import placement_config, private_access_rules
-from infra.aws.eks_addons import monitoring_agent_values
 from infra.aws.kubeconfig import kubeconfig
 from infra.aws.nodepools import plan_gpu_pool, plan_node_groups, repair_config
 from infra.aws.scheduler_config import EKS_SCHEDULER_RESOURCES
 from infra.aws.tags import TEMPLATE
 from infra.aws.userdata import ENVVAR_SETTING, TOOLKIT_CONFIG, node_user_data
 from infra.errors import ConfigError
+from infra.gpu_stack.gpu_operator import gpu_operator_values, tolerations
 from infra.plan import build_plan
 from infra.scheduling import ACCELERATOR_LABEL, scheduler_inputs
 from infra.spec import ClusterSpec
@@ -585,7 +585,7 @@ def test_the_efa_plugin_image_comes_from_the_stacks_region(region: str, registry
     values = efa_values(parse_config(config, "t"))
     assert values["image"] == {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin"}
     # a real region (botocore knows it, so the region rule passes) whose EKS registry gpufleet does not list
-    from infra.aws.registries import eks_addon_registry
+    from infra.aws.addons.registries import eks_addon_registry
     from infra.rules import aws_regions
 
     other = next(r for r in sorted(aws_regions()) if eks_addon_registry(r) is None)

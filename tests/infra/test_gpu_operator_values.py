@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.addons.gpu_operator import gpu_operator_values
+from infra.gpu_stack.gpu_operator import gpu_operator_values
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from tests.conftest import EXAMPLE_STACKS, load_example

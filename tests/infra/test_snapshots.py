@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from infra.addons.gpu_operator import gpu_operator_values
 from infra.aws.nodepools import plan_node_groups
+from infra.gpu_stack.gpu_operator import gpu_operator_values
 from tests.conftest import EXAMPLE_STACKS, load_example
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from infra import catalog
 from infra.aws import launch_template as lt
+from infra.aws.karpenter.pools import ami_alias, karpenter_objects, node_class, node_pool
 from infra.aws.userdata import ENVVAR_SETTING
-from infra.karpenter.facts import karpenter_pools, managed_node_group_spec, needs_cluster_autoscaler
-from infra.karpenter.pools import ami_alias, karpenter_objects, node_class, node_pool
+from infra.pools import karpenter_pools, managed_node_group_spec, needs_cluster_autoscaler
 from infra.scheduling import scheduler_inputs
 from infra.stackfile import parse_config
 from scheduler import compile as compile_policy
@@ -242,7 +242,7 @@ def test_priority_expander_is_replaced_by_nodepool_weights() -> None:
 
 
 def test_efa_plugin_runs_on_every_type_an_efa_pool_may_launch() -> None:
-    from infra.addons.efa import efa_values
+    from infra.aws.addons.efa import efa_values
 
     spec = spec_with(
         {

@@ -14,8 +14,8 @@ from typing import Any
 import celpy
 import pytest
 
-from infra.karpenter.disruption import do_not_disrupt_policy, match_expression
-from infra.karpenter.pools import karpenter_objects, node_class, node_pool
+from infra.aws.karpenter.disruption import do_not_disrupt_policy, match_expression
+from infra.aws.karpenter.pools import karpenter_objects, node_class, node_pool
 from infra.stackfile import parse_config
 from scheduler.validation import cel_problems, core_problems, crd_problems
 from tests.karpenter.conftest import AWS_STACKS, as_karpenter, example_config, karpenter_example

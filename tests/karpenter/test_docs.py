@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from infra.karpenter import pools as kp
-from infra.karpenter.pools import node_pool
+from infra.aws.karpenter import pools as kp
+from infra.aws.karpenter.pools import node_pool
 from infra.stackfile import parse_config
 from scheduler.validation import cel_problems, crd_problems
 from tests.karpenter.conftest import example_config

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from infra import build
+from infra.aws.karpenter import iam as kiam
+from infra.aws.karpenter.values import karpenter_values
 from infra.deploy import destroy_phases
-from infra.karpenter import iam as kiam
-from infra.karpenter.values import karpenter_values
 from infra.stackfile import parse_config
 from tests.conftest import load_example
 from tests.infra.conftest import ACCOUNT, Mocks, Recorded, after_registration

@@ -19,10 +19,10 @@ import yaml
 
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
-from infra.twin.toolchain import BUILD_HINT, program
 from infra.versions import TWIN_PROMETHEUS
 from tests.conftest import ROOT
 from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
+from twin.toolchain.build import BUILD_HINT, program
 
 MIN_MAJOR = 3
 

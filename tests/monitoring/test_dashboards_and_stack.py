@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.addons.gpu_operator import gpu_operator_values
+from infra.gpu_stack.gpu_operator import gpu_operator_values
 from infra.monitoring import metrics as m
 from infra.monitoring.dashboards import dashboards, expressions
 from infra.monitoring.stack import (
@@ -195,8 +195,8 @@ def test_the_alertmanager_config_loads_in_alertmanager(tmp_path: Path) -> None:
     import subprocess
     import time
 
-    from infra.twin.toolchain import program
     from infra.versions import TWIN_ALERTMANAGER
+    from twin.toolchain.build import program
 
     binary = program(TWIN_ALERTMANAGER, "alertmanager")
     if binary is None:
@@ -360,7 +360,7 @@ def test_kueue_metrics_reader_binding_names_the_charts_prometheus_account() -> N
 def test_the_autoscaler_chart_creates_a_monitor_the_prometheus_selects() -> None:
     """cluster-autoscaler chart values.yaml: `serviceMonitor.{enabled, interval, namespace, selector, path}`,
     the `selector` map being the labels put on the ServiceMonitor (default `release: prometheus-operator`)."""
-    from infra.addons.cluster_autoscaler import cluster_autoscaler_values
+    from infra.aws.addons.cluster_autoscaler import cluster_autoscaler_values
 
     monitor = cluster_autoscaler_values(ops_spec(release="prom"), "arn")["serviceMonitor"]
     assert set(monitor) <= {"enabled", "interval", "namespace", "selector", "path", "annotations"}

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infra.addons.gpu_operator import gpu_operator_values
+from infra.gpu_stack.gpu_operator import gpu_operator_values
 from infra.monitoring.health import installs_nvsentinel, nvsentinel_values
 from infra.scheduling import scheduler_inputs
 from scheduler import compile

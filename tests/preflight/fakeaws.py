@@ -35,7 +35,7 @@ from moto.servicequotas.responses import ServiceQuotasResponse
 from moto.ssm.models import Parameter, ssm_backends
 
 from infra import catalog
-from infra.aws.eks_addons import MONITORING_ADDON
+from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.preflight.ami import pool_release, system_release
 from infra.preflight.checks import vcpu_demand
 from infra.spec import ClusterSpec

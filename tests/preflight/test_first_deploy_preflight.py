@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.aws.eks_addons import MONITORING_ADDON
+from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.preflight import Severity, run_preflight
 from infra.preflight.eks import check_aws_cli
 from infra.preflight.reachability import (

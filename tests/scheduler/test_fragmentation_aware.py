@@ -18,7 +18,7 @@ import yaml
 from infra.aws.cluster import placement_config
 from infra.errors import ConfigError
 from infra.scheduling import scheduler_inputs
-from infra.simulation import placement_profile
+from infra.simulate.stack import placement_profile
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from infra.versions import EXTENDER_REPOSITORY, PROJECT_VERSION, extender_image

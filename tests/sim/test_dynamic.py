@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, Simulation, World, simulate
 from scheduler.sim.dynamic.engine import WAITING
-from scheduler.sim.model import MILLI, Cluster, Workload
 
 
 def cluster(nodes: int, gpus: int = 4, pool: str = "a") -> Cluster:

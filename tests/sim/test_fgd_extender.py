@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler.fgd.model import Workload
 from scheduler.sim.deployed import as_deployed
 from scheduler.sim.errors import TraceError
-from scheduler.sim.model import Workload
 from scheduler.sim.policies import make_policy
 from scheduler.sim.runner import replay
 from tests.sim.test_properties import clusters, workloads

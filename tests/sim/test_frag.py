@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.fgd.frag import NodeFragmentation
+from scheduler.fgd.shapes import build_shapes, target_workload
+from scheduler.fgd.state import ClusterState
 from scheduler.sim import read_nodes, read_pods
-from scheduler.sim.frag import NodeFragmentation
-from scheduler.sim.shapes import build_shapes, target_workload
-from scheduler.sim.state import ClusterState
 from tests.sim.tiny import cluster, workload
 
 # target M (10 pods, all four shapes needed for 95 %): CPU-only 0.2, share 500 0.4, two whole GPUs 0.2,

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler.fgd.frag import NodeFragmentation
+from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.fgd.shapes import allowed_models, build_shapes, target_workload
+from scheduler.fgd.state import ClusterState
 from scheduler.sim import ALL_POLICIES
-from scheduler.sim.frag import NodeFragmentation
-from scheduler.sim.model import MILLI, Cluster, Workload
 from scheduler.sim.runner import replay
-from scheduler.sim.shapes import allowed_models, build_shapes, target_workload
-from scheduler.sim.state import ClusterState
 
 MODELS = ("A10", "T4")
 

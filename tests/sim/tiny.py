@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scheduler.sim.frag import NodeFragmentation
-from scheduler.sim.model import Cluster, Workload
+from scheduler.fgd.frag import NodeFragmentation
+from scheduler.fgd.model import Cluster, Workload
+from scheduler.fgd.shapes import build_shapes, target_workload
+from scheduler.fgd.state import ClusterState
 from scheduler.sim.policies import Context, make_policy
 from scheduler.sim.policies.base import Batch, least_free_fitting_gpu
-from scheduler.sim.shapes import build_shapes, target_workload
-from scheduler.sim.state import ClusterState
 
 Pod = tuple[int, int, int, int] | tuple[int, int, int, int, str]  # cpu, mem, num_gpu, gpu_milli[, spec]
 

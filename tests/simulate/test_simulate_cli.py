@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.simulation import cluster_from_spec
+from infra.simulate.stack import cluster_from_spec
 from tests.conftest import ROOT, load_example
 
 
@@ -145,7 +145,7 @@ def test_stack_is_simulated_as_deployed(tmp_path: Path) -> None:
 
 def test_stack_model_routes_pods_as_deployed() -> None:
     """Pools, taints, GPU resources, Kueue flavors and the profile as sent, for an EKS and an existing stack."""
-    from infra.simulation import route, stack_model
+    from infra.simulate.stack import route, stack_model
     from scheduler.sim import Workload
 
     prod = load_example("example-prod")
@@ -175,7 +175,7 @@ def test_stack_model_routes_pods_as_deployed() -> None:
 
 def test_extender_matches_fgd_on_a_stack_with_mig_and_time_sliced_pools() -> None:
     """Units of 1000 // 7 (MIG 1g on H100) are one replica the API can express: FGD-Extender replays them."""
-    from infra.simulation import route, stack_model
+    from infra.simulate.stack import route, stack_model
     from scheduler.sim import Workload, run_one
 
     prod = load_example("example-prod")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.dynamic_simulation import ALTERNATIVES, stack_world
+from infra.simulate.dynamic import ALTERNATIVES, stack_world
 from scheduler.sim.errors import TraceError
 from scheduler.sim.timed_traces import read_timed_pods
 from tests.conftest import load_example

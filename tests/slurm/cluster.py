@@ -1,4 +1,4 @@
-"""The tests' handle on the Slurm twin (`infra.twin.slurm`): Debian's packages installed when missing (as root,
+"""The tests' handle on the Slurm twin (`twin.slurm`): Debian's packages installed when missing (as root,
 like the Ansible tier's debootstrap), and a missing prerequisite failing under CI=true."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from infra.twin.slurm import PACKAGES, SlurmCluster, slurm_cluster, slurm_path
+from twin.slurm import PACKAGES, SlurmCluster, slurm_cluster, slurm_path
 
 __all__ = ["SlurmCluster", "ensure_packages", "fail_or_skip", "slurm_cluster"]
 

@@ -15,7 +15,7 @@ import pytest
 
 from infra.errors import ConfigError
 from infra.scheduling import scheduler_inputs
-from infra.slurm import slurm_files
+from infra.slurm.site import slurm_files
 from infra.stackfile import load_stack
 from scheduler.kueue import kueue_objects
 from scheduler.resources import gpu_resource
@@ -252,7 +252,7 @@ def test_sacct_is_asked_for_every_run_truncated_to_the_window() -> None:
     allocation, -a every user; the window is given in sacct's YYYY-MM-DDTHH:MM:SS local time."""
     from datetime import datetime
 
-    from infra.slurm_usage import SACCT_FIELDS, sacct_argv
+    from infra.slurm.usage import SACCT_FIELDS, sacct_argv
 
     argv = sacct_argv(1_700_000_000, 1_700_003_600, "/opt/slurm/bin/sacct")
     assert argv[0] == "/opt/slurm/bin/sacct" and {"-a", "-X", "-D", "-T", "-P", "-n"} <= set(argv)

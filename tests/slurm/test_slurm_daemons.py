@@ -14,7 +14,7 @@ from datetime import datetime
 
 import pytest
 
-from infra.slurm_usage import Allocation, parse_sacct, run_sacct, sacct_argv, usage_from_sacct
+from infra.slurm.usage import Allocation, parse_sacct, run_sacct, sacct_argv, usage_from_sacct
 from tests.preflight.helpers import run_task
 from tests.slurm.cluster import SlurmCluster, ensure_packages, slurm_cluster
 from tests.slurm.daemon_stack import daemon_stack, daemon_stack_file

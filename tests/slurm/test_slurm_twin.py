@@ -1,4 +1,4 @@
-"""`invoke twin` for a Slurm stack (infra.twin.slurm): the stack's Slurm cluster on real Debian 12 daemons on
+"""`invoke twin` for a Slurm stack (twin.slurm): the stack's Slurm cluster on real Debian 12 daemons on
 loopback, its accounts applied, and `--run CMD` where sbatch/squeue reach its controller, as for Kubernetes."""
 
 from __future__ import annotations

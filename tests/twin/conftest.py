@@ -16,11 +16,11 @@ import pytest
 
 from infra.errors import ToolMissing
 from infra.stackfile import load_stack
-from infra.twin import launch
-from infra.twin.launch import RunningTwin
-from infra.twin.toolchain import Toolchain, locate
 from tests.conftest import ROOT
 from tests.twin.kube import Kube
+from twin import launch
+from twin.launch import RunningTwin
+from twin.toolchain.build import Toolchain, locate
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

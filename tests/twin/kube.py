@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.twin.launch import RunningTwin
+from twin.launch import RunningTwin
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ on the twin of the stack the docs describe: Kueue admits each one (its Workload 
 the page says), and a Job's pods are created and bound, none refused by admission.
 
 PyTorchJob and RayJob are admitted by the real Kueue through their integrations (the twin serves their CRDs,
-infra/twin/cluster.py); no operator runs them, so they make no pods on the twin.
+twin/cluster.py); no operator runs them, so they make no pods on the twin.
 """
 
 from __future__ import annotations

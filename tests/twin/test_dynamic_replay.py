@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from infra.stackfile import load_stack
-from infra.twin.dynamic_replay import compare, jittered, replay_on_twin, scaled_trace, simulate, write_trace
 from tests.twin.conftest import stack_variant, start_twin
 from tests.twin.kube import Kube
+from twin.dynamic_replay import compare, jittered, replay_on_twin, scaled_trace, simulate, write_trace
 
 JOBS = 200
 RATE_PER_S = 1.0

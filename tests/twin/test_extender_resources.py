@@ -1,5 +1,5 @@
 """The extender's resource model against the real kube-scheduler (review scheduling.md MINOR 10 (a)): a replay
-twin (infra.twin.replay: kwok nodes, the stacks' gpu-binpack profile with the extender as its filter,
+twin (twin.replay: kwok nodes, the stacks' gpu-binpack profile with the extender as its filter,
 prioritizer and binder, the extender's real entry point and watch) with one time-sliced GPU node.
 
 Upstream rules: the device plugin allocates per container and refuses a container asking for more than one
@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.twin.replay import NAMESPACE, ReplayTwin
+from scheduler.fgd.model import Cluster
 from scheduler.labels import SHARED_GPU_RESOURCE
-from scheduler.sim.model import Cluster
 from tests.twin.conftest import toolchain
 from tests.twin.kube import eventually
+from twin.replay import NAMESPACE, ReplayTwin
 
 NODES = ("l4-0", "l4-1")  # two, so the scheduler scores (one feasible node skips prioritize)
 

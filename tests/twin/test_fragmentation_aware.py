@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 import yaml
 
-from infra.simulation import route, stack_model
+from infra.simulate.stack import route, stack_model
 from infra.stackfile import parse_config
-from infra.twin.replay import ReplayTwin
 from scheduler import sim
 from scheduler.sim.policies.fgd_extender import pod_object
 from scheduler.sim.protocol import INFLATION, order_and_inflate, rank_nodes
 from scheduler.sim.runner import replay
 from tests.conftest import ROOT
 from tests.twin.conftest import toolchain
+from twin.replay import ReplayTwin
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.twin.lifecycle import pulumi_env
 from tests.conftest import ROOT
 from tests.twin.conftest import start_twin, toolchain
 from tests.twin.kube import Kube, eventually
+from twin.lifecycle import pulumi_env
 
 STACK = "twin-metal"
 MANAGED = "app.kubernetes.io/managed-by=gpufleet"
@@ -118,7 +118,7 @@ def test_an_aws_stacks_kubernetes_side_goes_through_the_same_lifecycle(
     monitoring objects) is created by `pulumi up`, changes nothing on a second one and leaves no gpufleet
     object after `pulumi destroy` (the AWS resources themselves stay under Pulumi's mocks, tests/infra)."""
     from infra.stackfile import load_stack
-    from infra.twin.lifecycle import stack, twin_spec
+    from twin.lifecycle import stack, twin_spec
 
     twin = start_twin(tmp_path_factory, "example-prod", bare=True)
     try:

@@ -1,7 +1,7 @@
 """Operations on real components (docs/operations.md): the stack's metrics scraped as the Prometheus operator
 scrapes them in a cluster, `invoke usage` checked against what the twin ran, alerts driven by real conditions.
 
-One twin with `--monitoring` (infra.twin.monitoring): the real Prometheus operator v0.93.1 turns the stack's
+One twin with `--monitoring` (twin.monitoring): the real Prometheus operator v0.93.1 turns the stack's
 ServiceMonitors and PrometheusRule, the GPU operator's dcgm-exporter monitor (built from the stack's
 `dcgmExporter.serviceMonitor` values) and the charts' monitors into Prometheus 3.14's configuration; Prometheus
 discovers targets through the API server's Endpoints and scrapes both Kueue replicas, kube-state-metrics 2.20
@@ -29,10 +29,10 @@ import pytest
 import yaml
 
 from infra.stackfile import load_stack
-from infra.twin.launch import RunningTwin
 from tests.conftest import ROOT
 from tests.twin.conftest import start_twin
 from tests.twin.kube import Kube, eventually, job, name
+from twin.launch import RunningTwin
 
 SCRAPE_S = 5
 UTIL = "gpufleet.io/twin-gpu-util"

@@ -30,7 +30,7 @@ from tests.twin.conftest import start_twin
 from tests.twin.kube import Kube, eventually
 
 SELECTOR = f"app.kubernetes.io/name={SECONDARY_SCHEDULER_NAME}"
-CPU_NODES = ("twin-cpu-1", "twin-cpu-2")  # infra.twin.nodes: the existing platform's untainted nodes
+CPU_NODES = ("twin-cpu-1", "twin-cpu-2")  # twin.nodes: the existing platform's untainted nodes
 
 
 def replicas(kube: Kube) -> list[dict[str, Any]]:

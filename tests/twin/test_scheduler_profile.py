@@ -23,14 +23,14 @@ import yaml
 
 from infra.scheduling import scheduler_inputs
 from infra.stackfile import parse_config
-from infra.twin.replay import ReplayTwin
 from scheduler import compile
+from scheduler.fgd.model import Cluster, Workload
 from scheduler.labels import SCHEDULER_NAMESPACE, SECONDARY_SCHEDULER_NAME
 from scheduler.placement import CONFIG_FILE
-from scheduler.sim.model import Cluster, Workload
 from scheduler.sim.policies.fgd_extender import pod_object
 from tests.conftest import ROOT
 from tests.twin.conftest import toolchain
+from twin.replay import ReplayTwin
 
 NODES = 300
 GPUS = 16  # per ordinary node; node `best(i)` has i GPUs, i = 1..15

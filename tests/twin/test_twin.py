@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.twin.kwok import DURATION_ANNOTATION
 from tests.conftest import ROOT
 from tests.twin.conftest import start_twin, toolchain
 from tests.twin.kube import Kube, eventually, name, pod
+from twin.kwok import DURATION_ANNOTATION
 
 INVOKE = [sys.executable, "-m", "invoke"]
 

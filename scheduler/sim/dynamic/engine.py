@@ -47,14 +47,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scheduler.fgd.frag import NodeFragmentation
+from scheduler.fgd.model import MILLI
+from scheduler.fgd.shapes import build_shapes, target_workload
+from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
 from scheduler.sim.dynamic.report import Recorder, Result
-from scheduler.sim.frag import NodeFragmentation
-from scheduler.sim.model import MILLI
 from scheduler.sim.policies import Context, Policy, make_policy
 from scheduler.sim.runner import _score
-from scheduler.sim.shapes import build_shapes, target_workload
-from scheduler.sim.state import ClusterState
 
 ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT, REQUEUE = range(6)
 WAITING, ADMITTED, RUNNING, DONE = range(4)

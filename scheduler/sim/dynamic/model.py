@@ -3,7 +3,7 @@
 The placement replay (``scheduler.sim.runner``) answers where pods land when they arrive and never leave. The
 dynamic simulation adds time: jobs arrive, wait in their team's queue, are admitted against quota (Kueue's
 ClusterQueues), get nodes (the placement policy, the autoscaler), run for their duration and leave. Everything
-here is plain data; ``infra.dynamic_simulation`` builds it from a stack's compiled policy.
+here is plain data; ``infra.simulate.dynamic`` builds it from a stack's compiled policy.
 
 Quota is counted in a pool's own units, as Kueue counts the pool's resource: one unit per GPU for an exclusive
 pool (``nvidia.com/gpu``), ``replicas`` per GPU for a time-sliced pool (``nvidia.com/gpu.shared``), the MIG
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.sim.model import MILLI, Cluster, Workload
+from scheduler.fgd.model import MILLI, Cluster, Workload
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scheduler.sim.model import MILLI
+from scheduler.fgd.model import MILLI
 
 if TYPE_CHECKING:
     from scheduler.sim.dynamic.engine import Simulation

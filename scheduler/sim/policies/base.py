@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from scheduler.fgd.frag import NodeFragmentation, ShareRule
+from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.fgd.shapes import Shapes
+from scheduler.fgd.state import ClusterState
 from scheduler.sim.errors import UnknownPolicyError
-from scheduler.sim.frag import NodeFragmentation, ShareRule
-from scheduler.sim.model import MILLI, Cluster, Workload
-from scheduler.sim.shapes import Shapes
-from scheduler.sim.state import ClusterState
 
 CPU_NORM = 128_000  # milli-CPU of the largest node: the artifact's CPU normaliser
 GPU_NORM = 8_000  # milli-GPU of the largest node: the artifact's GPU normaliser
@@ -35,7 +35,7 @@ class Context:
     shapes: Shapes
     frag: NodeFragmentation
     rng: np.random.Generator
-    share_rule: ShareRule = "policy"  # who picks a sharing pod's GPU (see scheduler.sim.frag.ShareRule)
+    share_rule: ShareRule = "policy"  # who picks a sharing pod's GPU (see scheduler.fgd.frag.ShareRule)
     target: Workload | None = None  # the pod list whose shapes are FGD's expected workload
 
 

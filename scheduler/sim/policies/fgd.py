@@ -1,20 +1,20 @@
 """FGD (fragmentation gradient descent): place the pod where it grows the node's fragmentation least.
 
 For node n and the pod placed there (a sharing pod: on GPU g; whole GPUs: the lowest fully free ones),
-Δ = F_n(M) after - F_n(M) before, in milli-GPU (see :mod:`scheduler.sim.frag`), and
+Δ = F_n(M) after - F_n(M) before, in milli-GPU (see :mod:`scheduler.fgd.frag`), and
 
     score = floor(100 * sigmoid(-Δ / 1000))
 
 A sharing pod goes to the GPU with the best score (the lowest index among equal scores), or, under the
 ``distributed`` share rule (a deployed cluster), to the GPU the device plugin picks. The score itself is
-:func:`scheduler.sim.frag.fgd_scores`, which the scheduler extender uses too.
+:func:`scheduler.fgd.frag.fgd_scores`, which the scheduler extender uses too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scheduler.sim.frag import fgd_scores
+from scheduler.fgd.frag import fgd_scores
 from scheduler.sim.policies.base import Batch, Policy, register
 
 SUBSET_MIN = 16  # from this many nodes, score only the feasible ones

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.fgd.model import MILLI
 from scheduler.sim.errors import TraceError
-from scheduler.sim.model import MILLI
 from scheduler.sim.policies.base import Batch, Context, Policy, make_batch, register
 from scheduler.sim.policies.most_allocated import MostAllocatedPolicy
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.sim.model import MILLI
+from scheduler.fgd.model import MILLI
 from scheduler.sim.policies.base import GPU_NORM, Batch, Context, Policy, register
 
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scheduler.sim.model import MILLI
+from scheduler.fgd.model import MILLI
 from scheduler.sim.policies.base import Batch, Context, Policy
 
 GPU = "nvidia.com/gpu"  # parameter names: cpu, memory, gpu (or nvidia_com_gpu)

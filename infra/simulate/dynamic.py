@@ -1,0 +1,287 @@
+"""A stack's cluster and policy as the dynamic simulation replays them, and the alternatives it is compared with.
+
+The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke simulate --dynamic`):
+
+- **Nodes and routing** are the placement replay's (:mod:`infra.simulate.stack`): one node per node a pool can grow
+  to, a pod routed to the pools whose resource expresses its request; CPU-only pods leave the GPU replay.
+- **Queues** are read from the stack's compiled ClusterQueues (:func:`scheduler.compile`), never restated: per
+  team, the flavors of its GPU resource group in their order, and for each the nominal quota, borrowing and
+  lending limit of the pool's GPU resource. A team with several GPU queues (a topology queue beside its
+  default one) is one queue here, with the flavors of both.
+- **Priorities** are the stack's WorkloadPriorityClass values; a trace row's `priority` names one, otherwise a
+  job has its team's default class.
+- **Teams**: a trace's `team` column, or else each job is given to a team at random (seeded), in proportion to
+  the teams' GPU quota, so every team sees load in line with what it was promised.
+- **Kueue settings**: `waitForPodsReady.timeout` from the stack; preemption as compiled (`reclaimWithinCohort:
+  Any`, `withinClusterQueue: LowerPriority`), BestEffortFIFO.
+- **The autoscaler**: pools start at `minSize` (hosts of an existing cluster are all up and never scale); a
+  node takes the provisioning delay of its instance family to become Ready and goes after 10 minutes empty
+  (the stack's `--scale-down-unneeded-time=10m`, Karpenter's `consolidateAfter: 10m`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from infra import catalog
+from infra.errors import ConfigError
+from infra.scheduling import pool_view, scheduler_inputs
+from infra.simulate.stack import placement_profile, route, stack_model
+from infra.spec import ClusterSpec
+from scheduler import compile as compile_policy
+from scheduler.fgd.model import Workload
+from scheduler.resources import gpu_resource
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Result, Settings, World
+from scheduler.sim.errors import TraceError
+from scheduler.sim.timed_traces import TimedTrace
+
+# Seconds from the autoscaler's decision to a Ready GPU node, per instance family: the docs' "a cold GPU node
+# takes 10-15 minutes to join" (docs/aws.md), the upper end for the large p-family nodes (EFA, 8 GPUs, larger
+# images), the lower for g-family. Override with `--provision-delay`.
+PROVISION_S = {"p": 900.0, "g": 600.0}
+SCALE_DOWN_UNNEEDED_S = 600.0
+ALTERNATIVES = (
+    "fifo-roundrobin",
+    "one-node-group",
+    "cheapest-gpu-first",
+    "static-partitions",
+    "kueue-mostallocated",
+    "kueue-fragmentationaware",
+)
+DESCRIPTIONS = {
+    "fifo-roundrobin": "one FIFO queue for everyone, round-robin over nodes",
+    "one-node-group": "every job on the largest node group",
+    "cheapest-gpu-first": "the stack's queues, cheapest GPU per hour first",
+    "static-partitions": "the stack's quotas, no borrowing",
+    "kueue-mostallocated": "the stack's queues, MostAllocated placement",
+    "kueue-fragmentationaware": "the stack's queues, fragmentation-aware placement (FGD)",
+}
+
+
+@dataclass(frozen=True)
+class DynamicInput:
+    """A stack's world for the dynamic simulation, with what routing left out."""
+
+    world: World
+    cpu_only_jobs: int
+    stack_policy: str  # the placement policy the stack deploys
+
+    @property
+    def stack_approach(self) -> str:
+        """The alternative that is the stack's own policy."""
+        return "kueue-fragmentationaware" if self.stack_policy == "FGD" else "kueue-mostallocated"
+
+
+def _duration_s(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return float(sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(s|m|h)", text)))
+
+
+def _queues(spec: ClusterSpec) -> tuple[Queue, ...]:
+    """Per team, its GPU flavors and their quotas, from the compiled ClusterQueues."""
+    policy, pools = scheduler_inputs(spec)
+    resource = {p.name: gpu_resource(pool_view(spec, p)) for p in spec.node_pools}
+    objects = compile_policy(policy, pools)
+    by_team: dict[str, Queue] = {}
+    weights = {t.name: t.weight for t in policy.teams}
+    for obj in objects:
+        if obj.get("kind") != "ClusterQueue":
+            continue
+        name = obj["metadata"]["name"]
+        team = next((t for t in weights if name == t or name == f"{t}-topology"), None)
+        if team is None:
+            continue
+        flavors: list[str] = []
+        nominal: dict[str, int] = {}
+        borrow: dict[str, int | None] = {}
+        lend: dict[str, int | None] = {}
+        for group in obj["spec"].get("resourceGroups", []):
+            for flavor in group.get("flavors", []):
+                pool = flavor["name"]
+                if pool not in resource:
+                    continue
+                for r in flavor.get("resources", []):
+                    if r["name"] == resource[pool]:
+                        flavors.append(pool)
+                        nominal[pool] = int(r.get("nominalQuota", 0))
+                        borrow[pool] = int(r["borrowingLimit"]) if "borrowingLimit" in r else None
+                        lend[pool] = int(r["lendingLimit"]) if "lendingLimit" in r else None
+        old = by_team.get(team)
+        if old is not None:
+            flavors = [*old.flavors, *[f for f in flavors if f not in old.flavors]]
+            nominal, borrow, lend = (
+                {**old.nominal, **nominal},
+                {**old.borrowing_limit, **borrow},
+                {
+                    **old.lending_limit,
+                    **lend,
+                },
+            )
+        by_team[team] = Queue(team, tuple(flavors), nominal, borrow, lend, weights[team])
+    return tuple(by_team[t] for t in weights if t in by_team)
+
+
+def _pools(spec: ClusterSpec, cluster_models: tuple[str, ...], provision_s: float | None) -> tuple[Pool, ...]:
+    model = stack_model(spec)
+    out = []
+    for pool in spec.node_pools:
+        nodes = tuple(i for i, m in enumerate(cluster_models) if m == pool.name)
+        itype = catalog.CATALOG.get(pool.instance_type or "")
+        if itype is None:  # hosts of an existing cluster: all up, never scaled
+            out.append(Pool(pool.name, nodes, model.units[pool.name], len(nodes), 0.0, None))
+            continue
+        delay = provision_s if provision_s is not None else PROVISION_S.get(itype.family[0], 600.0)
+        out.append(
+            Pool(pool.name, nodes, model.units[pool.name], pool.min_size or 0, delay, itype.price_per_hour)
+        )
+    return tuple(out)
+
+
+def stack_world(
+    spec: ClusterSpec,
+    trace: TimedTrace,
+    *,
+    seed: int = 42,
+    time_scale: float = 1.0,
+    provision_s: float | None = None,
+) -> DynamicInput:
+    """The stack's world for ``trace``: its nodes, pools, compiled queues, priorities and Kueue settings."""
+    model = stack_model(spec)
+    routed, _ = route(model, trace.workload, spec)
+    keep = np.flatnonzero(trace.workload.num_gpu > 0)
+    queues = _queues(spec)
+    if not queues:
+        raise ConfigError(["gpufleet:teams: the dynamic simulation needs at least one team with a GPU quota"])
+    names = [q.name for q in queues]
+    policy, _ = scheduler_inputs(spec)
+    values = {p.name: p.value for p in policy.priority_classes}
+    team_default = {t.name: values.get(t.priority, 0) for t in policy.teams}
+    rng = np.random.default_rng(seed)
+    share = np.array([sum(q.nominal.values()) for q in queues], dtype=np.float64)
+    share = share / share.sum() if share.sum() else np.full(len(queues), 1 / len(queues))
+    drawn = rng.choice(len(queues), size=len(keep), p=share)
+    team = np.empty(len(keep), dtype=np.int64)
+    priority = np.empty(len(keep), dtype=np.int64)
+    source = trace.workload.source
+    for i, row in enumerate(keep.tolist()):
+        given = trace.team[row]
+        if given:
+            if given not in names:
+                raise TraceError(
+                    f"team {given!r} is not a team of the stack; accepted: {', '.join(names)}",
+                    path=source,
+                    row=int(trace.workload.rows[row]),
+                )
+            team[i] = names.index(given)
+        else:
+            team[i] = drawn[i]
+        wanted = trace.priority[row]
+        if wanted and wanted not in values:
+            raise TraceError(
+                f"priority {wanted!r} is not a WorkloadPriorityClass of the stack; accepted: {', '.join(values)}",
+                path=source,
+                row=int(trace.workload.rows[row]),
+            )
+        priority[i] = values[wanted] if wanted else team_default.get(names[team[i]], 0)
+    jobs = Jobs(
+        arrival=trace.arrival[keep] * time_scale,
+        duration=trace.duration[keep] * time_scale,
+        pods=trace.pods[keep],
+        queue=team,
+        priority=priority,
+        workload=routed,
+    )
+    strategy, params = placement_profile(spec)
+    stack_policy = "FGD" if spec.scheduling.placement.strategy == "FragmentationAware" else strategy
+    settings = Settings(
+        policy=stack_policy,
+        policy_params=params if stack_policy != "FGD" else {},
+        pods_ready_timeout_s=_duration_s(policy.wait_for_pods_ready_timeout),
+        # as the ClusterQueues are compiled (scheduler.kueue): set unless fair sharing decides instead
+        borrow_within_cohort_max_priority=None
+        if policy.fair_sharing
+        else policy.borrow_within_cohort_max_priority,
+        scale_down_unneeded_s=SCALE_DOWN_UNNEEDED_S,
+        seed=seed,
+    )
+    world = World(model.cluster, _pools(spec, model.cluster.gpu_model, provision_s), queues, jobs, settings)
+    return DynamicInput(world, int((trace.workload.num_gpu == 0).sum()), stack_policy)
+
+
+def alternative(world: World, name: str, autoscale: bool) -> World:
+    """``world`` under one of the approaches people reach for first (see ALTERNATIVES / DESCRIPTIONS)."""
+    s = replace(world.settings, autoscale=autoscale)
+    pools = [p.name for p in world.pools]
+    if name == "fifo-roundrobin":
+        capacity = {p.name: world.capacity_units(p) for p in world.pools}
+        one = Queue("everyone", tuple(pools), capacity, {p: 0 for p in pools})
+        jobs = replace(world.jobs, queue=np.zeros(world.jobs.size, dtype=np.int64))
+        s = replace(s, policy="RoundRobin", policy_params={}, strict_fifo=True, preempt_lower_priority=False)
+        return replace(world, queues=(one,), jobs=jobs, settings=s)
+    if name == "one-node-group":
+        biggest = max(world.pools, key=lambda p: len(p.nodes) * world.gpus_per_node(p))
+        only = biggest.name
+        queues = tuple(
+            replace(q, flavors=(only,), nominal={only: sum(q.nominal.values())}, borrowing_limit={only: None})
+            for q in world.queues
+        )
+        wl = world.jobs.workload
+        workload = Workload(
+            names=wl.names,
+            cpu_milli=wl.cpu_milli,
+            memory_mib=wl.memory_mib,
+            num_gpu=wl.num_gpu,
+            gpu_milli=wl.gpu_milli,
+            gpu_spec=(only,) * wl.size,
+            source=wl.source,
+            rows=wl.rows,
+        )
+        jobs = replace(world.jobs, workload=workload)
+        return replace(
+            world, queues=queues, jobs=jobs, settings=replace(s, policy="MostAllocated", policy_params={})
+        )
+    if name == "cheapest-gpu-first":
+        price = {
+            p.name: (p.node_price_hour or 0.0) / max(world.gpus_per_node(p) * p.units_per_gpu, 1)
+            for p in world.pools
+        }
+        queues = tuple(
+            replace(q, flavors=tuple(sorted(q.flavors, key=lambda f: price[f]))) for q in world.queues
+        )
+        return replace(world, queues=queues, settings=replace(s, policy="MostAllocated", policy_params={}))
+    if name == "static-partitions":
+        queues = tuple(replace(q, borrowing_limit={f: 0 for f in q.flavors}) for q in world.queues)
+        return replace(world, queues=queues, settings=replace(s, policy="MostAllocated", policy_params={}))
+    if name == "kueue-mostallocated":  # the stack's own weights when it deploys MostAllocated
+        params = s.policy_params if s.policy == "MostAllocated" else {}
+        return replace(world, settings=replace(s, policy="MostAllocated", policy_params=params))
+    if name == "kueue-fragmentationaware":
+        return replace(world, settings=replace(s, policy="FGD", policy_params={}))
+    raise ValueError(f"unknown alternative {name!r}; choose from {', '.join(ALTERNATIVES)}")
+
+
+def comparison_rows(results: dict[tuple[str, bool], Result]) -> list[dict[str, Any]]:
+    """One row per (alternative, autoscaling) for the table and JSON."""
+    rows = []
+    for key, r in results.items():
+        name, scaled = key
+        rows.append(
+            {
+                "approach": name,
+                "autoscaling": scaled,
+                "wait_p50_min": round(r.wait_p50_s / 60, 1),
+                "wait_p95_min": round(r.wait_p95_s / 60, 1),
+                "blocked_idle_gpu_h": round(r.blocked_idle_gpu_hours, 1),
+                "utilisation_pct": round(100 * r.utilisation_ready, 1),
+                "preemptions": r.preemptions,
+                "preempted_gpu_h": round(r.preempted_gpu_hours, 1),
+                "never_started": r.never_started,
+                "node_hours": round(r.node_hours, 1),
+                "cost_usd": None if r.cost is None else round(r.cost, 0),
+            }
+        )
+    return rows

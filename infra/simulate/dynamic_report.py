@@ -1,0 +1,170 @@
+"""`invoke simulate --dynamic`: run the stack's policy and the alternatives over time, print, write, plot.
+
+The comparison runs every approach of :data:`infra.simulate.dynamic.ALTERNATIVES` twice, with the
+autoscaler (pools from `minSize`, nodes after their provisioning delay) and without (every node up all the
+time), on the same trace, teams and seed. The table puts the numbers a platform owner defends side by side;
+`report.md` adds per-team rows and two plots (allocated GPUs and waiting jobs over time; wait distributions).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from infra.simulate.dynamic import ALTERNATIVES, DESCRIPTIONS, alternative, comparison_rows
+from infra.tables import print_table
+from scheduler.sim.dynamic import Result, World, simulate
+
+HEAD = (
+    "approach",
+    "autoscaling",
+    "wait p50 min",
+    "wait p95 min",
+    "blocked while idle GPU-h",
+    "utilisation %",
+    "preemptions",
+    "preempted GPU-h",
+    "never started",
+    "node-hours",
+    "cost $",
+)
+
+
+def run_comparison(
+    world: World,
+    approaches: tuple[str, ...] = ALTERNATIVES,
+    on_done: Callable[[str, bool, Result], None] | None = None,
+) -> dict[tuple[str, bool], Result]:
+    """Every approach with and without autoscaling; each result's ``seconds`` is its wall time."""
+    results: dict[tuple[str, bool], Result] = {}
+    for name in approaches:
+        for scaled in (True, False):
+            start = time.perf_counter()
+            result = simulate(alternative(world, name, scaled))
+            result = replace(result, label=name, seconds=time.perf_counter() - start)
+            results[(name, scaled)] = result
+            if on_done is not None:
+                on_done(name, scaled, result)
+    return results
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    cost = row["cost_usd"]
+    return [
+        row["approach"],
+        "yes" if row["autoscaling"] else "no",
+        f"{row['wait_p50_min']:g}",
+        f"{row['wait_p95_min']:g}",
+        f"{row['blocked_idle_gpu_h']:g}",
+        f"{row['utilisation_pct']:g}",
+        str(row["preemptions"]),
+        f"{row['preempted_gpu_h']:g}",
+        str(row["never_started"]),
+        f"{row['node_hours']:g}",
+        "-" if cost is None else f"{cost:,.0f}",
+    ]
+
+
+def print_comparison(console: Console, title: str, results: dict[tuple[str, bool], Result]) -> None:
+    rows = comparison_rows(results)
+    print_table(console, title, list(HEAD), [_cells(r) for r in rows], key=2)
+
+
+def to_json(results: dict[tuple[str, bool], Result], context: dict[str, Any]) -> str:
+    runs = [
+        {"approach": name, "autoscaling": scaled, **r.to_dict(waits=False)}
+        for (name, scaled), r in results.items()
+    ]
+    return (
+        json.dumps({"context": context, "comparison": comparison_rows(results), "runs": runs}, indent=2)
+        + "\n"
+    )
+
+
+def _plots(results: dict[tuple[str, bool], Result], folder: Path, stack_policy: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [
+        a for a in ("fifo-roundrobin", "static-partitions", stack_policy) if any(k[0] == a for k in results)
+    ]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    for name in shown:
+        r = results.get((name, True))
+        if r is None:
+            continue
+        hours = [t / 3600 for t in r.timeline["t"]]
+        top.step(hours, r.timeline["allocated"], where="post", label=name, linewidth=1.2)
+        bottom.step(hours, r.timeline["waiting_jobs"], where="post", label=name, linewidth=1.2)
+    if shown:
+        first = results[(shown[0], True)]
+        top.step([t / 3600 for t in first.timeline["t"]], first.timeline["ready"], where="post", color="grey",
+                 linestyle=":", label=f"GPUs on Ready nodes ({shown[0]})")  # fmt: skip
+    top.set_ylabel("allocated GPUs")
+    top.set_title("Allocated GPUs and waiting jobs over time (with autoscaling)")
+    top.legend(fontsize=8)
+    bottom.set_ylabel("jobs waiting")
+    bottom.set_xlabel("hours from the first arrival")
+    bottom.legend(fontsize=8)
+    over_time = _save(fig, folder / "over-time.png")
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for (name, scaled), r in results.items():
+        if not scaled:
+            continue
+        waits = sorted(w / 60 for team in r.waits.values() for w in team)
+        if not waits:
+            continue
+        ax.step(waits, [(i + 1) / len(waits) for i in range(len(waits))], where="post", label=name)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel("queue wait, minutes (log scale past 1)")
+    ax.set_ylabel("share of started jobs")
+    ax.set_title("Queue waits (with autoscaling): further left is better")
+    ax.legend(fontsize=8)
+    return [over_time, _save(fig, folder / "waits.png")]
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_dynamic_report(
+    results: dict[tuple[str, bool], Result], folder: Path, title: str, context: list[str], stack_policy: str
+) -> list[Path]:
+    """report.md (comparison, per-team rows of the stack's policy, the plots) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    plots = _plots(results, folder, stack_policy)
+    lines = [f"# Dynamic simulation: {title}", "", *[f"- {c}" for c in context], "", "## Comparison", ""]
+    lines += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    lines += ["| " + " | ".join(_cells(r)) + " |" for r in comparison_rows(results)]
+    lines += ["", "Approaches:", ""] + [
+        f"- `{a}`: {DESCRIPTIONS[a]}" for a in ALTERNATIVES if any(k[0] == a for k in results)
+    ]
+    own = results.get((stack_policy, True))
+    if own is not None:
+        lines += ["", f"## Per team, `{stack_policy}` with autoscaling", ""]
+        team_head = ("team", "jobs", "wait p50 min", "wait p95 min", "GPU-h", "share %", "weight %", "blocked GPU-h",
+                     "preempted")  # fmt: skip
+        lines += ["| " + " | ".join(team_head) + " |", "|" + "---|" * len(team_head)]
+        for t in own.teams:
+            lines.append(
+                f"| {t.team} | {t.jobs} | {t.wait_p50_s / 60:.1f} | {t.wait_p95_s / 60:.1f} | {t.gpu_hours:.1f} | "
+                f"{100 * t.share:.1f} | {100 * t.weight_share:.1f} | {t.blocked_idle_gpu_hours:.1f} | {t.preempted} |"
+            )
+    lines += ["", *[f"![{p.stem}]({p.name})" for p in plots], ""]
+    report = folder / "report.md"
+    report.write_text("\n".join(lines))
+    return [report, *plots]

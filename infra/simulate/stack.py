@@ -1,0 +1,230 @@
+"""The simulator's cluster from a stack, as the stack deploys it.
+
+The simulator lives in scheduler/sim and knows nothing of specs; this is the one place a spec becomes simulated
+nodes and a trace becomes the pods that cluster would see (`invoke simulate --stack NAME`):
+
+- **Pools.** One node per node a GPU pool can grow to (maxSize; hosts on existing clusters), sizes from the
+  catalog. A node's simulated "GPU model" is its pool's name, so routing a pod to pools is the simulator's
+  model restriction (``gpu_spec``).
+- **Taints.** GPU nodes carry ``nvidia.com/gpu=true:NoSchedule``; CPU-only pods cannot land there. They go to
+  the system pool (CPU only), sized from ``systemPool`` (maxSize x the instance type) and reported apart:
+  the replay measures GPUs.
+- **GPU resources.** Exclusive pools expose whole GPUs (``nvidia.com/gpu``); time-sliced pools expose
+  ``replicas`` units of ``nvidia.com/gpu.shared`` per GPU and MIG pools their instances of one profile. A
+  fractional request becomes one unit of a sharing pool (the device plugin gives a container one replica;
+  the GPU it lands on is the device plugin's choice), worth ``1000 / units`` milli; with no sharing pool it
+  must ask a whole GPU. Either way what the trace asked and what the pod gets differ: reported, not hidden.
+- **Kueue flavors.** A team's pods are admitted to the flavors (pools) it has quota in, and may borrow the
+  cohort's others; trace pods have no team, so a pod may use every pool some team has quota in (all pools
+  when no team has quotas).
+- **The placement profile as sent.** EKS takes only the NodeResourcesFit strategy and weights for ``cpu``,
+  ``memory`` and ``nvidia.com/gpu`` (the EKS ``ScoringStrategy``/``ResourceWeight`` API, weights 1..100), so a
+  time-sliced replica is not scored; on existing clusters, and with FragmentationAware on both platforms, the
+  secondary scheduler's profile (:func:`scheduler.placement.scoring_resources`) gives shared and MIG resources
+  the GPU weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from infra import catalog
+from infra.errors import ConfigError
+from infra.spec import ClusterSpec, NodePool
+from scheduler.fgd.model import MILLI
+from scheduler.model import fit_strategy
+from scheduler.sim import Cluster, Workload
+
+EKS_WEIGHTED = ("cpu", "memory", "nvidia.com/gpu")
+
+
+@dataclass(frozen=True)
+class StackModel:
+    """A stack as the simulator replays it."""
+
+    cluster: Cluster  # GPU nodes; gpu_model = pool name
+    units: dict[str, int]  # pool -> units per GPU (1 exclusive, replicas, MIG instances)
+    routable: tuple[str, ...]  # pools Kueue flavors admit trace pods to
+    cpu_pool: tuple[int, int] | None  # (milli-CPU, MiB) of the system pool at maxSize; None: unlimited
+    strategy: str
+    weights: dict[str, int] = field(default_factory=dict)  # NodeResourcesFit params as sent
+
+
+@dataclass(frozen=True)
+class Routing:
+    """What routing a trace to the stack changed."""
+
+    cpu_only_pods: int
+    cpu_only_cpu_milli: int
+    cpu_only_memory_mib: int
+    cpu_pool_fits: bool | None  # the CPU-only pods fit the system pool at once; None: unlimited
+    shared_pods: int
+    share_units: int  # units per GPU of the sharing pool the fractions go to (0: none, rounded to whole)
+    unexpressed_milli: int  # milli-GPU asked beyond what the deployed resource gives
+    overgiven_milli: int  # milli-GPU given beyond what pods asked
+    dropped_specs: int  # pods whose gpu_spec names no model of the stack (the restriction is dropped)
+
+    def lines(self) -> list[str]:
+        where = (
+            "the system pool, whose size this simulation does not limit"
+            if self.cpu_pool_fits is None
+            else "the system pool, which holds them all at once"
+            if self.cpu_pool_fits
+            else "the system pool, which could NOT hold them all at once at maxSize (they are left out of the "
+            "GPU replay either way)"
+        )
+        share = (
+            f"one unit of {MILLI // self.share_units} milli-GPU ({self.share_units} per GPU)"
+            if self.share_units
+            else "a whole GPU (the stack has no time-sliced or MIG pool)"
+        )
+        return [
+            f"{self.cpu_only_pods} CPU-only pods ({self.cpu_only_cpu_milli / 1000:.0f} cores, "
+            f"{self.cpu_only_memory_mib / 1024:.0f} GiB) go to {where}, not to GPU nodes",
+            f"{self.shared_pods} sharing pods take {share}: {self.unexpressed_milli / MILLI:.1f} GPUs asked "
+            f"cannot be expressed, {self.overgiven_milli / MILLI:.1f} GPUs given beyond the asks",
+            f"{self.dropped_specs} pods name GPU models the stack does not have; their restriction is dropped",
+        ]
+
+
+def _units(pool: NodePool) -> int:
+    if pool.sharing.time_slicing:
+        return pool.sharing.time_slicing.replicas
+    if pool.sharing.mig and pool.gpu_model:
+        return dict(catalog.GPU_MODELS[pool.gpu_model].mig_profiles)[pool.sharing.mig]
+    return 1
+
+
+def placement_profile(spec: ClusterSpec) -> tuple[str, dict[str, int]]:
+    """The NodeResourcesFit strategy and the simulator's weight parameters, as the stack sends them.
+
+    FragmentationAware: GPU pods are bound by the secondary scheduler (MostAllocated, every GPU resource
+    weighted, as on existing clusters) calling the extender; the extender itself is the ``FGD-Extender``
+    policy every stack replay runs, and this profile is what places pods while it is down."""
+    p = spec.scheduling.placement
+    weights = dict(p.weights)
+    gpu = weights.get("nvidia.com/gpu", 10)
+    params: dict[str, Any] = {"cpu": weights.get("cpu", 1), "memory": weights.get("memory", 1), "gpu": gpu}
+    if spec.platform == "aws" and p.strategy != "FragmentationAware":
+        params = {k: v for k, v in params.items() if k in ("cpu", "memory", "gpu")}
+        params["shared"] = 0  # EKS has no weight for nvidia.com/gpu.shared: replicas are not scored
+    else:
+        params["shared"] = weights.get("nvidia.com/gpu.shared", gpu)
+    return fit_strategy(p.strategy), params
+
+
+def _nodes(spec: ClusterSpec, by_pool: bool) -> Cluster:
+    """One simulated node per node a pool can grow to (maxSize; hosts on existing clusters); the node's "model"
+    is its pool's name (``by_pool``) or its GPU model."""
+    names: list[str] = []
+    cpu: list[int] = []
+    memory: list[int] = []
+    gpus: list[int] = []
+    models: list[str] = []
+    problems: list[str] = []
+    for i, pool in enumerate(spec.node_pools):
+        if pool.instance_type:
+            itype = catalog.CATALOG[pool.instance_type]
+            vcpus, mem_gib = itype.vcpus, itype.memory_gib
+            hosts = [f"{pool.name}-{n:03d}" for n in range(pool.max_size or 0)]
+        else:
+            vcpus, mem_gib = pool.cpus_per_node or 0, pool.memory_gi_b_per_node or 0
+            hosts = list(pool.hosts or [])
+            for key, value in (
+                ("cpusPerNode", pool.cpus_per_node),
+                ("memoryGiBPerNode", pool.memory_gi_b_per_node),
+            ):
+                if value is None:
+                    problems.append(f"gpufleet:nodePools[{i}].{key}: required to simulate a host group")
+        for host in hosts:
+            names.append(host)
+            cpu.append(vcpus * 1000)
+            memory.append(mem_gib * 1024)
+            gpus.append(pool.gpus_per_node or 0)
+            models.append(pool.name if by_pool else pool.gpu_model or "")
+    if problems:
+        raise ConfigError(problems)
+    return Cluster.build(names, cpu, memory, gpus, models)
+
+
+def stack_model(spec: ClusterSpec) -> StackModel:
+    """The stack's GPU nodes (one per node a pool can grow to), routing, CPU pool and placement profile."""
+    quota_pools = {p for t in spec.teams for p, q in t.quotas.items() if q > 0}
+    routable = tuple(p.name for p in spec.node_pools if not quota_pools or p.name in quota_pools)
+    cpu_pool = None
+    system = spec.system_pool
+    if spec.platform == "aws" and system.instance_type in catalog.CATALOG:
+        itype = catalog.CATALOG[system.instance_type]
+        cpu_pool = (system.max_size * itype.vcpus * 1000, system.max_size * itype.memory_gib * 1024)
+    strategy, weights = placement_profile(spec)
+    return StackModel(
+        cluster=_nodes(spec, by_pool=True),
+        units={p.name: _units(p) for p in spec.node_pools},
+        routable=routable,
+        cpu_pool=cpu_pool,
+        strategy=strategy,
+        weights=weights,
+    )
+
+
+def cluster_from_spec(spec: ClusterSpec) -> Cluster:
+    """The stack's GPU nodes with their GPU models (the paper's world: no pools, no routing)."""
+    return _nodes(spec, by_pool=False)
+
+
+def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Workload, Routing]:
+    """The trace's pods as the stack's cluster sees them: GPU pods routed to pools, CPU-only pods apart."""
+    pool_model = {p.name: p.gpu_model or "" for p in spec.node_pools}
+    exclusive = [p for p in model.routable if model.units[p] == 1]
+    sharing = [p for p in model.routable if model.units[p] > 1]
+    share_units = max((model.units[p] for p in sharing), default=0)
+    share_pools = [p for p in sharing if model.units[p] == share_units]
+    cpu_only = workload.num_gpu == 0
+    keep = np.flatnonzero(~cpu_only)
+    pods = workload.take(keep)
+    is_share = (pods.gpu_milli < MILLI).tolist()
+    milli = pods.gpu_milli.copy()
+    specs: list[str] = []
+    dropped = unexpressed = over = 0
+    for i, (share, spec_text) in enumerate(zip(is_share, pods.gpu_spec, strict=True)):
+        pools = share_pools if share and share_pools else exclusive
+        wanted = {m for m in spec_text.split("|") if m}
+        if wanted:
+            matching = [p for p in pools if pool_model[p] in wanted]
+            if matching:
+                pools = matching
+            else:
+                dropped += 1
+        specs.append("|".join(pools) if pools else "(no pool)")
+        if share:
+            given = MILLI // share_units if share_pools else MILLI
+            asked = int(pods.gpu_milli[i])
+            unexpressed += max(asked - given, 0)
+            over += max(given - asked, 0)
+            milli[i] = given
+    routed = Workload(
+        names=pods.names,
+        cpu_milli=pods.cpu_milli,
+        memory_mib=pods.memory_mib,
+        num_gpu=pods.num_gpu,
+        gpu_milli=milli,
+        gpu_spec=tuple(specs),
+        source=pods.source,
+        rows=pods.rows,
+    )
+    c_cpu, c_mem = int(workload.cpu_milli[cpu_only].sum()), int(workload.memory_mib[cpu_only].sum())
+    fits = None if model.cpu_pool is None else (c_cpu <= model.cpu_pool[0] and c_mem <= model.cpu_pool[1])
+    return routed, Routing(
+        cpu_only_pods=int(cpu_only.sum()),
+        cpu_only_cpu_milli=c_cpu,
+        cpu_only_memory_mib=c_mem,
+        cpu_pool_fits=fits,
+        shared_pods=int(sum(is_share)),
+        share_units=share_units if share_pools else 0,
+        unexpressed_milli=unexpressed,
+        overgiven_milli=over,
+        dropped_specs=dropped,
+    )

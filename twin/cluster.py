@@ -1,0 +1,300 @@
+"""Bringing the twin up and down: the order of the parts, and what each waits for.
+
+1. the control plane (etcd, kube-apiserver, kube-controller-manager, the default kube-scheduler);
+2. kwok and the stack's nodes (`twin.nodes`), waited for until Ready;
+3. what the stack's cluster runs besides gpufleet's own objects, in the order the stack installs it: the CRDs
+   of the Prometheus operator (`monitoring.prometheus`) and of Karpenter, the GPU operator's stand-in (its
+   release; the twin's nodes already advertise what its device plugin would), then Kueue from the stack's chart
+   values with the real controller (`twin.kueue`);
+4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), then
+   the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
+   (`twin.secondary`), and the extender when placement is FragmentationAware.
+Down is the reverse; processes are stopped by their own process groups.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.errors import CheckFailed
+from infra.pools import uses_karpenter
+from infra.spec import ClusterSpec
+from infra.versions import PER_MINOR
+from scheduler.labels import KUEUE_NAMESPACE
+from twin import kueue as kueue_part
+from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
+from twin.kubectl import Kubectl
+from twin.kwok import start_kwok
+from twin.nodes import NodeCount, TwinNode, twin_nodes
+from twin.processes import Supervisor, wait_until
+from twin.standins import gpu_operator_standin
+from twin.toolchain.build import Toolchain, locate
+
+Say = Callable[[str], None]
+
+
+def default_scheduler_plugins(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """On aws the managed control plane's scheduler runs the stack's NodeResourcesFit scoring, as EKS takes it
+    (`infra.aws.scheduler_config`: the strategy and the weights EKS accepts); an existing cluster's default
+    scheduler is not gpufleet's and keeps upstream's defaults."""
+    if spec.platform != "aws":
+        return []
+    from infra.aws.scheduler_config import eks_scoring_resources
+    from scheduler.model import fit_strategy
+
+    placement = spec.scheduling.placement
+    scoring = {
+        "type": fit_strategy(placement.strategy),
+        "resources": eks_scoring_resources(placement.weights),
+    }
+    return [{"name": "NodeResourcesFit", "args": {"scoringStrategy": scoring}}]
+
+
+@dataclass
+class TwinOptions:
+    spec: ClusterSpec
+    folder: Path
+    minor: str = ""  # default: the stack's Kubernetes minor
+    nodes: NodeCount = "desired"
+    bare: bool = False
+    api_port: int = 0  # 0: any free port; the launcher passes the port it forwards from the machine
+    monitoring: bool = False  # the metrics chain on real components (`twin.monitoring`)
+
+    @property
+    def kubernetes_minor(self) -> str:
+        return self.minor or self.spec.cluster.kubernetes_version
+
+
+@dataclass
+class Twin:
+    options: TwinOptions
+    say: Say = print
+    tools: Toolchain | None = None
+    plane: ControlPlane | None = None
+    kubectl: Kubectl | None = None
+    nodes: list[TwinNode] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    changes: dict[str, int] = field(default_factory=dict)
+    autoscaler: Any = None
+    chain: Any = None  # twin.monitoring.MonitoringChain with `monitoring`
+    sup: Supervisor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.options.folder.mkdir(parents=True, exist_ok=True)
+        self.sup = Supervisor(self.options.folder)
+
+    # ---- the parts -----------------------------------------------------------------------------------
+
+    def _step(self, name: str, action: Callable[[], Any]) -> Any:
+        start = time.monotonic()
+        self.say(f"twin: {name} ...")
+        result = action()
+        self.timings[name] = round(time.monotonic() - start, 2)
+        return result
+
+    def up(self) -> Twin:
+        opts = self.options
+        minor = opts.kubernetes_minor
+        tools = self.tools = locate(minor, self.say)
+        try:
+            self.plane = self._step(
+                "control plane",
+                lambda: start_control_plane(
+                    tools, self.sup, opts.folder, minor, opts.api_port, default_scheduler_plugins(opts.spec)
+                ),
+            )
+            self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
+            self._step("kwok nodes", self._nodes)
+            # In the order the stack installs them: the metrics stack's CRDs, the GPU operator, then Kueue
+            # (whose chart creates a ServiceMonitor when metrics are on).
+            if opts.spec.cluster.monitoring.enabled:
+                self._step("monitoring CRDs", self._monitoring)
+            if uses_karpenter(opts.spec):
+                self._step("Karpenter CRDs", lambda: self._crds("karpenter-crds"))
+            self._step("GPU operator stand-in", self._gpu_operator)
+            self._step("job framework CRDs", self._frameworks)
+            if opts.spec.scheduling.provisioning_requests:
+                # Kueue sets up its provisioning controller only if the CRD is served when it starts.
+                self._step("ProvisioningRequest CRD", lambda: self._crds("provisioning-crds"))
+            if opts.spec.platform == "aws":
+                self._step("autoscaler stand-in", self._autoscaler)
+            self._step("Kueue", self._kueue)
+            if not opts.bare:
+                self.changes = self._step("policy (pulumi up)", self.deploy)
+                self._step("gpu-binpack scheduler", self._secondary)
+            if opts.monitoring:
+                self._step("monitoring chain", self._monitoring_chain)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _nodes(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        start_kwok(
+            self.tools["kwok"], self.tools.data["stages"], self.plane.admin, self.sup, self.options.folder
+        )
+        self.nodes = twin_nodes(self.options.spec, self.options.nodes)
+        self.kubectl.apply([n.manifest() for n in self.nodes])
+        names = {n.name for n in self.nodes}
+        kubectl = self.kubectl
+
+        def ready() -> bool:
+            items = json.loads(kubectl.run("get", "nodes", "-o", "json"))["items"]
+            done = {
+                i["metadata"]["name"]
+                for i in items
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in i["status"].get("conditions", [])
+                )
+            }
+            return names <= done
+
+        wait_until(ready, f"{len(names)} nodes Ready", self.sup.processes[-1], 60)
+        # The ServiceAccount admission plugin refuses pods until the controller-manager made `default`.
+        wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", "default", check=False)),
+                   "the default ServiceAccount", None, 60)  # fmt: skip
+
+    def _kueue(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        from infra.scheduling import scheduler_inputs
+        from scheduler.kueue_config import kueue_values
+
+        folder = self.options.folder
+        policy, _ = scheduler_inputs(self.options.spec)
+        patch = PER_MINOR[self.options.kubernetes_minor].kubernetes_patch
+        rendered = kueue_part.render_chart(
+            self.tools["helm"], self.tools.data["chart"], kueue_values(policy), patch, folder
+        )
+        ports = kueue_part.new_ports()
+        objects = kueue_part.for_loopback(rendered, f"https://127.0.0.1:{ports.webhook}", self.plane.ca.pem)
+        self.kubectl.run("create", "namespace", KUEUE_NAMESPACE)
+        self.kubectl.apply_crds_first(objects)
+        kueue_part.serving_certificates(self.plane.ca, folder / "kueue-webhook")
+        token = self.kubectl.token(kueue_part.SERVICE_ACCOUNT, KUEUE_NAMESPACE)
+        config = write_kubeconfig(
+            folder / "kueue.kubeconfig",
+            kubeconfig(self.plane.server, self.plane.ca.cert_path, "kueue", token=token),
+        )
+        chart_config = kueue_part.manager_configuration(rendered)
+        local = kueue_part.local_configuration(chart_config, ports, folder / "kueue-webhook")
+        if not self.options.monitoring:
+            kueue_part.start_kueue(self.tools["kueue"], local, config, self.sup, folder, ports)
+            self.kueue_ports = ports
+            return
+        # With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
+        # /metrics at its pod's IP (leader election decides which one admits; both export the cache's gauges).
+        from twin.monitoring import pod_network_on_loopback
+
+        pod_network_on_loopback()
+        deployment = next(o for o in rendered if o["kind"] == "Deployment")
+        selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+        replicas = int(deployment["spec"].get("replicas", 1))
+        kubectl = self.kubectl
+        pods: list[dict[str, Any]] = []
+
+        def scheduled() -> bool:
+            out = kubectl.run("get", "pods", "-n", KUEUE_NAMESPACE, "-l", selector, "-o", "json")
+            pods[:] = [p for p in json.loads(out)["items"] if p.get("status", {}).get("podIP")]
+            return len(pods) >= replicas
+
+        wait_until(scheduled, f"{replicas} Kueue pods with IPs", None, 120)
+        metrics_port = str(chart_config.get("metrics", {}).get("bindAddress", ":8443")).rsplit(":", 1)[-1]
+        for i, pod in enumerate(sorted(pods, key=lambda p: p["metadata"]["name"])[:replicas]):
+            replica_ports = ports if i == 0 else kueue_part.new_ports()
+            replica = kueue_part.local_configuration(chart_config, replica_ports, folder / "kueue-webhook")
+            replica["metrics"] = {
+                **replica["metrics"],
+                "bindAddress": f"{pod['status']['podIP']}:{metrics_port}",
+            }
+            kueue_part.start_kueue(
+                self.tools["kueue"], replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
+            )
+        self.kueue_ports = ports
+
+    def _monitoring_chain(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        from twin.monitoring import MonitoringChain
+
+        admin = (self.plane.admin_cert.cert, self.plane.admin_cert.key)
+        self.chain = MonitoringChain(
+            self.options.spec, self.tools, self.kubectl, self.sup, self.options.folder,
+            self.plane.server, self.plane.ca.cert_path, admin, self.say,
+        ).up()  # fmt: skip
+
+    def _monitoring(self) -> None:
+        """A cluster with `monitoring.prometheus` has the Prometheus operator's CRDs and its namespace."""
+        assert self.kubectl
+        self._crds("monitoring-crds")
+        namespace = self.options.spec.cluster.monitoring.namespace
+        self.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+
+    def _autoscaler(self) -> None:
+        """aws pools scale: the twin's stand-in for the autoscaler's scale-up (`twin.autoscaler`)."""
+        import logging
+
+        from twin.autoscaler import Autoscaler
+
+        assert self.plane
+        handler = logging.FileHandler(self.options.folder / "logs" / "autoscaler.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger = logging.getLogger("twin.autoscaler")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        self.autoscaler = Autoscaler(self.options.spec, self.plane.admin).start()
+
+    def _frameworks(self) -> None:
+        """The CRDs of the job frameworks Kueue integrates beyond the built-in kinds (PyTorchJob, MPIJob, ...,
+        RayJob, RayCluster), served before Kueue starts so it sets those integrations up."""
+        self._crds("training-crds")
+        self._crds("kuberay-crds")
+
+    def _gpu_operator(self) -> None:
+        assert self.kubectl
+        self.kubectl.apply_crds_first(gpu_operator_standin(self.options.spec))
+
+    def _crds(self, data: str) -> None:
+        """CRDs of what the stack's cluster runs and the twin does not: the Prometheus operator's (a cluster with
+        `monitoring.prometheus`), Karpenter's (`cluster.autoscaler: karpenter`), from their module zips at the
+        versions the stack deploys, so the objects the stack creates for them are validated for real."""
+        assert self.kubectl and self.tools
+        files = [f for f in self.tools.data[data].glob("*.yaml") if f.name != "kustomization.yaml"]
+        self.kubectl.apply_crd_files(files)
+
+    def deploy(self) -> dict[str, int]:
+        """The stack's policy through the real Pulumi engine (`twin.lifecycle`)."""
+        assert self.tools and self.plane
+        from twin.lifecycle import deploy, twin_spec
+
+        spec = twin_spec(self.options.spec, self.plane.admin, self.options.kubernetes_minor)
+        return deploy(spec, self.options.folder, self.tools, self.say)
+
+    def _secondary(self) -> None:
+        assert self.tools and self.plane and self.kubectl
+        from infra.scheduling import scheduler_inputs
+        from twin.secondary import start_extender, start_secondary_scheduler
+
+        policy, _ = scheduler_inputs(self.options.spec)
+        if not policy.uses_secondary_scheduler:
+            return
+        if policy.placement_strategy == "FragmentationAware":
+            start_extender(self.plane, self.kubectl, self.sup, self.options.folder)
+        start_secondary_scheduler(self.tools, self.plane, self.kubectl, self.sup, self.options.folder)
+
+    def down(self) -> None:
+        if self.chain is not None:
+            self.chain.down()
+        if self.autoscaler is not None:
+            self.autoscaler.stop()
+        self.sup.stop_all()
+
+    def check(self) -> None:
+        """Fail if a component has exited."""
+        dead = self.sup.check_alive()
+        if dead is not None:
+            raise CheckFailed(f"the twin's {dead.name} exited:\n{dead.log_tail()}")

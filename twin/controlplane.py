@@ -1,0 +1,205 @@
+"""etcd, kube-apiserver, kube-controller-manager and the default kube-scheduler as local processes.
+
+Flags follow what kwokctl's binary runtime and controller-runtime's envtest pass (kubernetes-sigs/kwok@v0.8.0
+pkg/kwokctl/components/kube_*.go; controller-runtime@v0.23.3 pkg/internal/testing/controlplane/apiserver.go),
+with two differences that make the twin a closer copy of a real cluster than envtest: the ServiceAccount
+admission plugin stays on (the controller-manager runs its service-account and token controllers, so a
+Deployment naming a missing ServiceAccount is refused as it is on EKS), and every component authenticates as
+itself (system:kube-controller-manager, system:kube-scheduler) so the bootstrap RBAC is the real one.
+Everything binds to 127.0.0.1 explicitly: inside a network namespace with only `lo` there is no default
+interface to derive an address from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from twin.pki import CertificateAuthority, KeyPair, service_account_keys
+from twin.processes import Supervisor, free_port, http_ok, https_ok, wait_until
+from twin.toolchain.build import Toolchain
+
+SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+HEALTH_PATHS = "/healthz,/readyz,/livez,/metrics"
+# In-cluster names of the API server (its certificate carries them as a real cluster's does; never dialled).
+API_DNS = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+           "kubernetes.default.svc.cluster.local")  # fmt: skip
+# The minor's MutatingAdmissionPolicy API is on by default from 1.36 (GA, KEP-3962); below it stays as the
+# managed platforms ship it (off), because the project renders MutatingAdmissionPolicies only for >= 1.36.
+
+
+def kubeconfig(
+    server: str, ca: Path, user: str, cert: KeyPair | None = None, token: str = ""
+) -> dict[str, Any]:
+    """A kubeconfig for one user of the twin (a client certificate, or a bearer token)."""
+    creds: dict[str, str] = (
+        {"client-certificate": str(cert.cert), "client-key": str(cert.key)} if cert else {"token": token}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "twin", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": creds}],
+        "contexts": [{"name": "twin", "context": {"cluster": "twin", "user": user}}],
+        "current-context": "twin",
+    }
+
+
+def write_kubeconfig(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class ControlPlane:
+    """The running control plane: where it listens and the credentials its clients use."""
+
+    folder: Path
+    ca: CertificateAuthority
+    api_port: int
+    admin: Path  # the admin kubeconfig (system:masters)
+    admin_cert: KeyPair
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+
+def start_control_plane(
+    tools: Toolchain,
+    sup: Supervisor,
+    folder: Path,
+    minor: str,
+    api_port: int = 0,
+    plugin_config: list[dict[str, Any]] | None = None,
+) -> ControlPlane:
+    """`api_port`: the API server's port (0: any free one); the twin passes the port it forwards from.
+    `plugin_config`: the default scheduler profile's pluginConfig (what a managed control plane is given)."""
+    pki = folder / "pki"
+    ca = CertificateAuthority(pki)
+    sa = service_account_keys(pki)
+    serving = ca.issue(
+        "apiserver", "kube-apiserver", ips=("127.0.0.1", "10.96.0.1"), dns=API_DNS, server=True
+    )
+    admin_cert = ca.issue("admin", "gpufleet-twin-admin", organizations=("system:masters",), client=True)
+    kcm_cert = ca.issue("controller-manager", "system:kube-controller-manager", client=True)
+    sched_cert = ca.issue("scheduler", "system:kube-scheduler", client=True)
+    etcd_port, peer_port, api_port = free_port(), free_port(), api_port or free_port()
+    kcm_port, sched_port = free_port(), free_port()
+    server = f"https://127.0.0.1:{api_port}"
+
+    etcd = sup.start(
+        "etcd",
+        [
+            tools["etcd"],
+            "--name=twin",
+            f"--data-dir={folder / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=twin=http://127.0.0.1:{peer_port}",
+            "--listen-metrics-urls=",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=4294967296",
+            "--auto-compaction-retention=1",
+        ],
+    )
+    wait_until(lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"), "etcd /health", etcd, 30)
+
+    api = sup.start(
+        "kube-apiserver",
+        [
+            tools["kube-apiserver"],
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={pki}",
+            f"--tls-cert-file={serving.cert}",
+            f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={ca.cert_path}",
+            "--authorization-mode=Node,RBAC",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={sa.cert}",
+            f"--service-account-signing-key-file={sa.key}",
+            "--allow-privileged=true",
+            "--profiling=false",
+        ],
+    )
+    admin = write_kubeconfig(
+        folder / "admin.kubeconfig", kubeconfig(server, ca.cert_path, "admin", admin_cert)
+    )
+    wait_until(
+        lambda: https_ok(f"{server}/readyz", ca.cert_path, (admin_cert.cert, admin_cert.key)),
+        "kube-apiserver /readyz",
+        api,
+        120,
+    )
+
+    kcm_config = write_kubeconfig(
+        folder / "controller-manager.kubeconfig",
+        kubeconfig(server, ca.cert_path, "system:kube-controller-manager", kcm_cert),
+    )
+    kcm = sup.start(
+        "kube-controller-manager",
+        [
+            tools["kube-controller-manager"],
+            f"--kubeconfig={kcm_config}",
+            f"--authentication-kubeconfig={kcm_config}",
+            f"--authorization-kubeconfig={kcm_config}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={kcm_port}",
+            f"--authorization-always-allow-paths={HEALTH_PATHS}",
+            f"--root-ca-file={ca.cert_path}",
+            f"--service-account-private-key-file={sa.key}",
+            "--use-service-account-credentials=true",
+            f"--cluster-signing-cert-file={ca.cert_path}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+            "--profiling=false",
+        ],
+    )
+    sched_kubeconfig = write_kubeconfig(
+        folder / "scheduler.kubeconfig", kubeconfig(server, ca.cert_path, "system:kube-scheduler", sched_cert)
+    )
+    # kube-scheduler ignores --kubeconfig when --config is given (kubernetes/kubernetes#98211): the client
+    # connection goes in the configuration.
+    sched_config = folder / "default-scheduler.yaml"
+    sched_config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(sched_kubeconfig)},
+                "leaderElection": {"leaderElect": False},
+                "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": plugin_config or []}],
+            }
+        )
+    )
+    sched = sup.start(
+        "kube-scheduler",
+        [
+            tools["kube-scheduler"],
+            f"--config={sched_config}",
+            f"--authentication-kubeconfig={sched_kubeconfig}",
+            f"--authorization-kubeconfig={sched_kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={sched_port}",
+            f"--authorization-always-allow-paths={HEALTH_PATHS}",
+        ],
+    )
+    for proc, port in ((kcm, kcm_port), (sched, sched_port)):
+        wait_until(
+            lambda port=port: https_ok(f"https://127.0.0.1:{port}/healthz", None),  # type: ignore[misc]
+            f"{proc.name} /healthz",
+            proc,
+            60,
+        )
+    return ControlPlane(folder, ca, api_port, admin, admin_cert)

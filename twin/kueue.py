@@ -1,0 +1,172 @@
+"""Kueue on the twin: the stack's own chart release, with the real controller running as a local process.
+
+The twin renders the pinned Kueue chart (from the Kueue module's `charts/kueue`) with the values the stack's
+Helm release uses (`scheduler.kueue_config.kueue_values`), with Helm itself (`helm template`), and applies the
+result: the CRDs, the RBAC the project's roles aggregate (`kueue-batch-user-role`...), the Deployment (its
+pods run on kwok nodes and do nothing: they stand for the release, with its version label), the webhook
+configurations. Then it runs the real controller next to the API server with the chart's own manager
+configuration, so what the stack configures is what runs. Changed for loopback, as Kueue's own integration
+tests do with envtest (kueue@v0.19.2 test/integration/framework/framework.go; controller-runtime envtest
+pkg/envtest/webhook.go): every webhook and CRD-conversion client config becomes `url: https://127.0.0.1:<port>/<path>`
+with the twin's CA as `caBundle` (a Service would make the API server dial a ClusterIP); internal cert
+management is off (it issues certificates for the Service name and patches the configurations itself,
+pkg/util/cert/cert.go); the visibility API server is off (`VisibilityOnDemand=false`) and its APIServices are not
+applied, since the aggregator would dial the Service; every listener binds 127.0.0.1. Kueue runs as its own
+ServiceAccount (a TokenRequest token), so the chart's RBAC is what it has.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.labels import KUEUE_NAMESPACE
+from scheduler.yamltext import dump_text
+from twin.pki import CertificateAuthority
+from twin.processes import Process, Supervisor, free_port, https_ok, tcp_open, wait_until
+
+RELEASE = "kueue"
+SERVICE_ACCOUNT = "kueue-controller-manager"
+WEBHOOK_SERVICE = "kueue-webhook-service"
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+# Kueue reads its metrics serving certificate from this fixed path when internal cert management is off
+# (kueue@v0.19.2 cmd/kueue/main.go, metricsCertPath); the twin provides it in its own mount namespace.
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+FEATURE_GATES = "VisibilityOnDemand=false"
+DROPPED_KINDS = ("APIService",)
+
+
+def render_chart(
+    helm: Path, chart: Path, values: dict[str, Any], kube_version: str, out: Path
+) -> list[dict[str, Any]]:
+    """`helm template` of the pinned chart with the stack's values: what its Helm release would install."""
+    values_file = out / "kueue-values.yaml"
+    values_file.write_text(dump_text(values))
+    argv = [str(helm), "template", RELEASE, str(chart), "--namespace", KUEUE_NAMESPACE,
+            "--values", str(values_file), "--kube-version", kube_version]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"helm template of the Kueue chart failed: {done.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def _to_url(client_config: dict[str, Any], base: str, ca_bundle: str) -> dict[str, Any]:
+    path = (client_config.get("service") or {}).get("path", "")
+    return {"url": f"{base}{path}", "caBundle": ca_bundle}
+
+
+def for_loopback(objects: list[dict[str, Any]], base: str, ca_pem: bytes) -> list[dict[str, Any]]:
+    """The chart's objects with every webhook pointed at `base` (https://127.0.0.1:<port>)."""
+    bundle = base64.b64encode(ca_pem).decode()
+    out = []
+    for obj in objects:
+        if obj["kind"] in DROPPED_KINDS:
+            continue
+        if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            for hook in obj.get("webhooks", []):
+                hook["clientConfig"] = _to_url(hook["clientConfig"], base, bundle)
+        if obj["kind"] == "CustomResourceDefinition":
+            webhook = (obj["spec"].get("conversion") or {}).get("webhook")
+            if webhook:
+                webhook["clientConfig"] = _to_url(webhook["clientConfig"], base, bundle)
+        out.append(obj)
+    return out
+
+
+def manager_configuration(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Configuration the chart ships in its ConfigMap (the stack's `manager_config`)."""
+    for obj in objects:
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == CONFIG_MAP:
+            return dict(yaml.safe_load(obj["data"][CONFIG_KEY]))
+    raise RuntimeError(f"the rendered Kueue chart has no ConfigMap {CONFIG_MAP}")
+
+
+@dataclass(frozen=True)
+class KueuePorts:
+    webhook: int
+    health: int
+    metrics: int
+
+
+def local_configuration(config: dict[str, Any], ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
+    """The chart's configuration with loopback listeners, local certificates and no cert rotation."""
+    local = dict(config)
+    local["health"] = {**config.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{ports.health}"}
+    local["metrics"] = {**config.get("metrics", {}), "bindAddress": f"127.0.0.1:{ports.metrics}"}
+    local["webhook"] = {"host": "127.0.0.1", "port": ports.webhook, "certDir": str(cert_dir)}
+    local["internalCertManagement"] = {"enable": False}
+    election = dict(config.get("leaderElection", {}))
+    election["resourceNamespace"] = KUEUE_NAMESPACE  # out of cluster there is no namespace file to read
+    local["leaderElection"] = election
+    return local
+
+
+def serving_certificates(ca: CertificateAuthority, webhook_dir: Path) -> None:
+    """The webhook's serving certificate (tls.crt/tls.key in its certDir), for 127.0.0.1 and the Service name."""
+    webhook_dir.mkdir(parents=True, exist_ok=True)
+    pair = ca.issue("kueue-webhook", WEBHOOK_SERVICE, ips=("127.0.0.1",),
+                    dns=(f"{WEBHOOK_SERVICE}.{KUEUE_NAMESPACE}.svc",), server=True)  # fmt: skip
+    (webhook_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+    (webhook_dir / "tls.key").write_bytes(pair.key.read_bytes())
+    metrics = ca.issue("kueue-metrics", "kueue-controller-manager-metrics-service", ips=("127.0.0.1",),
+                       dns=(f"kueue-controller-manager-metrics-service.{KUEUE_NAMESPACE}.svc",), server=True)  # fmt: skip
+    METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    (METRICS_CERT_DIR / "tls.crt").write_bytes(metrics.cert.read_bytes())
+    (METRICS_CERT_DIR / "tls.key").write_bytes(metrics.key.read_bytes())
+
+
+def start_kueue(
+    kueue: Path,
+    config: dict[str, Any],
+    kubeconfig: Path,
+    sup: Supervisor,
+    folder: Path,
+    ports: KueuePorts,
+    name: str = "kueue",
+) -> Process:
+    path = folder / f"{name}-config.yaml"
+    path.write_text(dump_text(config))
+    proc = sup.start(
+        name,
+        [
+            kueue,
+            f"--config={path}",
+            f"--kubeconfig={kubeconfig}",
+            f"--feature-gates={FEATURE_GATES}",
+            "--zap-log-level=2",
+        ],
+        env={"NAMESPACE": KUEUE_NAMESPACE, "POD_NAMESPACE": KUEUE_NAMESPACE},
+    )
+    wait_until(lambda: tcp_open(ports.webhook), f"{name}'s webhook server", proc, 90)
+    wait_until(lambda: https_ok_plain(ports.health), "Kueue /readyz", proc, 90)
+    return proc
+
+
+def https_ok_plain(port: int) -> bool:
+    """Kueue's health probes serve plain HTTP."""
+    from twin.processes import http_ok
+
+    return http_ok(f"http://127.0.0.1:{port}/readyz")
+
+
+def new_ports() -> KueuePorts:
+    return KueuePorts(free_port(), free_port(), free_port())
+
+
+__all__ = [
+    "KueuePorts",
+    "for_loopback",
+    "https_ok",
+    "local_configuration",
+    "manager_configuration",
+    "new_ports",
+    "render_chart",
+    "serving_certificates",
+    "start_kueue",
+]

@@ -1,0 +1,176 @@
+"""`invoke twin`: check everything that can be checked before a process starts, then start the twin in its
+own namespaces (`twin.session`) and serve it, run a command in it, or hand back a handle (tests).
+
+The order is the user's: a bad stack file or `--minor` (exit 2), a missing toolchain or namespace support
+(exit 3), a twin already up (exit 1) — all before anything starts. One twin at a time per lock file
+(`<cache>/twin.lock`, or `GPUFLEET_TWIN_LOCK`): the lock is held for the twin's whole life, and names the
+running twin for whoever finds it taken.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from infra.errors import CheckFailed, ConfigError
+from infra.spec import ClusterSpec
+from infra.versions import TWIN_MINORS
+from twin import netns
+from twin.toolchain.build import cache_root, locate
+
+LOCK_ENV = "GPUFLEET_TWIN_LOCK"
+READY_TIMEOUT_S = 600.0
+NODE_CHOICES = "desired (default), min, max or a number of nodes per pool"
+
+
+def lock_path() -> Path:
+    return Path(os.environ.get(LOCK_ENV) or cache_root() / "twin.lock")
+
+
+def check_options(spec: ClusterSpec, minor: str, nodes: str) -> None:
+    """Bad options are bad input (exit 2), found before anything starts."""
+    problems = []
+    wanted = minor or spec.cluster.kubernetes_version
+    if wanted not in TWIN_MINORS:
+        key = "--minor" if minor else "gpufleet:cluster.kubernetesVersion"
+        problems.append(f"{key}: the twin runs Kubernetes {', '.join(TWIN_MINORS)}; got {wanted!r}")
+    if nodes not in ("desired", "min", "max") and not nodes.isdigit():
+        problems.append(f"--nodes: {nodes!r} is not {NODE_CHOICES}")
+    if problems:
+        raise ConfigError(problems)
+
+
+def _take_lock(stack: str, path: Path) -> IO[str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        try:
+            held = json.loads(handle.read() or "{}")
+        except ValueError:
+            held = {}
+        handle.close()
+        who = f"stack {held.get('stack', '?')}, pid {held.get('pid', '?')}, kubeconfig {held.get('kubeconfig', '?')}"
+        raise CheckFailed(
+            f"a twin is already up ({who}); use it, or stop it first (Ctrl-C where it runs, or kill {held.get('pid', '<pid>')})"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps({"stack": stack, "pid": os.getpid()}))
+    handle.flush()
+    return handle
+
+
+@dataclass
+class RunningTwin:
+    """A twin started by `start`: its session process, where its kubeconfig is, and how it came up."""
+
+    process: subprocess.Popen[bytes]
+    folder: Path
+    info: dict[str, Any] = field(default_factory=dict)
+    lock: IO[str] | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.info["kubeconfig"])
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+        return int(self.process.returncode or 0)
+
+
+def start(
+    stack_file: Path,
+    spec: ClusterSpec,
+    folder: Path,
+    *,
+    minor: str = "",
+    nodes: str = "desired",
+    bare: bool = False,
+    run: str = "",
+    monitoring: bool = False,
+    say: Callable[[str], None] = print,
+    stdout: int | IO[bytes] | None = None,
+    lock: Path | None = None,
+) -> RunningTwin:
+    """Check, lock, and start a twin; returns once it is up (or, with `run`, once it has started)."""
+    check_options(spec, minor, nodes)
+    locate(minor or spec.cluster.kubernetes_version, say)  # exit 3 before anything starts
+    netns.check_namespaces()
+    held = _take_lock(spec.stack, lock or lock_path())
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    ready = folder / "ready.json"
+    listener = netns.listen()
+    argv = [sys.executable, "-m", "twin.session", "--stack-file", str(stack_file.resolve()),
+            "--folder", str(folder.resolve()), "--listen-fd", str(listener.fileno()), "--ready-file", str(ready),
+            "--minor", minor, "--nodes", nodes]  # fmt: skip
+    if bare:
+        argv.append("--bare")
+    if run:
+        argv += ["--run", run]
+    extra: list[socket.socket] = []
+    if monitoring:
+        extra = [netns.listen(), netns.listen()]
+        argv += ["--monitoring", "--prometheus-fd", str(extra[0].fileno()),
+                 "--alertmanager-fd", str(extra[1].fileno())]  # fmt: skip
+    fds = (listener.fileno(), *(s.fileno() for s in extra))
+    process = subprocess.Popen(
+        netns.enter(argv), pass_fds=fds, start_new_session=True, stdout=stdout, stderr=stdout
+    )
+    listener.close()
+    for sock in extra:
+        sock.close()
+    twin = RunningTwin(process, folder, lock=held)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not ready.is_file():
+        if process.poll() is not None or time.monotonic() > deadline:
+            code = twin.stop()
+            raise CheckFailed(f"the twin did not come up (exit {code}); logs in {folder / 'logs'}")
+        time.sleep(0.2)
+    twin.info = json.loads(ready.read_text())
+    held.seek(0)
+    held.truncate()
+    held.write(json.dumps({"stack": spec.stack, "pid": process.pid, "kubeconfig": twin.info["kubeconfig"]}))
+    held.flush()
+    return twin
+
+
+def serve(twin: RunningTwin, say: Callable[[str], None] = print) -> int:
+    """Print how to reach the twin and wait until it is interrupted (Ctrl-C) or fails."""
+    info = twin.info
+    say(f"twin is up in {info['seconds']:.0f} s: {info['server']}")
+    say(f"  export KUBECONFIG={info['kubeconfig']}")
+    say(f"  kubectl get nodes        (kubectl {Path(info['kubectl']).parent} matches the twin's minor)")
+    for name in ("prometheus", "alertmanager"):
+        if name in info:
+            say(f"  {name}: {info[name]}")
+    say("Ctrl-C stops it.")
+    try:
+        return twin.process.wait()
+    except KeyboardInterrupt:
+        return twin.stop()
+    finally:
+        twin.stop()

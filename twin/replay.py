@@ -1,0 +1,372 @@
+"""Placement replayed through the real scheduler (`invoke simulate --twin`).
+
+A replay twin is the twin's control plane and kwok with no stack: the trace's nodes as kwok nodes (GPU feature
+discovery's labels, time-sliced GPUs as `nvidia.com/gpu.shared` replicas, as the simulator's as-deployed
+mapping has them), the stack's `gpu-binpack` kube-scheduler with its real profile, and for FragmentationAware
+the extender (its real entry point, with the trace as its expected workload: `--trace`, `--replicas`), on the
+loopback address the profile calls.
+
+The simulator's protocol drives it unchanged (`scheduler.sim.run_one`: the seed's order, inflation to 1.3x the
+GPU capacity, nodes in the seed's rank): :class:`TwinPolicy` places each pod by creating it in the twin and
+waiting until the real scheduler has bound it (or marked it Unschedulable), then reads which node it got. Which
+GPU a time-sliced replica takes is the device plugin's rule (`distributed`), as in the as-deployed replay; the
+simulator's metrics are computed from those placements, so the two replays are compared on one measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scheduler.fgd.model import Cluster, Workload
+from scheduler.sim.policies.base import Batch, Policy
+from scheduler.sim.policies.fgd_extender import node_object, pod_object
+from twin import netns
+from twin.kwok import start_kwok
+from twin.nodes import KWOK_LABEL, KWOK_VALUE
+from twin.processes import Supervisor, free_port, http_ok, https_ok, wait_until
+from twin.toolchain.build import locate
+
+PROFILES = ("MostAllocated", "FragmentationAware")
+NAMESPACE = "team-sim"  # the simulator's pod objects' namespace
+EXTENDER_PORT = 8888
+MINOR = "1.35"
+
+
+def scheduler_config(profile: str) -> dict[str, Any]:
+    """The gpu-binpack configuration the stacks deploy (scheduler.placement.scheduler_config_file), for a
+    cluster with time-sliced GPUs: MostAllocated with the GPU weight on both GPU resources, every feasible node
+    scored, plus the extender for FragmentationAware."""
+    from scheduler.extender.manifests import URL
+    from scheduler.model import PoolView, SchedulingPolicy
+    from scheduler.placement import scheduler_config_file, with_extender
+    from scheduler.resources import covered_gpu_resources
+
+    pools = [
+        PoolView("whole", "", 1, 1, {}, ()),
+        PoolView("shared", "", 1, 1, {}, (), sharing="timeSlicing", time_slicing_replicas=2),
+    ]
+    policy = SchedulingPolicy(placement_strategy=profile, platform="existing")  # type: ignore[arg-type]
+    config = scheduler_config_file(policy, pools)
+    if profile == "FragmentationAware":
+        config = with_extender(config, URL, covered_gpu_resources(pools))
+    return config
+
+
+def local_run(config: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
+    """``config`` as a process beside the replay twin's API server runs it: its kubeconfig (kube-scheduler
+    ignores ``--kubeconfig`` once ``--config`` is given), a higher client rate, and no leader election (one
+    replica, and the lease's namespace does not exist here)."""
+    out = dict(config)
+    out["clientConnection"] = {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400}
+    out["leaderElection"] = {"leaderElect": False}
+    return out
+
+
+def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]]:
+    """Kwok nodes of the simulator's stack cluster (`gpu_model` is the pool's name): a whole-GPU pool's nodes
+    advertise `nvidia.com/gpu`, a sharing pool's only `nvidia.com/gpu.shared` (GPUs x units), as the device
+    plugin does with renameByDefault (a node never offers both)."""
+    from scheduler.labels import GPU_RESOURCE
+
+    out = []
+    rows = zip(
+        cluster.names, cluster.cpu_milli, cluster.memory_mib, cluster.num_gpu, cluster.gpu_model, strict=True
+    )
+    for i, (name, cpu, mem, gpus, model) in enumerate(rows):
+        per_gpu = units.get(str(model), 1)
+        node = node_object(str(name), int(cpu), int(mem), int(gpus), str(model), per_gpu)
+        if per_gpu > 1:
+            for key in ("allocatable", "capacity"):
+                node["status"][key].pop(GPU_RESOURCE, None)
+        node["metadata"]["labels"][KWOK_LABEL] = KWOK_VALUE
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = str(name)
+        node["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+        node["status"]["allocatable"]["pods"] = node["status"]["capacity"]["pods"] = "10000"
+        node["status"]["addresses"] = [{"type": "InternalIP", "address": f"10.240.{i // 250}.{i % 250 + 1}"}]
+        out.append(node)
+    return out
+
+
+# ---- inside the twin's namespace -----------------------------------------------------------------------
+
+
+def schedulable_nodes(kubectl: Any) -> set[str]:
+    """Nodes the scheduler can place on: Ready, and no longer carrying the NoSchedule/NoExecute taints the node
+    lifecycle controller puts on a node until it is (`node.kubernetes.io/not-ready`). Placing before then would
+    replay against part of the cluster."""
+    items = json.loads(kubectl.run("get", "nodes", "-o", "json"))["items"]
+    return {
+        i["metadata"]["name"]
+        for i in items
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in i["status"].get("conditions", []))
+        and not [t for t in i["spec"].get("taints") or [] if t["effect"] in ("NoSchedule", "NoExecute")]
+    }
+
+
+def session(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpufleet-replay-twin")
+    parser.add_argument("--folder", required=True)
+    parser.add_argument("--nodes", required=True, help="JSON list of Node objects")
+    parser.add_argument("--profile", choices=PROFILES, required=True)
+    parser.add_argument("--listen-fd", type=int, required=True)
+    parser.add_argument("--ready-file", required=True)
+    parser.add_argument("--trace", default="")
+    parser.add_argument("--scheduler-config", default="", help="a KubeSchedulerConfiguration (JSON) to run")
+    args = parser.parse_args(argv)
+    from twin.controlplane import start_control_plane
+    from twin.kubectl import Kubectl
+
+    folder = Path(args.folder)
+    listener = socket.socket(fileno=args.listen_fd)
+    port = int(listener.getsockname()[1])
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    netns.loopback_up()
+    tools = locate(MINOR, lambda _line: None)
+    sup = Supervisor(folder)
+    try:
+        plane = start_control_plane(tools, sup, folder, MINOR, port)
+        kubectl = Kubectl(tools["kubectl"], plane.admin)
+        start_kwok(tools["kwok"], tools.data["stages"], plane.admin, sup, folder)
+        nodes = json.loads(Path(args.nodes).read_text())
+        for start in range(0, len(nodes), 200):
+            kubectl.apply(nodes[start : start + 200])
+        names = {n["metadata"]["name"] for n in nodes}
+        wait_until(lambda: names <= schedulable_nodes(kubectl), f"{len(names)} nodes Ready and untainted",
+                   None, 300)  # fmt: skip
+        kubectl.run("create", "namespace", NAMESPACE)
+        wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", NAMESPACE, check=False)),
+                   "the default ServiceAccount", None, 60)  # fmt: skip
+        if args.profile == "FragmentationAware":
+            extender = [
+                sys.executable,
+                "-m",
+                "scheduler.extender",
+                "--port",
+                str(EXTENDER_PORT),
+                "--host",
+                "127.0.0.1",
+            ]
+            if args.trace:
+                extender += ["--trace", args.trace]
+            proc = sup.start("extender", extender, env={"KUBECONFIG": str(plane.admin)})
+            wait_until(lambda: http_ok(f"http://127.0.0.1:{EXTENDER_PORT}/readyz"), "the extender", proc, 300)
+        import yaml
+
+        given = args.scheduler_config
+        chosen = json.loads(Path(given).read_text()) if given else scheduler_config(args.profile)
+        config = folder / "gpu-binpack.yaml"
+        config.write_text(yaml.safe_dump(local_run(chosen, folder / "scheduler.kubeconfig")))
+        sched_port = free_port()
+        proc = sup.start("gpu-binpack", [tools["kube-scheduler"], f"--config={config}", "--bind-address=127.0.0.1",
+                                         f"--secure-port={sched_port}", "--authorization-always-allow-paths=/healthz"])  # fmt: skip
+        wait_until(lambda: https_ok(f"https://127.0.0.1:{sched_port}/healthz", None), "gpu-binpack", proc, 60)
+        netns.forward(listener, port)
+        Path(args.ready_file).write_text(json.dumps({"kubeconfig": str(plane.admin), "pid": os.getpid()}))
+        while not stop.wait(1):
+            dead = sup.check_alive()
+            if dead is not None:
+                print(f"{dead.name} exited:\n{dead.log_tail()}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        sup.stop_all()
+
+
+# ---- on the machine: the twin, and the policy that places through it -------------------------------------
+
+
+@dataclass
+class ReplayTwin:
+    process: subprocess.Popen[bytes]
+    folder: Path
+    kubeconfig: Path
+    _core: Any = None
+    _pods: int = 0
+
+    @classmethod
+    def start(
+        cls, cluster: Cluster, units: dict[str, int], profile: str, folder: Path, *,
+        target: Workload | None = None, config: dict[str, Any] | None = None,
+    ) -> ReplayTwin:  # fmt: skip
+        """A replay twin of `cluster`; with FragmentationAware the extender's expected workload is `target` (the
+        simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`. `config`: the
+        KubeSchedulerConfiguration gpu-binpack runs (default: :func:`scheduler_config` of `profile`), e.g. one
+        read back from a stack's rendered ConfigMap."""
+        import shutil
+
+        netns.check_namespaces()
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        nodes = folder / "nodes.json"
+        nodes.write_text(json.dumps(replay_nodes(cluster, units)))
+        ready = folder / "ready.json"
+        ready.unlink(missing_ok=True)
+        listener = netns.listen()
+        argv = [sys.executable, "-m", "twin.replay", "--folder", str(folder), "--nodes", str(nodes),
+                "--profile", profile, "--listen-fd", str(listener.fileno()), "--ready-file", str(ready)]  # fmt: skip
+        if config is not None:
+            given = folder / "scheduler-config.json"
+            given.write_text(json.dumps(config))
+            argv += ["--scheduler-config", str(given)]
+        if target is not None and profile == "FragmentationAware":
+            trace = folder / "target.csv"
+            rows = zip(
+                target.cpu_milli,
+                target.memory_mib,
+                target.num_gpu,
+                target.gpu_milli,
+                target.gpu_spec,
+                strict=True,
+            )
+            trace.write_text("cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "".join(
+                f"{c},{m},{k},{d},{spec}\n" for c, m, k, d, spec in rows))  # fmt: skip
+            argv += ["--trace", str(trace)]
+        log = (folder / "session.log").open("wb")
+        process = subprocess.Popen(netns.enter(argv), pass_fds=(listener.fileno(),), start_new_session=True,
+                                   stdout=log, stderr=log)  # fmt: skip
+        listener.close()
+        deadline = time.monotonic() + 600
+        while not ready.is_file():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the replay twin did not start; see {folder / 'session.log'}")
+            time.sleep(0.2)
+        info = json.loads(ready.read_text())
+        return cls(process, folder, Path(info["kubeconfig"]))
+
+    def core(self) -> Any:
+        if self._core is None:
+            from kubernetes import client, config
+
+            self._core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+        return self._core
+
+    def place(self, pod: dict[str, Any], timeout: float = 60) -> str | None:
+        """Create `pod` and wait until the scheduler bound it (its node) or found no node for it (None)."""
+        core = self.core()
+        pod = {**pod, "metadata": {**pod["metadata"], "namespace": NAMESPACE}}
+        pod["metadata"].pop("uid", None)
+        core.create_namespaced_pod(NAMESPACE, pod)
+        name = pod["metadata"]["name"]
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while time.monotonic() < deadline:
+            got = core.read_namespaced_pod(name, NAMESPACE)
+            if got.spec.node_name:
+                return str(got.spec.node_name)
+            for cond in got.status.conditions or []:
+                if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+                    core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+                    return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        raise TimeoutError(f"pod {name} was neither bound nor found unschedulable in {timeout:.0f} s")
+
+    def bound(self, pod: dict[str, Any], node: str) -> None:
+        """Create `pod` already on `node` (`spec.nodeName`, past the scheduler), as a running pod the cluster had."""
+        pod = {
+            **pod,
+            "metadata": {**pod["metadata"], "namespace": NAMESPACE},
+            "spec": {**pod["spec"], "nodeName": node},
+        }
+        pod["metadata"].pop("uid", None)
+        self.core().create_namespaced_pod(NAMESPACE, pod)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+class TwinPolicy(Policy):
+    """Places every pod through a replay twin's real scheduler (the feasibility filter is kube-scheduler's)."""
+
+    name = "Twin"
+
+    def __init__(self, twin: ReplayTwin) -> None:
+        super().__init__()
+        self.twin = twin
+        self.seconds = 0.0  # spent in the real scheduler (create, bind, read back)
+        self.placed_pods = 0
+        self._names: dict[str, int] = {}
+
+    def bind(self, ctx: Any) -> None:
+        super().bind(ctx)
+        # the protocol ranks the nodes by prefixing a random rank to each name (scheduler.sim.protocol.rank_nodes)
+        self._names = {str(n).split("-", 1)[1]: i for i, n in enumerate(ctx.cluster.names)}
+
+    def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
+        return np.zeros(len(batch.nodes), dtype=np.int64), None
+
+    def choose_node(self, column: np.ndarray, s: int) -> int:
+        sh = self.ctx.shapes
+        c, m, k, d = sh.requests[s]
+        self.placed_pods += 1
+        pod = pod_object(f"pod-{self.placed_pods:07d}", c, m, k, d, sh.spec[s])
+        start = time.perf_counter()
+        node = self.twin.place(pod)
+        self.seconds += time.perf_counter() - start
+        return -1 if node is None else self._names[node]
+
+
+def twin_policy(label: str, twin: ReplayTwin) -> TwinPolicy:
+    """A TwinPolicy named for the report (`gpu-binpack`, `FragmentationAware`)."""
+    cls = type(f"Twin{label}", (TwinPolicy,), {"name": label})
+    return cls(twin)
+
+
+if __name__ == "__main__":
+    raise SystemExit(session())
+
+
+@dataclass(frozen=True)
+class TwinRun:
+    """One replay through the real scheduler: the simulator's result and the real scheduler's rate."""
+
+    result: Any  # scheduler.sim.RunResult
+    pods_per_second: float
+
+
+def replay_stack(
+    cluster: Cluster,
+    units: dict[str, int],
+    workload: Workload,
+    profiles: list[str],
+    seeds: list[int],
+    folder: Path,
+    on_done: Any = None,
+) -> list[TwinRun]:
+    """Every (profile, seed) replay on a fresh replay twin (the protocol's pods never leave), in order."""
+    from scheduler.sim import run_one
+
+    out = []
+    for profile in profiles:
+        for seed in seeds:
+            twin = ReplayTwin.start(cluster, units, profile, folder / f"{profile}-{seed}", target=workload)
+            try:
+                policy = twin_policy(profile, twin)
+                result = run_one(cluster, workload, policy, seed, share_rule="distributed")
+            finally:
+                twin.stop()
+            run = TwinRun(result, round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0)
+            out.append(run)
+            if on_done is not None:
+                on_done(run)
+    return out
