@@ -7,7 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from infra.plan import Plan
+from infra.plan import Plan, build_plan
+from infra.slurm.plan import print_slurm_plan
+from infra.slurm.site import uses_slurm
+from infra.spec import ClusterSpec
 from infra.tables import print_table
 
 
@@ -170,3 +173,14 @@ def write_plan(plan: Plan, out_dir: Path) -> list[Path]:
     json_path.write_text(json.dumps(plan.to_json(), indent=2) + "\n")
     md_path.write_text(to_markdown(plan))
     return [json_path, md_path]
+
+
+def report_plan(spec: ClusterSpec, folder: Path, console: Console) -> None:
+    """`invoke plan`: the plan on the terminal, written as plan.json and plan.md in `folder`, and on a Slurm
+    stack its accounts, limits and partitions."""
+    the_plan = build_plan(spec)
+    print_plan(the_plan, console)
+    for path in write_plan(the_plan, folder):
+        print(f"wrote {path}")
+    if uses_slurm(spec):
+        print_slurm_plan(spec, console)

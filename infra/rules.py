@@ -26,7 +26,7 @@ from infra.scheduling import (
     scheduler_inputs,
     topology_levels,
 )
-from infra.slurm.site import slurm_problems
+from infra.slurm.rules import slurm_problems
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import SUPPORTED_KUBERNETES
 from scheduler.checks import check

@@ -51,7 +51,8 @@ def check_options(spec: ClusterSpec, minor: str, nodes: str) -> None:
         raise ConfigError(problems)
 
 
-def _take_lock(stack: str, path: Path) -> IO[str]:
+def take_lock(stack: str, path: Path) -> IO[str]:
+    """Hold the one-twin-at-a-time lock for `stack`, or say which twin holds it (exit 1)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
     try:
@@ -119,7 +120,7 @@ def start(
     check_options(spec, minor, nodes)
     locate(minor or spec.cluster.kubernetes_version, say)  # exit 3 before anything starts
     netns.check_namespaces()
-    held = _take_lock(spec.stack, lock or lock_path())
+    held = take_lock(spec.stack, lock or lock_path())
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     ready = folder / "ready.json"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from infra.slurm.site import render_slurm, slurm_inventory
+from infra.slurm.files import render_slurm, slurm_inventory
 from infra.spec import ClusterSpec
 from tests.ansible import debroot
 
@@ -165,7 +165,7 @@ def _prepare(host: Host, tarball: Path, all_hosts: list[Host], stack: ExitStack,
 def write_inventory(
     hosts: SlurmHosts, spec: ClusterSpec, work: Path, extra: dict[str, object] | None = None
 ) -> Path:
-    """The inventory `invoke metal` renders (infra.slurm.site.slurm_inventory), each host reached over
+    """The inventory `invoke metal` renders (infra.slurm.files.slurm_inventory), each host reached over
     community.general.chroot in its root."""
     inventory = slurm_inventory(spec, work)
     all_vars = inventory["all"]["vars"]  # type: ignore[index]

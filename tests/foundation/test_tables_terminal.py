@@ -29,7 +29,7 @@ from infra.simulate.report import (
     twin_rows,
 )
 from infra.simulate.stack import route, stack_model
-from infra.slurm.site import print_slurm_plan, slurm_plan_rows
+from infra.slurm.plan import print_slurm_plan, slurm_plan_rows
 from infra.tables import Cell, narrowest, plain, print_table
 from scheduler import sim
 from scheduler.sim import RunResult

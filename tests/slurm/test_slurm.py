@@ -15,7 +15,7 @@ import pytest
 
 from infra.errors import ConfigError
 from infra.scheduling import scheduler_inputs
-from infra.slurm.site import slurm_files
+from infra.slurm.files import slurm_files
 from infra.stackfile import load_stack
 from scheduler.kueue import kueue_objects
 from scheduler.resources import gpu_resource

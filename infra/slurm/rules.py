@@ -1,0 +1,79 @@
+"""The Slurm spec rules: what Slurm cannot express (or gpufleet does not carry over yet), refused up front with
+the key path."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from infra.slurm.site import uses_slurm
+from infra.spec import ClusterSpec
+from scheduler.slurm.policy import borrow_qos
+
+# Slurm's own account (every association tree's top, sacctmgr(1)): a team may not take its name.
+RESERVED_ACCOUNTS = ("root",)
+
+
+def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
+    """What Slurm cannot express (or gpufleet does not carry over yet), refused up front with the key path."""
+    at = "gpufleet:cluster.orchestrator"
+    if not uses_slurm(spec):
+        if spec.slurm is not None:
+            problems.append("gpufleet:slurm: only with gpufleet:cluster.orchestrator: slurm")
+        return
+    if spec.platform != "existing":
+        problems.append(f"{at}: slurm runs on the hosts of platform existing only; on aws use kubernetes")
+        return
+    if spec.slurm is None:
+        problems.append("gpufleet:slurm: required with orchestrator slurm (controllerHosts, accountingHost)")
+        return
+    names = [p.name for p in spec.node_pools]
+    for name in spec.slurm.partitions:
+        if name not in names:
+            problems.append(
+                f"gpufleet:slurm.partitions.{name}: no pool named {name!r} (pools: {', '.join(names)})"
+            )
+    if sum(o.default for o in spec.slurm.partitions.values()) > 1:
+        problems.append("gpufleet:slurm.partitions: at most one partition may be the default")
+    models = Counter(p.gpu_model for p in spec.node_pools if p.sharing.mode == "exclusive")
+    shared = [i for i, p in enumerate(spec.node_pools) if p.sharing.mode == "timeSlicing"]
+    for i, pool in enumerate(spec.node_pools):
+        where = f"gpufleet:nodePools[{i}]"
+        if pool.sharing.mode == "exclusive" and models[pool.gpu_model] > 1:
+            problems.append(
+                f"{where}.gpuModel: another whole-GPU pool has {pool.gpu_model}; Slurm limits GPUs by GRES type "
+                "(the GPU model), so two pools of one model cannot have quotas of their own: merge them"
+            )
+        if pool.topology_labels:
+            problems.append(f"{where}.topologyLabels: not carried over to Slurm (topology.conf); remove them")
+        if pool.taints:
+            problems.append(f"{where}.taints: Kubernetes taints have no Slurm meaning; remove them")
+    for i in shared[1:]:
+        problems.append(
+            f"gpufleet:nodePools[{i}].sharing: Slurm's shard GRES has no type, so only one time-sliced pool "
+            "can have per-team limits of its own"
+        )
+    for i, team in enumerate(spec.teams):
+        where = f"gpufleet:teams[{i}]"
+        if team.name in RESERVED_ACCOUNTS:
+            problems.append(f"{where}.name: {team.name!r} is Slurm's own root account; choose another name")
+        if team.lending_limit is not None:
+            problems.append(
+                f"{where}.lendingLimit: Slurm has no lending limit (every idle GPU is open to a borrow QOS, "
+                "requeued when the owner needs it); remove it"
+            )
+        if any(borrow_qos(team.name) == t.name for t in spec.teams):
+            problems.append(f"{where}.name: clashes with the borrow QOS of team {team.name!r}")
+    borrow = {borrow_qos(t.name) for t in spec.teams}
+    for i, pc in enumerate(spec.scheduling.priority_classes):
+        where = f"gpufleet:scheduling.priorityClasses[{i}]"
+        if pc.value < 0:
+            problems.append(
+                f"{where}.value: Slurm's QOS Priority is 0 or more (a priority class is a QOS); got {pc.value}"
+            )
+        if pc.name in borrow:
+            problems.append(f"{where}.name: {pc.name!r} is a team's borrow QOS; choose another name")
+    if spec.scheduling.placement.strategy == "FragmentationAware":
+        problems.append(
+            "gpufleet:scheduling.placement.strategy: FragmentationAware is a Kubernetes scheduler extender; "
+            "Slurm places with select/cons_tres"
+        )

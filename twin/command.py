@@ -1,0 +1,87 @@
+"""`invoke twin`: the stack's cluster on real components, Kubernetes or Slurm as the stack says, served until
+it is interrupted, or running one command in it.
+
+Returns the exit code and, for a failure the user must read about, one line; the command layer only prints it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from infra.errors import ConfigError
+from infra.slurm.site import uses_slurm
+from infra.spec import ClusterSpec
+from twin import launch
+from twin.slurm import start_twin, twin_environment
+
+
+def run_twin(
+    stack_file: Path,
+    spec: ClusterSpec,
+    folder: Path,
+    *,
+    minor: str,
+    nodes: str,
+    bare: bool,
+    run: str,
+    monitoring: bool,
+) -> tuple[int, str]:
+    """Start the twin in `folder` and serve it (or run `run` in it); (exit code, message)."""
+    if uses_slurm(spec):
+        return run_slurm_twin(
+            spec, folder, run=run, minor=minor, bare=bare, monitoring=monitoring, nodes=nodes
+        )
+    if monitoring and not spec.cluster.monitoring.enabled:
+        raise ConfigError(
+            "--monitoring: gpufleet:cluster.monitoring.prometheus is none; set install or existing"
+        )
+    started = launch.start(
+        stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run, monitoring=monitoring
+    )
+    if run:
+        code = started.process.wait()
+        started.stop()
+        return code, ""
+    code = launch.serve(started)
+    return (1, f"the twin stopped (exit {code}); logs in {started.folder / 'logs'}") if code else (0, "")
+
+
+def run_slurm_twin(
+    spec: ClusterSpec, folder: Path, *, run: str, minor: str, bare: bool, monitoring: bool, nodes: str
+) -> tuple[int, str]:
+    """A Slurm stack's twin: its Slurm cluster on loopback (`twin.slurm`), with its accounts; `run` runs where
+    sbatch/squeue reach its controller, then it stops."""
+    kubernetes_only = [f"--{name}" for name, on in (("minor", minor), ("bare", bare), ("monitoring", monitoring),
+                                                    ("nodes", nodes != "desired")) if on]  # fmt: skip
+    if kubernetes_only:
+        raise ConfigError(
+            f"{', '.join(kubernetes_only)}: options of the Kubernetes twin; a Slurm stack's twin runs every host "
+            "of its pools as configured"
+        )
+    held = launch.take_lock(spec.stack, launch.lock_path())
+    try:
+        cluster = start_twin(spec, folder)
+        try:
+            env = twin_environment(cluster)
+            if run:
+                return subprocess.run(run, shell=True, env=env, check=False).returncode, ""
+            print(
+                f"Slurm twin is up: {len(cluster.hosts)} nodes, accounts {', '.join(t.name for t in spec.teams)}"
+            )
+            print(f"  export SLURM_CONF={env['SLURM_CONF']}")
+            print(
+                "  sinfo; sbatch --account=TEAM --gres=gpu:TYPE:N ...   (this user is in every team's account)"
+            )
+            print("Ctrl-C stops it.")
+            try:
+                while all(p.poll() is None for p in cluster.procs):
+                    time.sleep(1)
+                return 1, f"a Slurm daemon stopped; logs in {cluster.root / 'log'}"
+            except KeyboardInterrupt:
+                return 0, ""
+        finally:
+            cluster.stop()
+    finally:
+        held.close()
