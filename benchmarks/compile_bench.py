@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from infra.versions import KUEUE_VERSION  # noqa: E402
 from scheduler import compile  # noqa: E402
 from scheduler.labels import GPU_TAINT, POOL_LABEL  # noqa: E402
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy  # noqa: E402
@@ -48,7 +49,7 @@ def synthetic(teams: int = 200, pools: int = 20) -> tuple[SchedulingPolicy, tupl
         )
         for t in range(teams)
     )  # fmt: skip
-    return SchedulingPolicy(teams=members, platform="aws"), tuple(views)
+    return SchedulingPolicy(teams=members, platform="aws", kueue_version=KUEUE_VERSION), tuple(views)
 
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:

@@ -49,6 +49,10 @@ PROJECT_VERSION = "0.1.0"
 IMAGE_REGISTRY = "ghcr.io/gpufleet"
 EXTENDER_REPOSITORY = f"{IMAGE_REGISTRY}/gpufleet-extender"
 DEFAULT_KUBERNETES = "1.35"
+# Kueue: the chart, the controller image and the twin's controller (TWIN_KUEUE) all run this release, and the
+# scheduler's models of Kueue (validation, the dynamic engine, tests/scheduler/kueue_model.py) follow its source.
+# Bumping it: docs/architecture.md, "Find your room".
+KUEUE_VERSION = "0.19.2"
 
 
 class Versions(BaseModel):
@@ -69,7 +73,7 @@ class Versions(BaseModel):
     nvidia_container_toolkit: str = "1.20.0"  # the toolkit GPU operator v26.7.0 deploys
     gpu_operator_chart: str = "v26.7.0"
     # Scheduling and autoscaling.
-    kueue_chart: str = "0.19.2"
+    kueue_chart: str = KUEUE_VERSION
     cluster_autoscaler_chart: str = "9.59.0"
     cluster_autoscaler_image: str | None = None
     # The gpu-binpack scheduler's registry.k8s.io/kube-scheduler tag (None: the minor's patch from PER_MINOR), or
@@ -159,8 +163,8 @@ def provisioning_request_crd(autoscaler_image: str) -> str:
 
 
 # ---- The twin's toolchain (twin, `invoke twin`): real components built from their Go modules ---------
-# Each is built by the wrapper module in toolchain/<wrapper>/ (its go.mod names the same version; a test keeps
-# them equal) and cached outside the clone, keyed by version. Checked against the Go module proxy 2026-12-01.
+# Each is built by the wrapper module in twin/toolchain/<wrapper>/ (its go.mod requires the same version:
+# tests/foundation/test_versions_source.py) and cached outside the clone, keyed by version. Checked against the Go module proxy 2026-12-01.
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,7 @@ class GoBuild:
 
     name: str
     version: str
-    wrapper: str  # folder under toolchain/
+    wrapper: str  # folder under twin/toolchain/ ("" when built from a copy of the module zip or data only)
     programs: tuple[str, ...]
     module: str  # the upstream module whose version this is (data files are read from its zip)
     note: str = ""
@@ -181,7 +185,7 @@ TWIN_ETCD = GoBuild("etcd", "v3.6.16", "etcd", ("etcd",), "go.etcd.io/etcd/serve
 # kwok: plays the kubelet for fake nodes (node heartbeats, pod phases).
 TWIN_KWOK = GoBuild("kwok", "v0.8.0", "kwok", ("kwok",), "sigs.k8s.io/kwok")
 # Kueue: the controller at the chart version the stacks deploy (Versions.kueue_chart; the proxy serves v0.19.2).
-TWIN_KUEUE = GoBuild("kueue", "v0.19.2", "kueue", ("kueue",), "sigs.k8s.io/kueue")
+TWIN_KUEUE = GoBuild("kueue", f"v{KUEUE_VERSION}", "kueue", ("kueue",), "sigs.k8s.io/kueue")
 # Helm renders the Kueue chart (from the Kueue module's charts/kueue) exactly as the stack's release would;
 # v3.18.6 is the Helm the pulumi-kubernetes provider below embeds (its provider/go.mod).
 TWIN_HELM = GoBuild("helm", "v3.18.6", "helm", ("helm",), "helm.sh/helm/v3")
@@ -194,7 +198,7 @@ TWIN_PULUMI = GoBuild("pulumi", "v3.274.1", "pulumi", ("pulumi",), "github.com/p
 TWIN_PULUMI_KUBERNETES = GoBuild(
     "pulumi-kubernetes",
     "4.25.0",
-    "pulumi-kubernetes",
+    "",  # built from a copy of the provider's module zip (twin.toolchain.build), not a wrapper
     ("pulumi-resource-kubernetes",),
     "github.com/pulumi/pulumi-kubernetes/provider/v4",
     note="v4.0.0-20260115033456-f47bc2d6f199",

@@ -101,7 +101,8 @@ class SchedulingPolicy:
     platform: Literal["aws", "existing"] = "aws"
     kubernetes_version: str = "1.35"
     kube_scheduler_image_tag: str = "v1.35.2"
-    kueue_version: str = "0.19.2"
+    # The Kueue release the cluster runs: the chart and image tags (infra.versions.KUEUE_VERSION, never a default here).
+    kueue_version: str = field(kw_only=True)
     autoscaler_namespace: str = (
         "kube-system"  # where the cluster-autoscaler reads its priority-expander ConfigMap
     )

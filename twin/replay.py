@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from infra.versions import KUEUE_VERSION
 from scheduler.fgd.model import Cluster, Workload
 from scheduler.sim.policies.base import Batch, Policy
 from scheduler.sim.policies.fgd_extender import node_object, pod_object
@@ -58,7 +59,7 @@ def scheduler_config(profile: str) -> dict[str, Any]:
         PoolView("whole", "", 1, 1, {}, ()),
         PoolView("shared", "", 1, 1, {}, (), sharing="timeSlicing", time_slicing_replicas=2),
     ]
-    policy = SchedulingPolicy(placement_strategy=profile, platform="existing")  # type: ignore[arg-type]
+    policy = SchedulingPolicy(placement_strategy=profile, platform="existing", kueue_version=KUEUE_VERSION)  # type: ignore[arg-type]
     config = scheduler_config_file(policy, pools)
     if profile == "FragmentationAware":
         config = with_extender(config, URL, covered_gpu_resources(pools))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infra.versions import KUEUE_VERSION
 from scheduler.labels import AWS_NETWORK_LAYERS, GPU_TAINT, HOSTNAME_LABEL, POOL_LABEL
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
 
@@ -43,6 +44,7 @@ PROD = SchedulingPolicy(
                    groups=("data-eng",)),
     ),
     platform="aws",
+    kueue_version=KUEUE_VERSION,
 )  # fmt: skip
 
 METAL_POOLS = (
@@ -57,11 +59,13 @@ METAL = SchedulingPolicy(
         TeamPolicy("nlp", "nlp", {"h100": 16, "l40s": 8}, borrowing_limit=8, groups=("nlp-team",)),
     ),
     platform="existing",
+    kueue_version=KUEUE_VERSION,
 )  # fmt: skip
 
 SMALL_POOLS = (pool("l40s", "L40S", 1, 2, cpus_per_node=4, memory_gib_per_node=32, node_group="eks-l40s-.*"),)
 SMALL = SchedulingPolicy(
-    teams=(TeamPolicy("research", "research", {"l40s": 2}, groups=("gpufleet:research",)),)
+    teams=(TeamPolicy("research", "research", {"l40s": 2}, groups=("gpufleet:research",)),),
+    kueue_version=KUEUE_VERSION,
 )
 
 EXAMPLES = {"prod": (PROD, PROD_POOLS), "metal": (METAL, METAL_POOLS), "small": (SMALL, SMALL_POOLS)}

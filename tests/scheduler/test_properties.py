@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from infra.versions import KUEUE_VERSION
 from scheduler import SchedulerConfigError, compile
 from scheduler.kueue import CPU_SUFFIX
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
@@ -50,7 +51,10 @@ def policies(draw: st.DrawFn) -> tuple[SchedulingPolicy, tuple[PoolView, ...]]:
                        groups=(f"g{t}",), weight=draw(st.sampled_from([0.5, 1.0, 3.0])))
         )  # fmt: skip
     policy = SchedulingPolicy(
-        teams=tuple(teams), fair_sharing=draw(st.booleans()), provisioning_requests=draw(st.booleans())
+        teams=tuple(teams),
+        fair_sharing=draw(st.booleans()),
+        provisioning_requests=draw(st.booleans()),
+        kueue_version=KUEUE_VERSION,
     )
     return policy, pools
 
@@ -92,7 +96,13 @@ def test_each_pools_capacity_is_assigned_exactly_once(
 def schemas(shared_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
     schemas = load_crd_schemas(shared_dir / "crds", ["kueue.x-k8s.io"])
     # Load the CEL runtime (it raises the recursion limit on import) before hypothesis starts measuring.
-    assert cel_problems(find(compile(SchedulingPolicy(), ()), "ResourceFlavor", "cpu-only"), schemas) == []
+    assert (
+        cel_problems(
+            find(compile(SchedulingPolicy(kueue_version=KUEUE_VERSION), ()), "ResourceFlavor", "cpu-only"),
+            schemas,
+        )
+        == []
+    )
     return schemas
 
 
