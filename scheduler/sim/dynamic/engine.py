@@ -54,7 +54,7 @@ from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
 from scheduler.sim.dynamic.report import Recorder, Result
 from scheduler.sim.policies import Context, Policy, make_policy
-from scheduler.sim.runner import _score
+from scheduler.sim.policies.base import score_nodes
 
 ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT, REQUEUE = range(6)
 WAITING, ADMITTED, RUNNING, DONE = range(4)
@@ -594,7 +594,7 @@ class Simulation:
             seen[0] = len(self.changed)
         todo = nodes[stale[nodes]]
         if len(todo):
-            got, share_gpu = _score(self.policy, s, todo, self.static, share)
+            got, share_gpu = score_nodes(self.policy, s, todo, self.static, share)
             score[todo] = got
             gpu[todo] = share_gpu if share_gpu is not None else 0
             stale[todo] = False
