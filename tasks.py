@@ -395,12 +395,14 @@ def _simulate_dynamic(
     provision: float,
     seeds: str,
 ) -> None:
-    """`invoke simulate --dynamic`: the stack's policy over time against the alternatives (infra.simulate.dynamic_report)."""
+    """`invoke simulate --dynamic`: the stack's policy over time against the alternatives
+    (scheduler.sim.dynamic.alternatives, infra.simulate.dynamic_report)."""
     from rich.progress import Progress
 
     from infra.errors import ConfigError
-    from infra.simulate.dynamic import ALTERNATIVES, stack_world
-    from infra.simulate.dynamic_report import print_comparison, run_comparison, to_json, write_dynamic_report
+    from infra.simulate.dynamic import stack_world
+    from infra.simulate.dynamic_report import print_comparison, to_json, write_dynamic_report
+    from scheduler.sim.dynamic.alternatives import names, run_comparison
     from scheduler.sim.errors import TraceError
     from scheduler.sim.timed_traces import read_timed_pods
 
@@ -431,10 +433,11 @@ def _simulate_dynamic(
     ]
     for line in context:
         console().print(line)
-    total = 2 * len(ALTERNATIVES)
+    approaches = names()
+    total = 2 * len(approaches)
     with Progress(console=console(), transient=True) as bar:
-        job = bar.add_task(f"{len(ALTERNATIVES)} approaches x with/without autoscaling", total=total)
-        results = run_comparison(world, on_done=lambda *_: bar.advance(job))
+        job = bar.add_task(f"{len(approaches)} approaches x with/without autoscaling", total=total)
+        results = run_comparison(world, approaches, on_done=lambda *_: bar.advance(job))
     print_comparison(console(), f"{spec.stack}: the promise over time, {Path(pods).name}", results)
     folder = Path(out) if out else BUILD / spec.stack / "sim-dynamic"
     for path in write_dynamic_report(
