@@ -1,4 +1,4 @@
-"""A stack's cluster and policy as the dynamic simulation replays them, and the alternatives it is compared with.
+"""A stack's cluster and policy as the dynamic simulation replays them.
 
 The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke simulate --dynamic`):
 
@@ -17,13 +17,15 @@ The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke sim
 - **The autoscaler**: pools start at `minSize` (hosts of an existing cluster are all up and never scale); a
   node takes the provisioning delay of its instance family to become Ready and goes after 10 minutes empty
   (the stack's `--scale-down-unneeded-time=10m`, Karpenter's `consolidateAfter: 10m`).
+
+The approaches this world is compared with (:mod:`scheduler.sim.dynamic.alternatives`) transform the world
+alone: what they need of the stack is already in it (pools' prices and provisioning delays, queues, settings).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,9 +35,8 @@ from infra.scheduling import pool_view, scheduler_inputs
 from infra.simulate.stack import placement_profile, route, stack_model
 from infra.spec import ClusterSpec
 from scheduler import compile as compile_policy
-from scheduler.fgd.model import Workload
 from scheduler.resources import gpu_resource
-from scheduler.sim.dynamic import Jobs, Pool, Queue, Result, Settings, World
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.errors import TraceError
 from scheduler.sim.timed_traces import TimedTrace
 
@@ -44,22 +45,6 @@ from scheduler.sim.timed_traces import TimedTrace
 # images), the lower for g-family. Override with `--provision-delay`.
 PROVISION_S = {"p": 900.0, "g": 600.0}
 SCALE_DOWN_UNNEEDED_S = 600.0
-ALTERNATIVES = (
-    "fifo-roundrobin",
-    "one-node-group",
-    "cheapest-gpu-first",
-    "static-partitions",
-    "kueue-mostallocated",
-    "kueue-fragmentationaware",
-)
-DESCRIPTIONS = {
-    "fifo-roundrobin": "one FIFO queue for everyone, round-robin over nodes",
-    "one-node-group": "every job on the largest node group",
-    "cheapest-gpu-first": "the stack's queues, cheapest GPU per hour first",
-    "static-partitions": "the stack's quotas, no borrowing",
-    "kueue-mostallocated": "the stack's queues, MostAllocated placement",
-    "kueue-fragmentationaware": "the stack's queues, fragmentation-aware placement (FGD)",
-}
 
 
 @dataclass(frozen=True)
@@ -210,78 +195,3 @@ def stack_world(
     )
     world = World(model.cluster, _pools(spec, model.cluster.gpu_model, provision_s), queues, jobs, settings)
     return DynamicInput(world, int((trace.workload.num_gpu == 0).sum()), stack_policy)
-
-
-def alternative(world: World, name: str, autoscale: bool) -> World:
-    """``world`` under one of the approaches people reach for first (see ALTERNATIVES / DESCRIPTIONS)."""
-    s = replace(world.settings, autoscale=autoscale)
-    pools = [p.name for p in world.pools]
-    if name == "fifo-roundrobin":
-        capacity = {p.name: world.capacity_units(p) for p in world.pools}
-        one = Queue("everyone", tuple(pools), capacity, {p: 0 for p in pools})
-        jobs = replace(world.jobs, queue=np.zeros(world.jobs.size, dtype=np.int64))
-        s = replace(s, policy="RoundRobin", policy_params={}, strict_fifo=True, preempt_lower_priority=False)
-        return replace(world, queues=(one,), jobs=jobs, settings=s)
-    if name == "one-node-group":
-        biggest = max(world.pools, key=lambda p: len(p.nodes) * world.gpus_per_node(p))
-        only = biggest.name
-        queues = tuple(
-            replace(q, flavors=(only,), nominal={only: sum(q.nominal.values())}, borrowing_limit={only: None})
-            for q in world.queues
-        )
-        wl = world.jobs.workload
-        workload = Workload(
-            names=wl.names,
-            cpu_milli=wl.cpu_milli,
-            memory_mib=wl.memory_mib,
-            num_gpu=wl.num_gpu,
-            gpu_milli=wl.gpu_milli,
-            gpu_spec=(only,) * wl.size,
-            source=wl.source,
-            rows=wl.rows,
-        )
-        jobs = replace(world.jobs, workload=workload)
-        return replace(
-            world, queues=queues, jobs=jobs, settings=replace(s, policy="MostAllocated", policy_params={})
-        )
-    if name == "cheapest-gpu-first":
-        price = {
-            p.name: (p.node_price_hour or 0.0) / max(world.gpus_per_node(p) * p.units_per_gpu, 1)
-            for p in world.pools
-        }
-        queues = tuple(
-            replace(q, flavors=tuple(sorted(q.flavors, key=lambda f: price[f]))) for q in world.queues
-        )
-        return replace(world, queues=queues, settings=replace(s, policy="MostAllocated", policy_params={}))
-    if name == "static-partitions":
-        queues = tuple(replace(q, borrowing_limit={f: 0 for f in q.flavors}) for q in world.queues)
-        return replace(world, queues=queues, settings=replace(s, policy="MostAllocated", policy_params={}))
-    if name == "kueue-mostallocated":  # the stack's own weights when it deploys MostAllocated
-        params = s.policy_params if s.policy == "MostAllocated" else {}
-        return replace(world, settings=replace(s, policy="MostAllocated", policy_params=params))
-    if name == "kueue-fragmentationaware":
-        return replace(world, settings=replace(s, policy="FGD", policy_params={}))
-    raise ValueError(f"unknown alternative {name!r}; choose from {', '.join(ALTERNATIVES)}")
-
-
-def comparison_rows(results: dict[tuple[str, bool], Result]) -> list[dict[str, Any]]:
-    """One row per (alternative, autoscaling) for the table and JSON."""
-    rows = []
-    for key, r in results.items():
-        name, scaled = key
-        rows.append(
-            {
-                "approach": name,
-                "autoscaling": scaled,
-                "wait_p50_min": round(r.wait_p50_s / 60, 1),
-                "wait_p95_min": round(r.wait_p95_s / 60, 1),
-                "blocked_idle_gpu_h": round(r.blocked_idle_gpu_hours, 1),
-                "utilisation_pct": round(100 * r.utilisation_ready, 1),
-                "preemptions": r.preemptions,
-                "preempted_gpu_h": round(r.preempted_gpu_hours, 1),
-                "never_started": r.never_started,
-                "node_hours": round(r.node_hours, 1),
-                "cost_usd": None if r.cost is None else round(r.cost, 0),
-            }
-        )
-    return rows

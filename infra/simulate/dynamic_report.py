@@ -1,25 +1,24 @@
-"""`invoke simulate --dynamic`: run the stack's policy and the alternatives over time, print, write, plot.
+"""`invoke simulate --dynamic`: the comparison of the stack's policy and the alternatives over time, as rows,
+a table, JSON, a report and plots.
 
-The comparison runs every approach of :data:`infra.simulate.dynamic.ALTERNATIVES` twice, with the
-autoscaler (pools from `minSize`, nodes after their provisioning delay) and without (every node up all the
-time), on the same trace, teams and seed. The table puts the numbers a platform owner defends side by side;
-`report.md` adds per-team rows and two plots (allocated GPUs and waiting jobs over time; wait distributions).
+The comparison (:func:`scheduler.sim.dynamic.alternatives.run_comparison`) runs every registered approach
+twice, with the autoscaler (pools from `minSize`, nodes after their provisioning delay) and without (every node
+up all the time), on the same trace, teams and seed. The table puts the numbers a platform owner defends side
+by side; `report.md` adds per-team rows and two plots (allocated GPUs and waiting jobs over time, for the
+approaches registered as plotted and the stack's own; wait distributions).
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from infra.simulate.dynamic import ALTERNATIVES, DESCRIPTIONS, alternative, comparison_rows
 from infra.tables import print_table
-from scheduler.sim.dynamic import Result, World, simulate
+from scheduler.sim.dynamic import Result
+from scheduler.sim.dynamic.alternatives import REGISTRY
 
 HEAD = (
     "approach",
@@ -36,25 +35,30 @@ HEAD = (
 )
 
 
-def run_comparison(
-    world: World,
-    approaches: tuple[str, ...] = ALTERNATIVES,
-    on_done: Callable[[str, bool, Result], None] | None = None,
-) -> dict[tuple[str, bool], Result]:
-    """Every approach with and without autoscaling; each result's ``seconds`` is its wall time."""
-    results: dict[tuple[str, bool], Result] = {}
-    for name in approaches:
-        for scaled in (True, False):
-            start = time.perf_counter()
-            result = simulate(alternative(world, name, scaled))
-            result = replace(result, label=name, seconds=time.perf_counter() - start)
-            results[(name, scaled)] = result
-            if on_done is not None:
-                on_done(name, scaled, result)
-    return results
+def comparison_rows(results: dict[tuple[str, bool], Result]) -> list[dict[str, Any]]:
+    """One row per (alternative, autoscaling) for the table and JSON."""
+    rows = []
+    for key, r in results.items():
+        name, scaled = key
+        rows.append(
+            {
+                "approach": name,
+                "autoscaling": scaled,
+                "wait_p50_min": round(r.wait_p50_s / 60, 1),
+                "wait_p95_min": round(r.wait_p95_s / 60, 1),
+                "blocked_idle_gpu_h": round(r.blocked_idle_gpu_hours, 1),
+                "utilisation_pct": round(100 * r.utilisation_ready, 1),
+                "preemptions": r.preemptions,
+                "preempted_gpu_h": round(r.preempted_gpu_hours, 1),
+                "never_started": r.never_started,
+                "node_hours": round(r.node_hours, 1),
+                "cost_usd": None if r.cost is None else round(r.cost, 0),
+            }
+        )
+    return rows
 
 
-def _cells(row: dict[str, Any]) -> list[str]:
+def row_cells(row: dict[str, Any]) -> list[str]:
     cost = row["cost_usd"]
     return [
         row["approach"],
@@ -73,7 +77,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
 
 def print_comparison(console: Console, title: str, results: dict[tuple[str, bool], Result]) -> None:
     rows = comparison_rows(results)
-    print_table(console, title, list(HEAD), [_cells(r) for r in rows], key=2)
+    print_table(console, title, list(HEAD), [row_cells(r) for r in rows], key=2)
 
 
 def to_json(results: dict[tuple[str, bool], Result], context: dict[str, Any]) -> str:
@@ -93,9 +97,8 @@ def _plots(results: dict[tuple[str, bool], Result], folder: Path, stack_policy: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [
-        a for a in ("fifo-roundrobin", "static-partitions", stack_policy) if any(k[0] == a for k in results)
-    ]
+    plotted = [a.name for a in REGISTRY.values() if a.plotted]
+    shown = [a for a in dict.fromkeys([*plotted, stack_policy]) if any(k[0] == a for k in results)]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     for name in shown:
         r = results.get((name, True))
@@ -149,9 +152,9 @@ def write_dynamic_report(
     plots = _plots(results, folder, stack_policy)
     lines = [f"# Dynamic simulation: {title}", "", *[f"- {c}" for c in context], "", "## Comparison", ""]
     lines += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-    lines += ["| " + " | ".join(_cells(r)) + " |" for r in comparison_rows(results)]
+    lines += ["| " + " | ".join(row_cells(r)) + " |" for r in comparison_rows(results)]
     lines += ["", "Approaches:", ""] + [
-        f"- `{a}`: {DESCRIPTIONS[a]}" for a in ALTERNATIVES if any(k[0] == a for k in results)
+        f"- `{a.name}`: {a.description}" for a in REGISTRY.values() if any(k[0] == a.name for k in results)
     ]
     own = results.get((stack_policy, True))
     if own is not None:

@@ -18,12 +18,13 @@ from rich.console import Console
 from rich.progress import Progress
 
 from infra.errors import ConfigError
-from infra.simulate.dynamic import ALTERNATIVES, stack_world
-from infra.simulate.dynamic_report import print_comparison, run_comparison, to_json, write_dynamic_report
+from infra.simulate.dynamic import stack_world
+from infra.simulate.dynamic_report import print_comparison, to_json, write_dynamic_report
 from infra.simulate.report import print_summary, print_twin_runs
 from infra.simulate.stack import route, stack_model
 from infra.spec import ClusterSpec
 from scheduler import sim
+from scheduler.sim.dynamic.alternatives import names, run_comparison
 from scheduler.sim.errors import TraceError
 from scheduler.sim.protocol import describe_pod, unhostable_pods
 from scheduler.sim.report import write_json, write_report
@@ -294,10 +295,11 @@ def simulate_over_time(
     ]
     for line in context:
         console.print(line)
-    total = 2 * len(ALTERNATIVES)
+    approaches = names()
+    total = 2 * len(approaches)
     with Progress(console=console, transient=True) as bar:
-        job = bar.add_task(f"{len(ALTERNATIVES)} approaches x with/without autoscaling", total=total)
-        results = run_comparison(world, on_done=lambda *_: bar.advance(job))
+        job = bar.add_task(f"{len(approaches)} approaches x with/without autoscaling", total=total)
+        results = run_comparison(world, approaches, on_done=lambda *_: bar.advance(job))
     print_comparison(console, f"{spec.stack}: the promise over time, {Path(req.pods).name}", results)
     folder = Path(req.out) if req.out else build / spec.stack / "sim-dynamic"
     for path in write_dynamic_report(

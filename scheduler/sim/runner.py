@@ -23,7 +23,7 @@ from scheduler.fgd.model import Cluster, Workload
 from scheduler.fgd.shapes import build_shapes, target_workload
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.policies import Context, Policy, make_policy
-from scheduler.sim.policies.base import least_free_fitting_gpu, make_batch
+from scheduler.sim.policies.base import score_nodes
 from scheduler.sim.protocol import (
     INFLATION,
     bucket_curve,
@@ -125,7 +125,7 @@ def replay(
         stale_row, row = stale[s], scores[s]
         todo = stale_row.nonzero()[0]
         if len(todo):
-            score, gpu = _score(pol, s, todo, static, is_share[s])
+            score, gpu = score_nodes(pol, s, todo, static, is_share[s])
             row[todo] = score
             if gpu is not None:
                 share_gpu[s][todo] = gpu
@@ -218,37 +218,6 @@ def run_one(
         seconds=round(time.perf_counter() - start, 4),
         unhostable=never,
     )
-
-
-DEDUPE_MIN = 48  # batches at least this large score one node per group of identical nodes
-_HASH = np.random.default_rng(0).integers(1, 2**62, size=64, dtype=np.int64) | 1
-
-
-def _score(pol: Policy, s: int, nodes: np.ndarray, static: np.ndarray, share: bool) -> tuple[np.ndarray, Any]:
-    """Scores (-1 where infeasible) and sharing GPU choices of shape ``s`` on ``nodes``."""
-    inverse = None
-    if pol.dedupe and len(nodes) >= DEDUPE_MIN:
-        st = pol.ctx.state
-        columns = [static[nodes], st.free_cpu[nodes, None], st.free_mem[nodes, None], st.free_gpu[nodes]]
-        extra = pol.node_state(nodes)
-        if extra is not None:
-            columns.append(extra)
-        rows = np.hstack(columns)
-        key = rows @ _HASH[: rows.shape[1]]  # wraps on overflow; equal rows give equal keys
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        if np.array_equal(rows, rows[first][inverse]):  # no hash collision: group exactly
-            nodes = nodes[first]
-        else:
-            inverse = None
-    batch = make_batch(pol.ctx, s, nodes)
-    score, gpu = pol.score(batch)
-    score = np.where(batch.feasible, score, -1)
-    if share and gpu is None and pol.uses_share_gpu:
-        gpu = least_free_fitting_gpu(batch)
-    if inverse is not None:
-        inverse = inverse.reshape(-1)
-        return score[inverse], (gpu[inverse] if gpu is not None else None)
-    return score, gpu
 
 
 def _run_task(args: tuple[Cluster, Workload, str, int, dict[str, Any] | None, ShareRule]) -> RunResult:

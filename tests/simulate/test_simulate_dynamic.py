@@ -4,11 +4,18 @@ bad traces refused with file and row (exit 2)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from infra.simulate.dynamic import ALTERNATIVES, stack_world
+from infra.simulate.dynamic import stack_world
+from infra.simulate.dynamic_report import comparison_rows, to_json
+from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
+from scheduler.sim.dynamic.alternatives import REGISTRY, names, register, run_comparison
 from scheduler.sim.errors import TraceError
 from scheduler.sim.timed_traces import read_timed_pods
 from tests.conftest import load_example
@@ -73,7 +80,7 @@ def test_dynamic_run_writes_table_report_plots_and_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "d.json").read_text())
     approaches = {(r["approach"], r["autoscaling"]) for r in data["comparison"]}
-    assert approaches == {(a, s) for a in ALTERNATIVES for s in (True, False)}
+    assert approaches == {(a, s) for a in names() for s in (True, False)}
     for run in data["runs"]:
         assert run["started"] + run["never_started"] + run["unhostable"] == 40
     assert (
@@ -133,4 +140,56 @@ def test_the_docs_quote_the_benchmarks_table() -> None:
     table = [line for line in bench.splitlines() if line.startswith("|")]
     docs = (ROOT / "docs" / "simulation.md").read_text()
     assert "\n".join(table) in docs
-    assert {row.split("|")[1].strip() for row in table[2:]} == set(ALTERNATIVES)
+    assert {row.split("|")[1].strip() for row in table[2:]} == set(names())
+
+
+def _tiny_world() -> World:
+    """Two teams of 4 GPUs nominal on two 4-GPU nodes; team 0 asks 6 GPUs at t=0 (it borrows 2)."""
+    cluster = Cluster.build(["a-0", "a-1"], [64000] * 2, [262144] * 2, [4] * 2, ["a"] * 2)
+    workload = Workload.build([1000] * 3, [1024] * 3, [4, 2, 2], [MILLI] * 3, ["a"] * 3)
+    jobs = Jobs(
+        arrival=np.array([0.0, 0.0, 10.0]),
+        duration=np.array([100.0, 100.0, 50.0]),
+        pods=np.array([1, 1, 1]),
+        queue=np.array([0, 0, 1]),
+        priority=np.array([100, 100, 100]),
+        workload=workload,
+    )
+    queues = (Queue("a-team", ("a",), {"a": 4}), Queue("b-team", ("a",), {"a": 4}))
+    return World(cluster, (Pool("a", (0, 1), min_nodes=1, provision_s=60),), queues, jobs, Settings())
+
+
+@pytest.fixture
+def one_queue_no_preemption() -> Iterator[str]:
+    """A throwaway alternative, registered for one test and unregistered after it."""
+    name = "one-queue-no-preemption"
+
+    @register(name, "one queue for everyone, no preemption")
+    def transform(world: World) -> World:
+        capacity = {p.name: world.capacity_units(p) for p in world.pools}
+        one = Queue("everyone", tuple(capacity), capacity)
+        jobs = replace(world.jobs, queue=np.zeros(world.jobs.size, dtype=np.int64))
+        settings = replace(world.settings, reclaim_within_cohort=False, preempt_lower_priority=False)
+        return replace(world, queues=(one,), jobs=jobs, settings=settings)
+
+    yield name
+    del REGISTRY[name]
+
+
+def test_a_registered_alternative_joins_the_comparison(one_queue_no_preemption: str) -> None:
+    """Adding an approach is one registered function: it runs with and without autoscaling, and its rows reach
+    the table and JSON, beside every other approach."""
+    results = run_comparison(_tiny_world())
+    assert set(results) == {(a, s) for a in names() for s in (True, False)}
+    assert names()[-1] == one_queue_no_preemption
+    ours = results[(one_queue_no_preemption, False)]
+    assert ours.label == one_queue_no_preemption and ours.started == 3 and ours.preemptions == 0
+    assert [t.team for t in ours.teams] == ["everyone"]
+    rows = [r for r in comparison_rows(results) if r["approach"] == one_queue_no_preemption]
+    assert [r["autoscaling"] for r in rows] == [True, False]
+    assert one_queue_no_preemption in to_json(results, {})
+
+
+def test_an_alternative_name_is_registered_once() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register("fifo-roundrobin", "again")(lambda world: world)

@@ -1,4 +1,4 @@
-"""The policy interface and registry.
+"""The policy interface, the scoring call both simulators make (:func:`score_nodes`), and the registry.
 
 A policy scores one pod shape on a batch of nodes at once (vectorised over nodes): integer scores, -1 where
 the shape does not fit, and for GPU-sharing shapes the GPU it would use. The replay loop keeps these in a
@@ -160,6 +160,44 @@ class Policy:
 
     def placed(self, node: int, s: int) -> None:
         """Called after a pod of shape ``s`` was placed on ``node`` (for policies with their own state)."""
+
+
+DEDUPE_MIN = 48  # batches at least this large score one node per group of identical nodes
+_HASH = np.random.default_rng(0).integers(1, 2**62, size=64, dtype=np.int64) | 1
+
+
+def score_nodes(
+    pol: Policy, s: int, nodes: np.ndarray, static: np.ndarray, share: bool
+) -> tuple[np.ndarray, Any]:
+    """Scores (-1 where infeasible) and sharing GPU choices of shape ``s`` on ``nodes``: the one scoring call the
+    placement replay and the dynamic simulation share.
+
+    ``static`` holds each node's fixed columns (milli-CPU, MiB, GPUs, GPU model). A policy that sets ``dedupe``
+    is asked once per group of identical nodes in a batch of at least DEDUPE_MIN (same fixed columns, free
+    resources and ``node_state``), the group's score copied to its other nodes."""
+    inverse = None
+    if pol.dedupe and len(nodes) >= DEDUPE_MIN:
+        st = pol.ctx.state
+        columns = [static[nodes], st.free_cpu[nodes, None], st.free_mem[nodes, None], st.free_gpu[nodes]]
+        extra = pol.node_state(nodes)
+        if extra is not None:
+            columns.append(extra)
+        rows = np.hstack(columns)
+        key = rows @ _HASH[: rows.shape[1]]  # wraps on overflow; equal rows give equal keys
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        if np.array_equal(rows, rows[first][inverse]):  # no hash collision: group exactly
+            nodes = nodes[first]
+        else:
+            inverse = None
+    batch = make_batch(pol.ctx, s, nodes)
+    score, gpu = pol.score(batch)
+    score = np.where(batch.feasible, score, -1)
+    if share and gpu is None and pol.uses_share_gpu:
+        gpu = least_free_fitting_gpu(batch)
+    if inverse is not None:
+        inverse = inverse.reshape(-1)
+        return score[inverse], (gpu[inverse] if gpu is not None else None)
+    return score, gpu
 
 
 REGISTRY: dict[str, type[Policy]] = {}
