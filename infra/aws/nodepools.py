@@ -15,8 +15,7 @@ from infra.aws import launch_template as lt
 from infra.aws.tags import autoscaler_tags, scale_down_options
 from infra.aws.userdata import node_user_data
 from infra.errors import ConfigError
-from infra.pools import pool_zones
-from infra.rules import SYSTEM_GROUP
+from infra.pools import SYSTEM_GROUP, pool_zones
 from infra.scheduling import ACCELERATOR_LABEL, node_group_name, pool_view
 from infra.spec import ClusterSpec, NodePool
 from scheduler.model import PoolView
