@@ -14,7 +14,7 @@ TEAMS = "gpufleet:teams"
 
 
 def suggest(value: str, choices: list[str]) -> str:
-    """ "; did you mean …?" with up to three close matches, or nothing."""
+    """A "; did you mean …?" hint naming up to three close matches, or "" when none is close."""
     close = difflib.get_close_matches(value, choices, n=3, cutoff=0.6)
     return f"; did you mean {', '.join(close)}?" if close else ""
 
