@@ -11,6 +11,10 @@ Sources (checked 2026-11-30 against stored copies of public material, not a live
   the AWS "network cards" docs; p5.4xlarge 1 from EFA DRA driver fixtures.
 - MIG profiles and instances per GPU: NVIDIA go-nvml `pkg/nvml/mock/shared/gpus/{a100,h200,b200}.go` and the
   NVIDIA MIG user guide ("Supported MIG Profiles").
+- NVML product names (what `nvidia-smi --query-gpu=name` prints; GPU feature discovery's `nvidia.com/gpu.product`
+  label is the same name with spaces as dashes, e.g. "NVIDIA-H100-80GB-HBM3" in the GPU operator docs' label
+  examples): the names each model reports on AWS.
+- Provisioning delays: the docs' "a cold GPU node takes 10-15 minutes to join" (docs/aws.md), per family.
 - Quota codes: Service Quotas codes for EC2 vCPU buckets (On-Demand and Spot).
 - Prices: EC2 On-Demand, US East (N. Virginia), Linux, USD/hour, from the AWS Price List values quoted in public
   code dated 2026 (after the June 2025 P4/P5 price cuts): p4d 21.95764, p4de 27.44705, p5.48xlarge 55.04,
@@ -51,12 +55,25 @@ class GpuModel:
 
     name: str  # our canonical name, used in specs (gpuModel) and labels
     memory_gib: int
+    product: str  # the NVML product name (nvidia-smi's GPU name), e.g. "NVIDIA H100 80GB HBM3"
     mig_profiles: tuple[tuple[str, int], ...] = ()  # (profile, instances per GPU) for MIG-capable GPUs
 
     @property
     def label(self) -> str:
         """Value for the `k8s.amazonaws.com/accelerator` node label."""
         return "nvidia-" + self.name.lower()
+
+    @property
+    def product_label(self) -> str:
+        """Value of GPU feature discovery's `nvidia.com/gpu.product` node label: the product, spaces as dashes."""
+        return self.product.replace(" ", "-")
+
+
+def product_match(gpu_model: str) -> str:
+    """What every NVML product name of a `gpuModel` (given in any case) contains, for a substring check of
+    nvidia-smi's GPU name: the part before the first dash, upper case ("A100-80GB" -> "A100": nvidia-smi names
+    it "NVIDIA A100-SXM4-80GB"; "l40s" -> "L40S")."""
+    return gpu_model.split("-")[0].upper()
 
 
 # Memory-only profiles; the single-instance `+me` (media extension) variants are left out.
@@ -68,16 +85,17 @@ _MIG_B200 = (("1g.23gb", 7), ("1g.45gb", 4), ("2g.45gb", 3), ("3g.90gb", 2), ("4
 GPU_MODELS: dict[str, GpuModel] = {
     m.name: m
     for m in (
-        GpuModel("A100-40GB", 40, _MIG_A100_40),
-        GpuModel("A100-80GB", 80, _MIG_80),
-        GpuModel("H100", 80, _MIG_80),
-        GpuModel("H200", 141, _MIG_H200),
-        GpuModel("B200", 180, _MIG_B200),  # 180 GB HBM3e (AWS: 1440 GB per p6-b200; nvidia-smi ~179 GiB)
-        GpuModel("A10G", 24),
-        GpuModel("L4", 24),
-        GpuModel("L40S", 48),
-        GpuModel("T4", 16),
-        GpuModel("T4G", 16),
+        GpuModel("A100-40GB", 40, "NVIDIA A100-SXM4-40GB", _MIG_A100_40),
+        GpuModel("A100-80GB", 80, "NVIDIA A100-SXM4-80GB", _MIG_80),
+        GpuModel("H100", 80, "NVIDIA H100 80GB HBM3", _MIG_80),
+        GpuModel("H200", 141, "NVIDIA H200", _MIG_H200),
+        # 180 GB HBM3e (AWS: 1440 GB per p6-b200; nvidia-smi ~179 GiB)
+        GpuModel("B200", 180, "NVIDIA B200", _MIG_B200),
+        GpuModel("A10G", 24, "NVIDIA A10G"),
+        GpuModel("L4", 24, "NVIDIA L4"),
+        GpuModel("L40S", 48, "NVIDIA L40S"),
+        GpuModel("T4", 16, "Tesla T4"),
+        GpuModel("T4G", 16, "NVIDIA T4G"),
     )
 }
 
@@ -231,6 +249,14 @@ CATALOG: dict[str, InstanceType] = {t.name: t for t in (*_GPU_TYPES, *_CPU_TYPES
 
 HOURS_PER_MONTH = 730
 
+# Seconds from the autoscaler's decision to a Ready GPU node, per instance family: the upper end of "10-15
+# minutes" for the large p-family nodes (EFA, 8 GPUs, larger images), the lower for the g-family.
+PROVISION_DELAY_S: dict[str, float] = {
+    **dict.fromkeys(("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"), 900.0),
+    **dict.fromkeys(("g4dn", "g5", "g5g", "g6", "g6e"), 600.0),
+}
+DEFAULT_PROVISION_DELAY_S = 600.0  # a family not listed (the CPU types)
+
 
 def lookup(name: str) -> InstanceType | None:
     return CATALOG.get(name)
@@ -242,3 +268,8 @@ def gpu_instance_names() -> list[str]:
 
 def cpu_instance_names() -> list[str]:
     return sorted(n for n, t in CATALOG.items() if not t.gpus)
+
+
+def provision_delay_s(family: str) -> float:
+    """Seconds a new node of an instance family (`InstanceType.family`, e.g. "p5") takes to become Ready."""
+    return PROVISION_DELAY_S.get(family, DEFAULT_PROVISION_DELAY_S)

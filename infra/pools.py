@@ -1,12 +1,15 @@
-"""Facts about Karpenter pools that the spec rules, the builders, plan and preflight share.
+"""Which pools are which: the system pool's node group, pool zones, and which pools Karpenter provisions; facts
+that the spec rules, the builders, plan and preflight share.
 
-Kept free of the AWS builders (and so of `infra.rules`), because the spec rules import it.
+Kept free of the AWS builders (and so of the spec rules), because the spec rules import it.
 """
 
 from __future__ import annotations
 
 from infra import catalog
 from infra.spec import ClusterSpec, NodePool
+
+SYSTEM_GROUP = "system"  # the system pool's node group name
 
 
 def one_zone_pool(pool: NodePool) -> bool:

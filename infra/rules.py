@@ -3,26 +3,26 @@
 `check_spec` returns the spec with facts resolved from the catalog (GPU model and GPUs per node of AWS pools,
 sizes of host groups, per-minor version pins), so consumers never look them up again. Every problem names its
 key path and what is accepted; all problems are reported at once.
+
+This module composes the rules and holds those common to every platform and pool; each domain keeps its own
+(`infra.aws.rules`, `infra.existing.rules`, `infra.monitoring.rules`, `infra.aws.karpenter.rules`,
+`infra.slurm.site.slurm_problems`, and the scheduler compiler's input checks, `scheduler.checks`).
 """
 
 from __future__ import annotations
 
-import difflib
-import functools
-from collections import Counter
-
 from infra import catalog
-from infra.aws.addons.registries import eks_addon_registry
-from infra.aws.karpenter.rules import karpenter_odcr, karpenter_problems
-from infra.aws.scheduler_config import EKS_SCHEDULER_RESOURCES
+from infra.aws.karpenter.rules import karpenter_problems
+from infra.aws.rules import aws_cluster_problems, aws_pool, aws_problems
 from infra.errors import ConfigError
-from infra.gpu_stack.gpu_operator import arm64_gpu_pool_problems
-from infra.pools import karpenter_managed, one_zone_pool
+from infra.existing.rules import existing_cluster_problems, existing_pool
+from infra.monitoring.rules import monitoring_problems
+from infra.pools import karpenter_managed
+from infra.problems import NP, TEAMS, check_sizes, duplicates
 from infra.scheduling import (
     ACCELERATOR_LABEL,
     GPU_MODEL_LABEL,
     GPU_PRESENT_LABEL,
-    node_group_name,
     scheduler_inputs,
     topology_levels,
 )
@@ -42,212 +42,12 @@ RESERVED_LABELS = (
     GPU_MODEL_LABEL,
 )
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."  # the GPU operator's per-node operand switches
-NP = "gpufleet:nodePools"
-TEAMS = "gpufleet:teams"
-
-
-def _suggest(value: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(value, choices, n=3, cutoff=0.6)
-    return f"; did you mean {', '.join(close)}?" if close else ""
-
-
-def _duplicates(values: list[str]) -> set[str]:
-    return {v for v, n in Counter(values).items() if n > 1}
-
-
-def _aws_pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> NodePool:
-    at = f"{NP}[{i}]"
-    for key, value in (
-        ("hosts", pool.hosts),
-        ("gpuModel", pool.gpu_model),
-        ("gpusPerNode", pool.gpus_per_node),
-    ):
-        if value is not None:
-            problems.append(f"{at}.{key}: only for platform existing; on aws it comes from instanceType")
-    if pool.instance_types is not None:
-        pool = _instance_types(at, pool, problems)
-    if pool.instance_type is None:
-        if pool.instance_types is None:
-            problems.append(
-                f"{at}.instanceType: required key is missing (a GPU instance type, e.g. g6e.xlarge)"
-            )
-        return pool
-    itype = catalog.lookup(pool.instance_type)
-    if itype is None:
-        problems.append(
-            f"{at}.instanceType: {pool.instance_type!r} is not in the catalog"
-            + _suggest(pool.instance_type, catalog.gpu_instance_names())
-            + f" (accepted: {', '.join(catalog.gpu_instance_names())})"
-        )
-        return pool
-    if not itype.gpus:
-        problems.append(
-            f"{at}.instanceType: {itype.name!r} has no GPUs; put CPU capacity in gpufleet:systemPool"
-        )
-        return pool
-    if pool.efa and not itype.efa_interfaces:
-        efa_types = [n for n in catalog.gpu_instance_names() if catalog.CATALOG[n].efa_interfaces]
-        problems.append(f"{at}.efa: {itype.name} has no EFA interfaces; EFA-capable: {', '.join(efa_types)}")
-    if pool.max_size is None:
-        problems.append(f"{at}.maxSize: required key is missing")
-    _capacity_block(at, pool, spec, problems)
-    _zones(at, pool, spec, problems)
-    return pool.model_copy(update={"gpu_model": itype.gpu_model, "gpus_per_node": itype.gpus})
-
-
-def _instance_types(at: str, pool: NodePool, problems: list[str]) -> NodePool:
-    """`instanceTypes`: several types of one GPU model and count (EKS managed node groups take a list; Spot
-    pools draw on several capacity pools). The flavor is sized from the smallest type, so a quota never
-    promises CPU or memory that one of the types lacks."""
-    listed = list(pool.instance_types or [])
-    if pool.capacity_type == "CAPACITY_BLOCK":
-        problems.append(f"{at}.instanceTypes: a capacity block reserves one instance type; use instanceType")
-        return pool
-    if not listed:
-        problems.append(f"{at}.instanceTypes: give at least one GPU instance type, or use instanceType")
-        return pool
-    for dup in sorted(_duplicates(listed)):
-        problems.append(f"{at}.instanceTypes: {dup!r} is listed twice")
-    # `instanceType` beside `instanceTypes` is one more allowed type (listed first), not a second meaning.
-    names = list(dict.fromkeys([*([pool.instance_type] if pool.instance_type else []), *listed]))
-
-    def where(name: str) -> str:
-        return f"{at}.instanceTypes[{listed.index(name)}]" if name in listed else f"{at}.instanceType"
-
-    types = []
-    for name in names:
-        itype = catalog.lookup(name)
-        if itype is None or not itype.gpus:
-            problems.append(
-                f"{where(name)}: {name!r} is not a GPU instance type in the catalog"
-                + _suggest(name, catalog.gpu_instance_names())
-            )
-            return pool
-        types.append(itype)
-    first = types[0]
-    for itype in types[1:]:
-        if (itype.gpu_model, itype.gpus, itype.arch) != (first.gpu_model, first.gpus, first.arch):
-            problems.append(
-                f"{where(itype.name)}: {itype.name} has {itype.gpus} x {itype.gpu_model} ({itype.arch}), "
-                f"{first.name} has {first.gpus} x {first.gpu_model} ({first.arch}); one pool is one GPU model "
-                "and count on one architecture"
-            )
-        elif pool.efa and itype.efa_interfaces != first.efa_interfaces:
-            problems.append(
-                f"{where(itype.name)}: {itype.name} has {itype.efa_interfaces} EFA interfaces, "
-                f"{first.name} has {first.efa_interfaces}; an EFA pool needs the same count on every type"
-            )
-    smallest = min(types, key=lambda t: (t.vcpus, t.memory_gib))
-    return pool.model_copy(update={"instance_type": smallest.name, "instance_types": names})
-
-
-def _capacity_block(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
-    if pool.capacity_type == "CAPACITY_BLOCK":
-        if not pool.capacity_reservation_id:
-            problems.append(
-                f"{at}.capacityReservationId: required for CAPACITY_BLOCK (e.g. cr-0123456789abcdef0)"
-            )
-    elif pool.capacity_reservation_id is not None and not karpenter_odcr(spec, pool):
-        # (an On-Demand Capacity Reservation is allowed under Karpenter, which uses it first)
-        problems.append(
-            f"{at}.capacityReservationId: only for capacityType CAPACITY_BLOCK (got {pool.capacity_type})"
-        )
-
-
-def _zones(at: str, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
-    """`availabilityZone` for one-zone pools (required there), `availabilityZones` for the others."""
-    cluster_zones = spec.availability_zones
-    accepted = f"the cluster's zones: {', '.join(cluster_zones)}"
-    if one_zone_pool(pool):
-        why = (
-            "CAPACITY_BLOCK (the reservation's zone)"
-            if pool.capacity_type == "CAPACITY_BLOCK"
-            else ("efa pools (a cluster placement group is in one zone)")
-        )
-        if pool.availability_zones is not None:
-            problems.append(f"{at}.availabilityZones: {why} use one zone; set availabilityZone instead")
-        if not pool.availability_zone:
-            problems.append(f"{at}.availabilityZone: required for {why}; one of {accepted}")
-        elif pool.availability_zone not in cluster_zones:
-            problems.append(f"{at}.availabilityZone: {pool.availability_zone!r} is not one of {accepted}")
-        return
-    if pool.availability_zone is not None:
-        problems.append(
-            f"{at}.availabilityZone: only for capacityType CAPACITY_BLOCK or efa pools; "
-            "use availabilityZones for a list"
-        )
-    if pool.availability_zones is None:
-        return
-    if not pool.availability_zones:
-        problems.append(f"{at}.availabilityZones: give at least one zone, or remove the key")
-    for j, zone in enumerate(pool.availability_zones):
-        if zone not in cluster_zones:
-            where = f"not in region {spec.region}" if not zone.startswith(spec.region or "") else "not"
-            problems.append(
-                f"{at}.availabilityZones[{j}]: {zone!r} is {where} one of {accepted} "
-                "(a pool's nodes use the cluster's subnets)"
-            )
-    for dup in sorted(_duplicates(list(pool.availability_zones))):
-        problems.append(f"{at}.availabilityZones: {dup!r} is listed twice")
-
-
-def _existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
-    at = f"{NP}[{i}]"
-    if pool.instance_type is not None:
-        problems.append(
-            f"{at}.instanceType: only for platform aws; on existing give hosts, gpuModel, gpusPerNode"
-        )
-    if pool.efa:
-        problems.append(f"{at}.efa: only for platform aws")
-    if pool.capacity_type != "ON_DEMAND" or pool.capacity_reservation_id or pool.availability_zone:
-        problems.append(f"{at}.capacityType: only for platform aws")
-    for key, names in (
-        ("instanceTypes", pool.instance_types),
-        ("availabilityZones", pool.availability_zones),
-    ):
-        if names is not None:
-            problems.append(f"{at}.{key}: only for platform aws")
-    if not pool.hosts:
-        problems.append(f"{at}.hosts: required for platform existing: a non-empty list of host names")
-    elif dup := _duplicates(pool.hosts):
-        problems.append(f"{at}.hosts: duplicate host names: {', '.join(sorted(dup))}")
-    if pool.gpu_model is None:
-        problems.append(
-            f"{at}.gpuModel: required for platform existing (accepted: {', '.join(catalog.GPU_MODELS)})"
-        )
-    elif pool.gpu_model not in catalog.GPU_MODELS:
-        problems.append(
-            f"{at}.gpuModel: {pool.gpu_model!r} is unknown; accepted: {', '.join(catalog.GPU_MODELS)}"
-            + _suggest(pool.gpu_model, list(catalog.GPU_MODELS))
-        )
-    if pool.gpus_per_node is None:
-        problems.append(f"{at}.gpusPerNode: required for platform existing")
-    n = len(pool.hosts or [])
-    for key, value in (
-        ("minSize", pool.min_size),
-        ("desiredSize", pool.desired_size),
-        ("maxSize", pool.max_size),
-    ):
-        if value is not None and value != n:
-            problems.append(f"{at}.{key}: host groups have exactly len(hosts) = {n} nodes; remove {key}")
-    return pool.model_copy(update={"min_size": n, "desired_size": n, "max_size": n})
-
-
-def _sizes(at: str, lo: int | None, want: int | None, hi: int | None, problems: list[str]) -> None:
-    lo, hi = lo or 0, hi if hi is not None else 0
-    want = lo if want is None else want
-    if not lo <= want <= hi:
-        problems.append(
-            f"{at}: sizes must satisfy minSize <= desiredSize <= maxSize (got {lo} <= {want} <= {hi})"
-        )
-    if hi < 1:
-        problems.append(f"{at}.maxSize: must be at least 1")
 
 
 def _pool_common(i: int, pool: NodePool, problems: list[str]) -> None:
     at = f"{NP}[{i}]"
     if pool.max_size is not None:
-        _sizes(at, pool.min_size, pool.desired_size, pool.max_size, problems)
+        check_sizes(at, pool.min_size, pool.desired_size, pool.max_size, problems)
     for key in pool.labels:
         if key in RESERVED_LABELS or key.startswith(DEPLOY_LABEL_PREFIX):
             problems.append(f"{at}.labels.{key}: set by gpufleet; remove it")
@@ -269,117 +69,12 @@ def _pool_common(i: int, pool: NodePool, problems: list[str]) -> None:
             )
 
 
-def _system_pool(spec: ClusterSpec, problems: list[str]) -> None:
-    sp, at = spec.system_pool, "gpufleet:systemPool"
-    itype = catalog.lookup(sp.instance_type)
-    if itype is None or itype.gpus:
-        problems.append(
-            f"{at}.instanceType: {sp.instance_type!r} is not a CPU type in the catalog; "
-            f"accepted: {', '.join(catalog.cpu_instance_names())}"
-        )
-    _sizes(at, sp.min_size, sp.desired_size, sp.max_size, problems)
-
-
 def _lending(spec: ClusterSpec, problems: list[str]) -> None:
     for i, team in enumerate(spec.teams):
         quota_max = max(team.quotas.values(), default=0)
         if team.lending_limit is not None and team.lending_limit > quota_max:
             problems.append(
                 f"{TEAMS}[{i}].lendingLimit: {team.lending_limit} exceeds the team's largest quota ({quota_max})"
-            )
-
-
-SYSTEM_GROUP = "system"  # the system pool's node group name
-MAX_NODE_GROUP_NAME = 63  # EKS limit
-
-
-def _eks_scheduler(spec: ClusterSpec, problems: list[str]) -> None:
-    """EKS's managed scheduler weighs only some resources (EKS User Guide, "Advanced Kubernetes control plane
-    configuration"; API ResourceConstraints); any other name makes CreateCluster fail after the VPC exists."""
-    for key in spec.scheduling.placement.weights:
-        if key not in EKS_SCHEDULER_RESOURCES:
-            problems.append(
-                f"gpufleet:scheduling.placement.weights.{key}: EKS's managed scheduler accepts only "
-                f"{', '.join(EKS_SCHEDULER_RESOURCES)}; remove it (shared and MIG GPUs are packed by their "
-                "nodes' cpu, memory and nvidia.com/gpu)"
-            )
-
-
-def _autoscaler_same_size(spec: ClusterSpec, problems: list[str]) -> None:
-    """cluster-autoscaler builds a node group's template from the first instance type of its launch template
-    overrides and assumes every type of the group has the same vCPUs and memory (cluster-autoscaler-1.35.2,
-    cloudprovider/aws/README.md: "instance types should have the same amount of RAM and number of CPU
-    cores"; aws_wrapper.go: the first override). A mixed pool is sized wrong in one direction or the other,
-    so its types must agree (Karpenter pools size each type on its own)."""
-    for i, pool in enumerate(spec.node_pools):
-        if karpenter_managed(spec, pool) or len(pool.instance_types or []) < 2:
-            continue
-        types = [t for t in map(catalog.lookup, pool.instance_types or []) if t is not None]
-        sizes = {(t.vcpus, t.memory_gib) for t in types}
-        if len(sizes) > 1:
-            listed = ", ".join(f"{t.name} ({t.vcpus} vCPU, {t.memory_gib:g} GiB)" for t in types)
-            problems.append(
-                f"{NP}[{i}].instanceTypes: the cluster autoscaler sizes a node group from its first type and "
-                f"needs every type to have the same vCPUs and memory; got {listed}. Accepted: types with "
-                "equal vCPUs and memory (e.g. p5e.48xlarge with p5en.48xlarge), or one type per pool"
-            )
-
-
-def _provider_roles(spec: ClusterSpec, problems: list[str]) -> None:
-    """The kubeconfig's exec plugin runs `aws eks get-token --role-arn <role>` with the provider's profile:
-    one role, assumed from the profile's credentials, with no external ID (AWS CLI `eks get-token` options).
-    The provider applies `aws:assumeRoles` in order (pulumi-aws provider configuration, `assumeRoles`), so
-    its identity is the last role; a chain or an external ID would mint a token for another principal, and
-    every add-on would fail Unauthorized after the cluster exists."""
-    roles = spec.aws_assume_roles
-    hint = (
-        "put the chain in an AWS CLI profile instead (role_arn, source_profile and external_id in "
-        "~/.aws/config, which the provider and the AWS CLI both read) and set aws:profile to it"
-    )
-    if len(roles) > 1:
-        problems.append(
-            f"aws:assumeRoles: {len(roles)} roles; the kubeconfig's `aws eks get-token --role-arn` assumes one "
-            f"role from the profile's credentials, not a chain. Accepted: at most one role; {hint}"
-        )
-    for i, role in enumerate(roles):
-        if role.external_id:
-            problems.append(
-                f"aws:assumeRoles[{i}].externalId: `aws eks get-token` (the kubeconfig's exec plugin) cannot "
-                f"pass an external ID. Accepted: a role without externalId; {hint}"
-            )
-
-
-def _aws_extra(spec: ClusterSpec, problems: list[str]) -> None:
-    """What EKS and the AMI families add to the spec's own rules."""
-    _eks_scheduler(spec, problems)
-    _autoscaler_same_size(spec, problems)
-    _provider_roles(spec, problems)
-    if any(p.efa for p in spec.node_pools) and eks_addon_registry(spec.region or "") is None:
-        problems.append(
-            f"aws:region: the EFA device plugin's image registry for {spec.region!r} is not in "
-            "infra/aws/addons/registries.py (EKS User Guide, add-ons-images); add the region's registry there"
-        )
-    net, at = spec.cluster.network, "gpufleet:cluster.network"
-    if net.vpc_id and not net.private_subnet_ids:
-        problems.append(f"{at}.privateSubnetIds: required with vpcId (the subnets nodes run in)")
-    if not net.vpc_id and (net.private_subnet_ids or net.public_subnet_ids):
-        problems.append(f"{at}.vpcId: required when subnet ids are given")
-    for i, pool in enumerate(spec.node_pools):
-        at = f"{NP}[{i}]"
-        if pool.name == SYSTEM_GROUP:
-            problems.append(
-                f"{at}.name: {SYSTEM_GROUP!r} is the name of the system node group; rename the pool"
-            )
-        if pool.ami_family == "BOTTLEROCKET_NVIDIA" and pool.sharing.mode != "exclusive":
-            problems.append(
-                f"{at}.sharing: {pool.sharing.mode} needs the GPU operator's device plugin, which Bottlerocket "
-                "nodes do not run (they ship their own); use amiFamily AL2023_NVIDIA for shared GPUs"
-            )
-        name = node_group_name(spec, pool.name)
-        if len(name) > MAX_NODE_GROUP_NAME:
-            problems.append(
-                f"{at}.name: the node group name {name!r} (<cluster>-<pool>) exceeds EKS's "
-                f"{MAX_NODE_GROUP_NAME} characters; shorten the pool or cluster name"
             )
 
 
@@ -430,44 +125,13 @@ def _topology_from_zero(spec: ClusterSpec, problems: list[str]) -> None:
             )
 
 
-def _monitoring(spec: ClusterSpec, problems: list[str]) -> None:
-    """Dashboards and idle reclaim read gpufleet's metrics and alerts: they need a Prometheus."""
-    mon, at = spec.cluster.monitoring, "gpufleet:cluster.monitoring"
-    if mon.prometheus == "none":
-        for key, on in (("grafana", mon.grafana), ("reclaimIdle", mon.reclaim_idle)):
-            if on:
-                problems.append(
-                    f"{at}.{key}: needs prometheus: install or existing (it reads gpufleet's metrics)"
-                )
-        for i, team in enumerate(spec.teams):
-            if team.reclaim_idle is not None:
-                problems.append(
-                    f"gpufleet:teams[{i}].reclaimIdle: needs {at}.prometheus: install or existing "
-                    "(reclaim reads GPU utilisation)"
-                )
-
-
-def _prometheus_on_a_new_cluster(spec: ClusterSpec, problems: list[str]) -> None:
-    """`existing` (and `monitoring: true`, which means it) says a Prometheus operator already runs; on aws the
-    stack creates the cluster in the same `pulumi up`, so its `monitoring.coreos.com` CRDs cannot exist yet and
-    every ServiceMonitor and PrometheusRule would fail half an hour into the first deploy."""
-    if spec.platform == "aws" and spec.cluster.monitoring.prometheus == "existing":
-        problems.append(
-            "gpufleet:cluster.monitoring.prometheus: existing (what `monitoring: true` means) needs a Prometheus "
-            "operator already running, but on aws this stack creates the cluster; use "
-            "monitoring: {prometheus: install} (or none)"
-        )
-
-
 def resolved_problems(spec: ClusterSpec) -> list[str]:
     """Rules that read a spec whose catalog facts are resolved; also run by `infra.program.build`."""
     problems: list[str] = []
     _lending(spec, problems)
-    _monitoring(spec, problems)
-    _prometheus_on_a_new_cluster(spec, problems)
+    monitoring_problems(spec, problems)
     if spec.platform == "aws":
-        _aws_extra(spec, problems)
-        problems += arm64_gpu_pool_problems(spec)
+        aws_problems(spec, problems)
     _topology_from_zero(spec, problems)
     karpenter_problems(spec, problems)
     _scheduling(spec, problems)
@@ -500,25 +164,15 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
             f"{at}.endpointAccess.publicCidrs: set endpointAccess.public: true to use an allow-list"
         )
     if spec.platform == "aws":
-        if not spec.region:
-            problems.append("aws:region: required for platform aws (e.g. us-west-2)")
-        elif (known := aws_regions()) and spec.region not in known:
-            near = difflib.get_close_matches(spec.region, sorted(known), n=3)
-            hint = f"; did you mean {', '.join(near)}?" if near else ""
-            problems.append(f"aws:region: {spec.region!r} is not an AWS region with EC2{hint}")
-        else:
-            for j, zone in enumerate(spec.cluster.availability_zones or []):
-                if not zone.startswith(spec.region):
-                    problems.append(f"{at}.availabilityZones[{j}]: {zone!r} is not in region {spec.region}")
-        _system_pool(spec, problems)
-    elif not spec.cluster.kubeconfig and spec.cluster.orchestrator == "kubernetes":
-        problems.append(f"{at}.kubeconfig: required for platform existing (path to the cluster's kubeconfig)")
+        aws_cluster_problems(spec, problems)
+    else:
+        existing_cluster_problems(spec, problems)
     _addons(spec, problems)
     pools = [
-        _aws_pool(i, p, spec, problems) if spec.platform == "aws" else _existing_pool(i, p, problems)
+        aws_pool(i, p, spec, problems) if spec.platform == "aws" else existing_pool(i, p, problems)
         for i, p in enumerate(spec.node_pools)
     ]
-    for dup in sorted(_duplicates([p.name for p in pools])):
+    for dup in sorted(duplicates([p.name for p in pools])):
         problems.append(f"{NP}: duplicate pool name {dup!r}")
     for i, pool in enumerate(pools):
         _pool_common(i, pool, problems)
@@ -531,20 +185,3 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
     if problems:
         raise ConfigError(problems)
     return spec
-
-
-@functools.cache
-def aws_regions() -> frozenset[str]:
-    """Every region with EC2 in every AWS partition, from botocore's bundled endpoint data (no network), so a
-    typo (`us-west-9`) is refused by `invoke plan` rather than by the first API call of a deploy. Read
-    through botocore's loader, not a Session: a Session resolves AWS_PROFILE, which is not this check's
-    business (a mistyped profile is preflight's one-line error, not a traceback here)."""
-    from botocore.loaders import create_loader
-    from botocore.regions import EndpointResolver
-
-    resolver = EndpointResolver(create_loader().load_data("endpoints"))
-    return frozenset(
-        region
-        for partition in resolver.get_available_partitions()
-        for region in resolver.get_available_endpoints("ec2", partition)
-    )

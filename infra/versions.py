@@ -142,6 +142,7 @@ CHART_REPOS: dict[str, str] = {
     "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
     "nvsentinel": "oci://ghcr.io/nvidia",
     "karpenter": "oci://public.ecr.aws/karpenter",
+    "karpenter-crd": "oci://public.ecr.aws/karpenter",  # Karpenter's CRDs, as their own chart
 }
 
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from infra import catalog
-from infra.aws.nodepools import SYSTEM_GROUP, node_template_resources, plan_node_groups
-from infra.pools import karpenter_managed
+from infra.aws.nodepools import node_template_resources, plan_node_groups
+from infra.pools import SYSTEM_GROUP, karpenter_managed
 from infra.scheduling import pool_view
 from infra.spec import ClusterSpec, NodePool
 from scheduler.labels import GPU_TAINT, HOSTNAME_LABEL
@@ -45,21 +45,6 @@ EVICTION_MIB = 100
 CPU_NODES = 2  # existing platform: untainted CPU nodes for the platform's own pods
 CPU_NODE_SIZE = (8, 32)  # vCPUs, GiB
 NodeCount = Literal["desired", "min", "max"] | int
-
-# GPU feature discovery's `nvidia.com/gpu.product`: the NVML device name with spaces as dashes (e.g.
-# "NVIDIA-H100-80GB-HBM3", the GPU operator docs' label examples); what each catalog model reports on AWS.
-GPU_PRODUCTS = {
-    "A100-40GB": "NVIDIA-A100-SXM4-40GB",
-    "A100-80GB": "NVIDIA-A100-SXM4-80GB",
-    "H100": "NVIDIA-H100-80GB-HBM3",
-    "H200": "NVIDIA-H200",
-    "B200": "NVIDIA-B200",
-    "A10G": "NVIDIA-A10G",
-    "L4": "NVIDIA-L4",
-    "L40S": "NVIDIA-L40S",
-    "T4": "Tesla-T4",
-    "T4G": "NVIDIA-T4G",
-}
 
 
 @dataclass(frozen=True)
@@ -120,7 +105,7 @@ def _gpu_resources(spec: ClusterSpec, pool: NodePool) -> tuple[dict[str, str], d
     labels = {
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.count": str(view.gpus_per_node),
-        "nvidia.com/gpu.product": GPU_PRODUCTS.get(view.gpu_model, view.gpu_model),
+        "nvidia.com/gpu.product": catalog.GPU_MODELS[view.gpu_model].product_label,
         "nvidia.com/gpu.deploy.device-plugin": "true",  # mig-manager sets paused operands back to true
         # the operator's per-operand switch its dcgm-exporter DaemonSet selects (state-dcgm-exporter
         # 0800_daemonset.yaml nodeSelector), set on every GPU node it manages

@@ -19,9 +19,15 @@ from infra.aws import iam
 from infra.aws.addons.eks_addons import MONITORING_ADDON, monitoring_agent_configuration
 from infra.aws.cluster import Cluster
 from infra.aws.network import Network
-from infra.aws.nodepools import SYSTEM_GROUP, NodeGroupPlan, plan_node_groups
+from infra.aws.nodepools import (
+    LAUNCH_TEMPLATE_TAG,
+    NodeGroupPlan,
+    launch_template_fingerprint,
+    node_group_tags,
+    plan_node_groups,
+)
 from infra.aws.tags import CA_PREFIX, common_tags, partition
-from infra.preflight.eks import LAUNCH_TEMPLATE_TAG, launch_template_fingerprint, node_group_tags
+from infra.pools import SYSTEM_GROUP
 from infra.spec import ClusterSpec
 
 

@@ -1,22 +1,24 @@
 """What each EKS managed node group is, decided from the spec as plain data (`NodeGroupPlan`).
 
 The node group component only applies a plan; AMI type, pinned release, labels, taints, autoscaler tags,
-zone pinning and launch-template data are all chosen here and tested without Pulumi.
+zone pinning and launch-template data are all chosen here and tested without Pulumi. So are a group's tags and
+its launch template's fingerprint, which the component writes and preflight compares with a running group.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra import catalog
 from infra.aws import launch_template as lt
-from infra.aws.tags import autoscaler_tags, scale_down_options
+from infra.aws.tags import autoscaler_tags, common_tags, scale_down_options
 from infra.aws.userdata import node_user_data
 from infra.errors import ConfigError
-from infra.pools import pool_zones
-from infra.rules import SYSTEM_GROUP
+from infra.pools import SYSTEM_GROUP, pool_zones
 from infra.scheduling import ACCELERATOR_LABEL, node_group_name, pool_view
 from infra.spec import ClusterSpec, NodePool
 from scheduler.model import PoolView
@@ -228,3 +230,23 @@ def plan_system_pool(spec: ClusterSpec) -> NodeGroupPlan:
 def plan_node_groups(spec: ClusterSpec) -> list[NodeGroupPlan]:
     """The system group first, then one group per GPU pool, in spec order."""
     return [plan_system_pool(spec), *(plan_gpu_pool(spec, p) for p in spec.node_pools)]
+
+
+# The node group carries a fingerprint of the launch template the deploy gave it (the tag stays on the EKS
+# resource: managed node group tags reach neither the Auto Scaling group nor the instances, so writing it
+# rolls nothing). Any change to the template (user data, volume, tags into tag_specifications) makes a new
+# template version, and a new version rolls every node of the group like an AMI change.
+LAUNCH_TEMPLATE_TAG = "gpufleet.io/launch-template"
+
+
+def launch_template_fingerprint(plan: NodeGroupPlan, group_tags: dict[str, str]) -> str:
+    """A short hash of what the deploy puts in the group's launch template, the cluster's own ids left out
+    (the security group and placement group are fixed once the cluster and pool exist)."""
+    data = plan.launch_template(group_tags, "<cluster-security-group>", "<placement-group>")
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def node_group_tags(spec: ClusterSpec, plan: NodeGroupPlan) -> dict[str, str]:
+    """The tags of a pool's node group, which its launch template also gives its instances and volumes."""
+    return {**common_tags(spec), **plan.autoscaler_tags, "Name": plan.name}

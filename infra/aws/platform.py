@@ -10,8 +10,7 @@ from infra.aws.addons.component import Addons
 from infra.aws.cluster import Cluster
 from infra.aws.network import Network
 from infra.aws.nodegroups import NodeGroups
-from infra.pools import managed_node_group_spec
-from infra.rules import SYSTEM_GROUP
+from infra.pools import SYSTEM_GROUP, managed_node_group_spec
 from infra.spec import ClusterSpec
 
 

@@ -1,60 +1,24 @@
 """The in-cluster GPU stack every platform installs: the NVIDIA GPU operator, then the scheduling layer.
 
 The `existing` platform is exactly this on a kubeconfig's cluster; the AWS platform adds its cloud add-ons
-(autoscaler, EFA) beside it. Charts come from `infra.versions` (version and repository), never "latest".
+(autoscaler, EFA) beside it. Charts come from `infra.versions` (version and repository), never "latest",
+through one helper (`infra.gpu_stack.helm`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.gpu_stack.gpu_operator import gpu_operator_values
+from infra.gpu_stack.helm import chart_release
 from infra.gpu_stack.operations import Operations, metrics_stack
 from infra.scheduling import scheduler_inputs
 from infra.spec import ClusterSpec
-from infra.versions import CHART_REPOS
 from scheduler.component import GpuScheduling
 from scheduler.labels import GPU_OPERATOR_NAMESPACE
-
-HELM_TIMEOUT_S = 1200  # the operator's validator waits for GPU nodes' drivers; cold GPU nodes are slow
-
-
-def chart_version(spec: ClusterSpec, chart: str) -> str:
-    versions = spec.versions
-    return {
-        "gpu-operator": versions.gpu_operator_chart,
-        "cluster-autoscaler": versions.cluster_autoscaler_chart,
-        "aws-efa-k8s-device-plugin": versions.efa_device_plugin_chart,
-    }[chart]
-
-
-def chart_release(
-    name: str,
-    spec: ClusterSpec,
-    chart: str,
-    namespace: str,
-    values: dict[str, Any],
-    opts: pulumi.ResourceOptions,
-) -> k8s.helm.v3.Release:
-    """A helm release of one of our pinned charts (name of the release = name of the chart)."""
-    return k8s.helm.v3.Release(
-        name,
-        name=chart,
-        chart=chart,
-        version=chart_version(spec, chart),
-        repository_opts={"repo": CHART_REPOS[chart]},
-        namespace=namespace,
-        create_namespace=True,
-        values=values,
-        atomic=True,
-        cleanup_on_fail=True,
-        timeout=HELM_TIMEOUT_S,
-        opts=opts,
-    )
 
 
 class GpuStack(pulumi.ComponentResource):
@@ -84,9 +48,10 @@ class GpuStack(pulumi.ComponentResource):
                 spec,
                 "gpu-operator",
                 GPU_OPERATOR_NAMESPACE,
-                gpu_operator_values(spec),
                 # Explicit on the release (a component's own dependencies do not reach its children).
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after_metrics),
+                values=gpu_operator_values(spec),
+                timeout_s=1200,  # the operator's validator waits for GPU nodes' drivers; cold GPU nodes are slow
             )
         operator = [self.gpu_operator] if self.gpu_operator else after_metrics
         policy, pools = scheduler_inputs(spec)

@@ -13,16 +13,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.yaml.v2 import ConfigGroup
 
+from infra.gpu_stack.helm import chart_release
 from infra.monitoring.health import NAMESPACE as NVSENTINEL_NAMESPACE
 from infra.monitoring.health import RELEASE as NVSENTINEL_RELEASE
 from infra.monitoring.health import installs_nvsentinel, nvsentinel_values
 from infra.monitoring.render import object_file
 from infra.monitoring.stack import kube_prometheus_stack_values, monitoring_objects
 from infra.spec import ClusterSpec
-from infra.versions import CHART_REPOS
 
 KPS = "kube-prometheus-stack"
-HELM_TIMEOUT_S = 900
 
 
 def metrics_stack(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release | None:
@@ -30,19 +29,15 @@ def metrics_stack(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) ->
     mon = spec.cluster.monitoring
     if mon.prometheus != "install":
         return None
-    return k8s.helm.v3.Release(
+    return chart_release(
         name,
-        name=mon.release,
-        chart=KPS,
-        version=spec.versions.kube_prometheus_stack_chart,
-        repository_opts={"repo": CHART_REPOS[KPS]},
-        namespace=mon.namespace,
-        create_namespace=True,
+        spec,
+        KPS,
+        mon.namespace,
+        opts,
+        release=mon.release,
         values=kube_prometheus_stack_values(spec),
-        atomic=True,
-        cleanup_on_fail=True,
-        timeout=HELM_TIMEOUT_S,
-        opts=opts,
+        timeout_s=900,
     )
 
 
@@ -67,17 +62,14 @@ class Operations(pulumi.ComponentResource):
             )
         self.nvsentinel: k8s.helm.v3.Release | None = None
         if installs_nvsentinel(spec):
-            self.nvsentinel = k8s.helm.v3.Release(
+            self.nvsentinel = chart_release(
                 f"{name}-nvsentinel",
-                name=NVSENTINEL_RELEASE,
-                chart=f"{CHART_REPOS['nvsentinel']}/nvsentinel",
-                version=spec.versions.nvsentinel_chart,
-                namespace=NVSENTINEL_NAMESPACE,
-                create_namespace=True,
+                spec,
+                "nvsentinel",
+                NVSENTINEL_NAMESPACE,
+                pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
+                release=NVSENTINEL_RELEASE,
                 values=nvsentinel_values(spec),
-                atomic=True,
-                cleanup_on_fail=True,
-                timeout=HELM_TIMEOUT_S,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
+                timeout_s=900,
             )
         self.register_outputs({"objects": len(self.objects)})

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from infra import catalog
 from infra.errors import ConfigError
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "ansible" / "playbooks" / "gpu-hosts.yml"
@@ -35,11 +36,6 @@ def _group_name(name: str) -> str:
     return group
 
 
-def _model_match(gpu_model: str) -> str:
-    """What nvidia-smi's GPU name must contain: "h100-80gb" -> "H100" (catalog ids are lower case)."""
-    return gpu_model.split("-")[0].upper()
-
-
 def _group(index: int, host_group: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     where = f"host_groups[{index}]"
     for key in ("name", "hosts", "gpuModel", "gpusPerNode"):
@@ -58,7 +54,7 @@ def _group(index: int, host_group: dict[str, Any]) -> tuple[str, dict[str, Any]]
         "hosts": {host.strip(): None for host in hosts},
         "vars": {
             "gpu_node_verify_expected_count": count,
-            "gpu_node_verify_expected_model": _model_match(model),
+            "gpu_node_verify_expected_model": catalog.product_match(model),
         },
     }
     return _group_name(str(host_group["name"])), group

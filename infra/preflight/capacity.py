@@ -102,8 +102,9 @@ def _window(pool: NodePool, res: dict[str, Any], now: datetime, region: str | No
     return []
 
 
-def _describe(ec2: EC2Client, rid: str) -> list[dict[str, Any]]:
-    """The reservation as a plain dict, or nothing when AWS does not know the id."""
+def describe_reservations(ec2: EC2Client, rid: str) -> list[dict[str, Any]]:
+    """The reservation as a plain dict, or nothing when AWS does not know the id; other API errors are raised.
+    Shared by the capacity-block check here and the Karpenter ODCR check (`infra.preflight.karpenter`)."""
     try:
         reply = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
     except ClientError as exc:
@@ -121,7 +122,7 @@ def check_capacity_blocks(ec2: EC2Client, spec: ClusterSpec, now: datetime) -> l
             continue
         rid, subject = pool.capacity_reservation_id, pool_subject(pool.name)
         try:
-            reservations = _describe(ec2, rid)
+            reservations = describe_reservations(ec2, rid)
         except ClientError as exc:
             findings.append(api_error(subject, "ec2:DescribeCapacityReservations", exc))
             continue

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +20,13 @@ import boto3
 from botocore.exceptions import ClientError
 
 from infra.aws.addons.eks_addons import MONITORING_ADDON
-from infra.aws.nodepools import NodeGroupPlan, plan_node_groups, release_version
-from infra.aws.tags import common_tags
+from infra.aws.nodepools import (
+    LAUNCH_TEMPLATE_TAG,
+    launch_template_fingerprint,
+    node_group_tags,
+    plan_node_groups,
+    release_version,
+)
 from infra.preflight.checks import api_error, pool_subject
 from infra.preflight.findings import Finding, error, ok, warning
 from infra.scheduling import node_group_name
@@ -135,26 +138,6 @@ def check_monitoring_addon(eks: EKSClient, spec: ClusterSpec) -> list[Finding]:
             f"--region {spec.region})",
         )
     ]
-
-
-# The node group carries a fingerprint of the launch template the deploy gave it (the tag stays on the EKS
-# resource: managed node group tags reach neither the Auto Scaling group nor the instances, so writing it
-# rolls nothing). Any change to the template (user data, volume, tags into tag_specifications) makes a new
-# template version, and a new version rolls every node of the group like an AMI change.
-LAUNCH_TEMPLATE_TAG = "gpufleet.io/launch-template"
-
-
-def launch_template_fingerprint(plan: NodeGroupPlan, group_tags: dict[str, str]) -> str:
-    """A short hash of what the deploy puts in the group's launch template, the cluster's own ids left out
-    (the security group and placement group are fixed once the cluster and pool exist)."""
-    data = plan.launch_template(group_tags, "<cluster-security-group>", "<placement-group>")
-    text = json.dumps(data, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def node_group_tags(spec: ClusterSpec, plan: NodeGroupPlan) -> dict[str, str]:
-    """The tags of a pool's node group, which its launch template also gives its instances and volumes."""
-    return {**common_tags(spec), **plan.autoscaler_tags, "Name": plan.name}
 
 
 def planned_fingerprint(spec: ClusterSpec, pool_name: str) -> str | None:

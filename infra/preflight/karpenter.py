@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from infra.pools import allowed_instance_types, karpenter_pools, zones
-from infra.preflight.capacity import USABLE_STATES, _describe
+from infra.preflight.capacity import USABLE_STATES, describe_reservations
 from infra.preflight.checks import api_error, pool_subject
 from infra.preflight.findings import Finding, error, ok, warning
 from infra.spec import ClusterSpec
@@ -85,7 +85,7 @@ def check_odcrs(ec2: EC2Client, spec: ClusterSpec, now: datetime) -> list[Findin
             continue
         subject, at = pool_subject(pool.name), f"gpufleet:nodePools[name={pool.name}]"
         try:
-            found = _describe(ec2, rid)
+            found = describe_reservations(ec2, rid)
         except ClientError as exc:
             findings.append(api_error(subject, "ec2:DescribeCapacityReservations", exc))
             continue

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from infra.monitoring.health import installs_nvsentinel
 from infra.preflight.findings import Finding, error, ok, warning
+from infra.preflight.kube import KubernetesReader
 from infra.preflight.scheduling import takes_platform_pods
 from infra.spec import ClusterSpec
 
@@ -124,7 +125,7 @@ def check_nvsentinel_prerequisites(
     if not installs_nvsentinel(spec):
         return []
     try:
-        reader = cluster or KubernetesDatastoreReader(
+        reader = cluster or KubernetesReader(
             str(Path(spec.cluster.kubeconfig or "").expanduser()), spec.cluster.kubeconfig_context
         )
         return (
@@ -142,31 +143,3 @@ def check_nvsentinel_prerequisites(
                 "check that the kubeconfig and context reach the cluster, then run preflight again",
             )
         ]
-
-
-class KubernetesDatastoreReader:
-    """DatastoreReader over the official Kubernetes client, from the stack's kubeconfig and context."""
-
-    def __init__(self, kubeconfig: str, context: str | None) -> None:
-        from kubernetes import client, config
-
-        api = config.new_client_from_config(config_file=kubeconfig, context=context)
-        self._ext, self._storage = client.ApiextensionsV1Api(api), client.StorageV1Api(api)
-        self._core = client.CoreV1Api(api)
-        self._serialize = api.sanitize_for_serialization
-
-    def crd(self, name: str) -> dict[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return dict(self._serialize(self._ext.read_custom_resource_definition(name)))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def storage_classes(self) -> Iterable[dict[str, Any]]:
-        return self._serialize(self._storage.list_storage_class()).get("items", [])
-
-    def nodes(self) -> Iterable[dict[str, Any]]:
-        return self._serialize(self._core.list_node()).get("items", [])

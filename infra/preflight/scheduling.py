@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from infra.preflight.findings import Finding, error, ok, warning
+from infra.preflight.kube import KubernetesReader
 from infra.spec import ClusterSpec
 from scheduler.labels import GPU_TAINT
 
@@ -165,37 +166,6 @@ def check_network_policy_enforcement(cluster: ClusterReader) -> list[Finding]:
             "install a policy-enforcing CNI or policy agent (Calico, Cilium, Antrea), or enable the VPC CNI's",
         )
     ]
-
-
-class KubernetesReader:
-    """ClusterReader over the official Kubernetes client, from the stack's kubeconfig and context."""
-
-    def __init__(self, kubeconfig: str, context: str | None) -> None:
-        from kubernetes import client, config
-
-        api = config.new_client_from_config(config_file=kubeconfig, context=context)
-        self._core, self._apps = client.CoreV1Api(api), client.AppsV1Api(api)
-        self._serialize = api.sanitize_for_serialization
-
-    def node(self, name: str) -> dict[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return dict(self._serialize(self._core.read_node(name)))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def nodes(self) -> Iterable[dict[str, Any]]:
-        return self._serialize(self._core.list_node()).get("items", [])
-
-    def daemonsets(self) -> Iterable[dict[str, Any]]:
-        return self._serialize(self._apps.list_daemon_set_for_all_namespaces()).get("items", [])
-
-    def deployments(self, label_selector: str) -> Iterable[dict[str, Any]]:
-        listed = self._apps.list_deployment_for_all_namespaces(label_selector=label_selector)
-        return self._serialize(listed).get("items", [])
 
 
 # An adopted add-on is found by the labels its chart puts on its Deployment: Kueue's chart (kueue v0.19.2

@@ -26,7 +26,7 @@ nodes and a trace becomes the pods that cluster would see (`invoke simulate --st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -205,16 +205,7 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
             unexpressed += max(asked - given, 0)
             over += max(given - asked, 0)
             milli[i] = given
-    routed = Workload(
-        names=pods.names,
-        cpu_milli=pods.cpu_milli,
-        memory_mib=pods.memory_mib,
-        num_gpu=pods.num_gpu,
-        gpu_milli=milli,
-        gpu_spec=tuple(specs),
-        source=pods.source,
-        rows=pods.rows,
-    )
+    routed = replace(pods, gpu_milli=milli, gpu_spec=tuple(specs))
     c_cpu, c_mem = int(workload.cpu_milli[cpu_only].sum()), int(workload.memory_mib[cpu_only].sum())
     fits = None if model.cpu_pool is None else (c_cpu <= model.cpu_pool[0] and c_mem <= model.cpu_pool[1])
     return routed, Routing(

@@ -22,7 +22,7 @@ stacks put time-sliced and whole GPUs in separate pools; ``invoke simulate --sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,16 +66,7 @@ def as_deployed(workload: Workload, replicas: int = DEFAULT_REPLICAS) -> tuple[W
     keep = np.flatnonzero(~cpu_only)
     mapped = workload.take(keep)
     milli = np.where(share[keep], replica, mapped.gpu_milli)
-    mapped = Workload(
-        names=mapped.names,
-        cpu_milli=mapped.cpu_milli,
-        memory_mib=mapped.memory_mib,
-        num_gpu=mapped.num_gpu,
-        gpu_milli=milli,
-        gpu_spec=mapped.gpu_spec,
-        source=mapped.source,
-        rows=mapped.rows,
-    )
+    mapped = replace(mapped, gpu_milli=milli)
     asked = workload.gpu_milli[share]
     report = MappingReport(
         replicas=replicas,

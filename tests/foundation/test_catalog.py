@@ -78,3 +78,20 @@ def test_cpu_types_for_the_system_pool() -> None:
 def test_mig_profiles_only_on_mig_capable_models() -> None:
     assert dict(catalog.GPU_MODELS["H100"].mig_profiles)["1g.10gb"] == 7
     assert catalog.GPU_MODELS["L40S"].mig_profiles == ()
+
+
+def test_every_gpu_model_names_its_nvml_product() -> None:
+    """The twin's `nvidia.com/gpu.product` label and the bare-metal check of nvidia-smi's GPU name both read it."""
+    for model in catalog.GPU_MODELS.values():
+        assert model.product.startswith(("NVIDIA ", "Tesla ")), model.name
+        assert catalog.product_match(model.name) in model.product, model.name
+        assert catalog.product_match(model.name.lower()) == catalog.product_match(model.name)
+    assert catalog.GPU_MODELS["H100"].product_label == "NVIDIA-H100-80GB-HBM3"
+    assert catalog.product_match("A100-80GB") == "A100"
+
+
+def test_every_gpu_family_has_a_provisioning_delay() -> None:
+    families = {t.family for t in catalog.CATALOG.values() if t.gpus}
+    assert families <= set(catalog.PROVISION_DELAY_S)
+    assert catalog.provision_delay_s("p5") == 900.0 and catalog.provision_delay_s("g6e") == 600.0
+    assert catalog.provision_delay_s("m6i") == catalog.DEFAULT_PROVISION_DELAY_S

@@ -10,8 +10,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from infra import catalog
 from infra.aws.addons.efa import efa_values
 from infra.aws.addons.eks_addons import (
+    DCGM_INSTANCE_TYPES,
     DCGM_SERVER_LABELS,
     DEPLOY_CLIENT_LABEL,
     monitoring_agent_configuration,
@@ -139,6 +141,19 @@ def test_n12_dcgm_server_leaves_nodes_the_gpu_operator_reconfigures() -> None:
     # Keys of the add-on configuration schema's DCGMAgent @v1.6.6 (additionalProperties: false).
     schema_keys = {"affinity", "podAnnotations", "podLabels", "resources", "resizePolicy", "tolerations"}
     assert set(monitoring_agent_values(spec)["dcgmAgent"]) <= schema_keys
+
+
+def test_dcgm_server_runs_on_every_gpu_type_aws_pools_may_use() -> None:
+    """`DCGM_INSTANCE_TYPES` is a copy of the chart's list; the host engine must run on every amd64 GPU type of
+    the catalog (arm64 GPU pools are refused on aws), or dcgm-exporter on that node reads nothing."""
+    affinity = monitoring_agent_values(load_example("example-prod"))["dcgmAgent"]["affinity"]
+    amd64 = [t.name for t in catalog.CATALOG.values() if t.gpus and t.arch == "x86_64"]
+    assert len(amd64) > 10
+    assert [name for name in amd64 if name not in DCGM_INSTANCE_TYPES] == []
+    for name in amd64:
+        assert _schedulable(
+            affinity, {"node.kubernetes.io/instance-type": name, "kubernetes.io/arch": "amd64"}
+        )
 
 
 def test_n17_dcgm_server_admits_only_its_own_node() -> None:

@@ -586,7 +586,7 @@ def test_the_efa_plugin_image_comes_from_the_stacks_region(region: str, registry
     assert values["image"] == {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin"}
     # a real region (botocore knows it, so the region rule passes) whose EKS registry gpufleet does not list
     from infra.aws.addons.registries import eks_addon_registry
-    from infra.rules import aws_regions
+    from infra.aws.rules import aws_regions
 
     other = next(r for r in sorted(aws_regions()) if eks_addon_registry(r) is None)
     unknown = {

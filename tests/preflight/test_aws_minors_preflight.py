@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from infra.aws.nodepools import LAUNCH_TEMPLATE_TAG
 from infra.preflight import Severity, run_preflight
-from infra.preflight.eks import LAUNCH_TEMPLATE_TAG, check_admin_roles, planned_fingerprint
+from infra.preflight.eks import check_admin_roles, planned_fingerprint
 from infra.scheduling import node_group_name
 from infra.spec import ClusterSpec
 from tests.conftest import load_example

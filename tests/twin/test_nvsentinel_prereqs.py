@@ -8,11 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from infra.preflight.findings import Severity
-from infra.preflight.nvsentinel import (
-    DEFAULT_CLASS,
-    KubernetesDatastoreReader,
-    check_nvsentinel_prerequisites,
-)
+from infra.preflight.kube import KubernetesReader
+from infra.preflight.nvsentinel import DEFAULT_CLASS, check_nvsentinel_prerequisites
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
 from tests.twin.kube import Kube, eventually
@@ -55,7 +52,7 @@ def test_o9_without_cert_manager_or_a_default_storage_class_preflight_fails_then
     metal_twin: Kube,
 ) -> None:
     spec = load_stack(ROOT / "Pulumi.metal.yaml")
-    reader = KubernetesDatastoreReader(str(metal_twin.kubeconfig), None)
+    reader = KubernetesReader(str(metal_twin.kubeconfig), None)
     before = check_nvsentinel_prerequisites(spec, reader)
     bad = [f.message for f in before if f.severity is Severity.ERROR]
     assert len(bad) == 2 and "cert-manager is not installed" in bad[0] and "no default StorageClass" in bad[1]

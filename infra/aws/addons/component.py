@@ -21,7 +21,8 @@ from infra.aws.cluster import Cluster
 from infra.aws.karpenter.component import Karpenter
 from infra.aws.network import Network
 from infra.aws.tags import common_tags
-from infra.gpu_stack.component import GpuStack, chart_release
+from infra.gpu_stack.component import GpuStack
+from infra.gpu_stack.helm import chart_release
 from infra.pools import needs_cluster_autoscaler, uses_karpenter
 from infra.spec import ClusterSpec
 
@@ -86,8 +87,9 @@ class Addons(pulumi.ComponentResource):
                 spec,
                 "aws-efa-k8s-device-plugin",
                 efa.NAMESPACE,
-                efa.efa_values(spec),
                 after_nodes,
+                values=efa.efa_values(spec),
+                timeout_s=1200,
             )
         self.register_outputs({"autoscaler": self.autoscaler.status if self.autoscaler else None})
 
@@ -113,6 +115,7 @@ class Addons(pulumi.ComponentResource):
             spec,
             "cluster-autoscaler",
             ca.NAMESPACE,
-            ca.cluster_autoscaler_values(spec, role.arn),
             pulumi.ResourceOptions.merge(after_nodes, pulumi.ResourceOptions(depends_on=[policy])),
+            values=ca.cluster_autoscaler_values(spec, role.arn),
+            timeout_s=1200,
         )

@@ -35,11 +35,10 @@ from infra.aws.karpenter.pools import DISCOVERY_TAG, karpenter_pools, node_class
 from infra.aws.karpenter.values import CRD_RELEASE, NAMESPACE, RELEASE, SERVICE_ACCOUNT, karpenter_values
 from infra.aws.network import Network
 from infra.aws.tags import common_tags, partition
+from infra.gpu_stack.helm import chart_release
 from infra.pools import node_role_name, placement_group_name
 from infra.spec import ClusterSpec
-from infra.versions import CHART_REPOS
 
-HELM_TIMEOUT_S = 600
 NODECLASS_DELETE_TIMEOUT = "45m"  # draining GPU nodes and terminating their instances
 
 
@@ -145,32 +144,33 @@ class Karpenter(pulumi.ComponentResource):
         )
         # The CRDs as their own release: Helm installs a chart's crds/ only once and never upgrades them, so
         # Karpenter's upgrade guide (v1.14.1, "CRD upgrades") recommends the karpenter-crd chart.
-        self.crds = k8s.helm.v3.Release(
+        self.crds = chart_release(
             f"{name}-crd",
-            name=CRD_RELEASE,
-            chart=f"{CHART_REPOS['karpenter']}/karpenter-crd",
-            version=spec.versions.karpenter_chart,
-            namespace=NAMESPACE,
-            atomic=True,
-            timeout=HELM_TIMEOUT_S,
-            opts=pulumi.ResourceOptions(parent=self, provider=provider),
+            spec,
+            "karpenter-crd",
+            NAMESPACE,
+            pulumi.ResourceOptions(parent=self, provider=provider),
+            release=CRD_RELEASE,
+            timeout_s=600,
+            create_namespace=False,  # kube-system exists
+            # A failed upgrade keeps the CRDs it created: deleting a CRD deletes every object of its kind.
+            cleanup_on_fail=False,
         )
-        self.release = k8s.helm.v3.Release(
+        self.release = chart_release(
             f"{name}-chart",
-            name=RELEASE,
-            chart=f"{CHART_REPOS['karpenter']}/karpenter",
-            version=spec.versions.karpenter_chart,
-            namespace=NAMESPACE,
-            values=karpenter_values(spec, controller_role.arn, queue.name),
-            skip_crds=True,
-            atomic=True,
-            cleanup_on_fail=True,
-            timeout=HELM_TIMEOUT_S,
-            opts=pulumi.ResourceOptions(
+            spec,
+            "karpenter",
+            NAMESPACE,
+            pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
                 depends_on=[*system_nodes, controller_policy, queue_policy, self.crds],
             ),
+            release=RELEASE,
+            values=karpenter_values(spec, controller_role.arn, queue.name),
+            timeout_s=600,
+            create_namespace=False,  # kube-system exists
+            skip_crds=True,  # the CRD release above owns them
         )
         # Node classes outlive their node pools and keep the node role, its access entry and the discovery
         # tags alive until Karpenter has terminated every instance (see the module docstring).

@@ -1,4 +1,4 @@
-"""Spec rules of `cluster.autoscaler: karpenter`, run by `infra.rules` on a catalog-resolved spec.
+"""Spec rules of `cluster.autoscaler: karpenter`, run by the composer (`infra.rules`) on a catalog-resolved spec.
 
 Each names its key path and the reason, so nothing is created for a pool Karpenter could never serve.
 """
@@ -15,9 +15,9 @@ from infra.pools import (
     node_role_name,
     uses_karpenter,
 )
+from infra.problems import NP
 from infra.spec import ClusterSpec, NodePool
 
-NP = "gpufleet:nodePools"
 SHARED_REASON = (
     "Karpenter sizes nodes from instance-type facts and no instance type offers nvidia.com/gpu.shared or "
     "MIG resources (kubernetes-sigs/karpenter#729; the ALPHA NodeOverlay is not used), so this pool stays an "
@@ -71,7 +71,7 @@ def _pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> Non
         return
     if pool.instance_type not in catalog.CATALOG:
         return  # reported by the pool rules
-    # instanceTypes and availabilityZones are checked for every aws pool (infra.rules).
+    # instanceTypes and availabilityZones are checked for every aws pool (infra.aws.rules).
     _capacity(at, pool, problems)
     _disruption(at, pool, problems)
     for key, value in (("minSize", pool.min_size), ("desiredSize", pool.desired_size)):
