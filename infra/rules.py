@@ -6,7 +6,7 @@ key path and what is accepted; all problems are reported at once.
 
 This module composes the rules and holds those common to every platform and pool; each domain keeps its own
 (`infra.aws.rules`, `infra.existing.rules`, `infra.monitoring.rules`, `infra.aws.karpenter.rules`,
-`infra.slurm.site.slurm_problems`, and the scheduler compiler's input checks, `scheduler.checks`).
+`infra.slurm.rules.slurm_problems`, and the scheduler compiler's input checks, `scheduler.checks`).
 """
 
 from __future__ import annotations

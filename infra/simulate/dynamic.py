@@ -40,10 +40,6 @@ from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.errors import TraceError
 from scheduler.sim.timed_traces import TimedTrace
 
-# Seconds from the autoscaler's decision to a Ready GPU node, per instance family: the docs' "a cold GPU node
-# takes 10-15 minutes to join" (docs/aws.md), the upper end for the large p-family nodes (EFA, 8 GPUs, larger
-# images), the lower for g-family. Override with `--provision-delay`.
-PROVISION_S = {"p": 900.0, "g": 600.0}
 SCALE_DOWN_UNNEEDED_S = 600.0
 
 
@@ -119,7 +115,7 @@ def _pools(spec: ClusterSpec, cluster_models: tuple[str, ...], provision_s: floa
         if itype is None:  # hosts of an existing cluster: all up, never scaled
             out.append(Pool(pool.name, nodes, model.units[pool.name], len(nodes), 0.0, None))
             continue
-        delay = provision_s if provision_s is not None else PROVISION_S.get(itype.family[0], 600.0)
+        delay = provision_s if provision_s is not None else catalog.provision_delay_s(itype.family)
         out.append(
             Pool(pool.name, nodes, model.units[pool.name], pool.min_size or 0, delay, itype.price_per_hour)
         )
