@@ -9,6 +9,7 @@ import pytest
 
 from infra.spec import ClusterSpec
 from infra.stackfile import load_stack
+from tests.support import require
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_STACKS = ("dev", "example-prod", "metal", "example-karpenter")
@@ -27,11 +28,8 @@ def repo_root() -> Path:
 def shared_dir() -> Path:
     """The reference data (CRDs, traces). Missing data fails in CI and skips elsewhere."""
     path = shared_path()
-    if not (path / "crds").is_dir() or not (path / "traces").is_dir():
-        message = f"reference data not found at {path} (set GPUFLEET_SHARED)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    found = (path / "crds").is_dir() and (path / "traces").is_dir()
+    require(found, f"reference data not found at {path} (set GPUFLEET_SHARED)")
     return path
 
 

@@ -1,8 +1,13 @@
-"""kubectl of the twin's own minor, for the twin's bulk work: apply what a chart or a stack renders, wait.
+"""kubectl of the twin's own minor: the twin's bulk work (apply what a chart or a stack renders, wait) and the
+requests the tests make of a twin, as its admin or as a team member.
 
 Objects are applied server-side (`kubectl apply --server-side`) under one field manager, so reapplying is a
 no-op and nothing the stack's own deploy owns is taken over; CRDs are applied and waited for (Established)
 before the objects they serve.
+
+A team member is impersonated (`user`, `groups`: `--as`, `--as-group`): the API server authorizes the request
+as that user with that group, exactly as it would a real member's (kubernetes.io "User impersonation"), so
+RBAC, the admission policies and Kueue's webhooks all see them.
 """
 
 from __future__ import annotations
@@ -20,16 +25,38 @@ FIELD_MANAGER = "gpufleet-twin"
 
 
 @dataclass(frozen=True)
+class Result:
+    """One kubectl command's exit status and output."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+
+@dataclass(frozen=True)
 class Kubectl:
     binary: Path
     kubeconfig: Path
+    user: str = ""  # impersonated (`--as`) when set, with `groups` (`--as-group`)
+    groups: tuple[str, ...] = ()
+
+    def attempt(self, *args: str, stdin: str | None = None, timeout: float = 120) -> Result:
+        """Run kubectl with `args`; its status and output, whether it succeeded or not."""
+        who = [f"--as={self.user}", *(f"--as-group={g}" for g in self.groups)] if self.user else []
+        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *who, *args]
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=timeout)
+        return Result(done.returncode, done.stdout, done.stderr)
 
     def run(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120) -> str:
-        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args]
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=timeout)
-        if check and done.returncode != 0:
-            raise CheckFailed(f"kubectl {' '.join(args[:3])} failed: {(done.stderr or done.stdout).strip()}")
-        return done.stdout
+        """kubectl's output; with `check`, CheckFailed when it fails."""
+        done = self.attempt(*args, stdin=stdin, timeout=timeout)
+        if check and not done.ok:
+            raise CheckFailed(f"kubectl {' '.join(args[:3])} failed: {(done.err or done.out).strip()}")
+        return done.out
 
     def apply(self, objects: Sequence[dict[str, Any]], *extra: str) -> str:
         if not objects:

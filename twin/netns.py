@@ -9,7 +9,9 @@ a user namespace (`--map-root-user`), where the kernel allows it.
 The API server is still reachable from the machine's own loopback: the launcher binds a listening socket on
 127.0.0.1 *before* the namespace exists and hands it to the twin, whose forwarder accepts on it (an accepted
 connection belongs to the listener's namespace) and connects to the API server on the same port inside. So
-one kubeconfig, `https://127.0.0.1:<port>`, works inside the twin and outside it.
+one kubeconfig, `https://127.0.0.1:<port>`, works inside the twin and outside it. Each program the launcher
+starts inside (`twin.session`, `twin.replay`) begins with `entry_point`: the arguments every such program
+takes, the handed-down listener, and SIGTERM/SIGINT turned into a stop event.
 
 The mount namespace gives Kueue the fixed certificate folder it insists on (/etc/kueue/metrics/certs)
 without touching the machine's /etc: /etc is overlaid with a writable layer in the twin's folder.
@@ -17,15 +19,18 @@ without touching the machine's /etc: /etc is overlaid with a writable layer in t
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import ToolMissing
@@ -89,6 +94,33 @@ def listen(port: int = 0) -> socket.socket:
     sock.listen(64)
     sock.set_inheritable(True)
     return sock
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """What a program started inside the namespace begins with: its parsed arguments, its folder, the listener
+    the launcher made on the machine's loopback (and that listener's port), and the event SIGTERM or SIGINT sets."""
+
+    args: argparse.Namespace
+    folder: Path
+    listener: socket.socket
+    port: int
+    stop: threading.Event
+
+
+def entry_point(parser: argparse.ArgumentParser, argv: list[str] | None) -> EntryPoint:
+    """Parse `argv` with `parser` plus the arguments the launcher always passes (`--folder`, `--listen-fd`,
+    `--ready-file`), take over the listening socket handed down as `--listen-fd`, and make SIGTERM and SIGINT
+    set the stop event instead of ending the process (the caller then brings its components down)."""
+    parser.add_argument("--folder", required=True)
+    parser.add_argument("--listen-fd", type=int, required=True)
+    parser.add_argument("--ready-file", required=True)
+    args = parser.parse_args(argv)
+    listener = socket.socket(fileno=args.listen_fd)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return EntryPoint(args, Path(args.folder), listener, int(listener.getsockname()[1]), stop)
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:

@@ -19,10 +19,8 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,28 +117,20 @@ def schedulable_nodes(kubectl: Any) -> set[str]:
 
 def session(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpufleet-replay-twin")
-    parser.add_argument("--folder", required=True)
     parser.add_argument("--nodes", required=True, help="JSON list of Node objects")
     parser.add_argument("--profile", choices=PROFILES, required=True)
-    parser.add_argument("--listen-fd", type=int, required=True)
-    parser.add_argument("--ready-file", required=True)
     parser.add_argument("--trace", default="")
     parser.add_argument("--scheduler-config", default="", help="a KubeSchedulerConfiguration (JSON) to run")
-    args = parser.parse_args(argv)
+    entry = netns.entry_point(parser, argv)
+    args, folder = entry.args, entry.folder
     from twin.controlplane import start_control_plane
     from twin.kubectl import Kubectl
 
-    folder = Path(args.folder)
-    listener = socket.socket(fileno=args.listen_fd)
-    port = int(listener.getsockname()[1])
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     netns.loopback_up()
     tools = locate(MINOR, lambda _line: None)
     sup = Supervisor(folder)
     try:
-        plane = start_control_plane(tools, sup, folder, MINOR, port)
+        plane = start_control_plane(tools, sup, folder, MINOR, entry.port)
         kubectl = Kubectl(tools["kubectl"], plane.admin)
         start_kwok(tools["kwok"], tools.data["stages"], plane.admin, sup, folder)
         nodes = json.loads(Path(args.nodes).read_text())
@@ -176,9 +166,9 @@ def session(argv: list[str] | None = None) -> int:
         proc = sup.start("gpu-binpack", [tools["kube-scheduler"], f"--config={config}", "--bind-address=127.0.0.1",
                                          f"--secure-port={sched_port}", "--authorization-always-allow-paths=/healthz"])  # fmt: skip
         wait_until(lambda: https_ok(f"https://127.0.0.1:{sched_port}/healthz", None), "gpu-binpack", proc, 60)
-        netns.forward(listener, port)
+        netns.forward(entry.listener, entry.port)
         Path(args.ready_file).write_text(json.dumps({"kubeconfig": str(plane.admin), "pid": os.getpid()}))
-        while not stop.wait(1):
+        while not entry.stop.wait(1):
             dead = sup.check_alive()
             if dead is not None:
                 print(f"{dead.name} exited:\n{dead.log_tail()}", file=sys.stderr)

@@ -10,11 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -32,9 +30,6 @@ def parse_nodes(text: str) -> NodeCount:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpufleet-twin-session")
     parser.add_argument("--stack-file", required=True)
-    parser.add_argument("--folder", required=True)
-    parser.add_argument("--listen-fd", type=int, required=True)
-    parser.add_argument("--ready-file", required=True)
     parser.add_argument("--minor", default="")
     parser.add_argument("--nodes", default="desired")
     parser.add_argument("--bare", action="store_true")
@@ -43,14 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     # listening sockets on the machine's loopback for Prometheus and Alertmanager (with --monitoring)
     parser.add_argument("--prometheus-fd", type=int, default=-1)
     parser.add_argument("--alertmanager-fd", type=int, default=-1)
-    args = parser.parse_args(argv)
-
-    folder = Path(args.folder)
-    listener = socket.socket(fileno=args.listen_fd)
-    port = int(listener.getsockname()[1])
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    entry = netns.entry_point(parser, argv)
+    args, folder = entry.args, entry.folder
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -64,14 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         args.minor,
         parse_nodes(args.nodes),
         args.bare,
-        api_port=port,
+        api_port=entry.port,
         monitoring=args.monitoring,
     )
     twin = Twin(options, say)
     start = time.monotonic()
     try:
         twin.up()
-        netns.forward(listener, port)
+        netns.forward(entry.listener, entry.port)
         assert twin.plane and twin.tools
         ready = {
             "kubeconfig": str(twin.plane.admin),
@@ -98,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 "PATH": f"{twin.tools['kubectl'].parent}{os.pathsep}{os.environ.get('PATH', '')}",
             }
             return subprocess.run(args.run, shell=True, env=env, check=False).returncode
-        while not stop.wait(2):
+        while not entry.stop.wait(2):
             twin.check()
         return 0
     except GpufleetError as exc:

@@ -8,7 +8,6 @@ distribution's 2.x. Missing there, the tests skip with how to build it, and fail
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -22,6 +21,7 @@ from infra.stackfile import parse_config
 from infra.versions import TWIN_PROMETHEUS
 from tests.conftest import ROOT
 from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
+from tests.support import require
 from twin.toolchain.build import BUILD_HINT, program
 
 MIN_MAJOR = 3
@@ -39,10 +39,7 @@ def _tool(name: str) -> str:
     major = major_version(path) if path else None
     if path is None or major is None or major < MIN_MAJOR:
         found = f"found {path} (version {major})" if path else "not found"
-        message = f"{name} {TWIN_PROMETHEUS.note} from the toolchain is needed, {found}: {BUILD_HINT}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        require(f"{name} {TWIN_PROMETHEUS.note} from the toolchain is needed, {found}: {BUILD_HINT}")
     return str(path)
 
 

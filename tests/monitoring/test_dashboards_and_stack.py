@@ -5,7 +5,6 @@ every monitor, and every gpufleet monitor and rule carries the label the chart's
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from tests.conftest import ROOT
 from tests.infra.clusterpolicy import missing_keys
 from tests.monitoring.conftest import ops_spec, run_promtool
 from tests.monitoring.test_alerts import metric_names
+from tests.support import require
 
 SPEC = ops_spec()
 KPS = "crds/prometheus-operator/kube-prometheus-stack"
@@ -200,10 +200,7 @@ def test_the_alertmanager_config_loads_in_alertmanager(tmp_path: Path) -> None:
 
     binary = program(TWIN_ALERTMANAGER, "alertmanager")
     if binary is None:
-        why = "alertmanager v0.34.0 from the toolchain is needed: invoke twin-build"
-        if os.environ.get("CI", "").lower() == "true":  # the tier must run there
-            pytest.fail(why)
-        pytest.skip(why)
+        require("alertmanager v0.34.0 from the toolchain is needed: invoke twin-build")
 
     def starts(config: dict[str, Any], name: str) -> tuple[bool, str]:
         folder = tmp_path / name

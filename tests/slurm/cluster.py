@@ -7,30 +7,20 @@ import os
 import shutil
 import subprocess
 
-import pytest
+from tests.support import require
+from twin.slurm import SlurmCluster, missing_packages, slurm_cluster
 
-from twin.slurm import PACKAGES, SlurmCluster, slurm_cluster, slurm_path
-
-__all__ = ["SlurmCluster", "ensure_packages", "fail_or_skip", "slurm_cluster"]
-
-
-def fail_or_skip(why: str) -> None:
-    """A missing prerequisite fails under CI=true (the tier must run there), skips on a laptop."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(why)
-    pytest.skip(why)
+__all__ = ["SlurmCluster", "ensure_packages", "slurm_cluster"]
 
 
 def ensure_packages() -> None:
     """Install Debian's Slurm, munge and MariaDB with apt-get when missing and running as root (like the Ansible
     tier's debootstrap); otherwise say what to install."""
-    missing = sorted({pkg for tool, pkg in PACKAGES.items() if shutil.which(tool, path=slurm_path()) is None})
+    missing = missing_packages()
     if not missing:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        fail_or_skip(
-            f"the real Slurm tests need root and Debian packages: apt-get install {' '.join(missing)}"
-        )
+        require(f"the real Slurm tests need root and Debian packages: apt-get install {' '.join(missing)}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     argv = ["apt-get", "install", "-y", "-qq", "--no-install-recommends"]
     if subprocess.run([*argv, *missing], env=env, capture_output=True, check=False).returncode != 0:

@@ -8,7 +8,6 @@ skips elsewhere (with what to run).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from infra.errors import ToolMissing
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
+from tests.support import require
 from tests.twin.kube import Kube
 from twin import launch
 from twin.launch import RunningTwin
@@ -33,9 +33,7 @@ def toolchain(minor: str) -> Toolchain:
     try:
         return locate(minor, lambda _line: None)
     except ToolMissing as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the twin's toolchain is missing: {exc}")
-        pytest.skip(f"the twin's toolchain is missing ({exc}); run `invoke twin-build`")
+        require(f"the twin's toolchain is missing: {exc}")  # exc says how to build it
 
 
 def start_twin(

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.support import eventually
 from tests.twin.conftest import start_twin
-from tests.twin.kube import Kube, eventually, job, name
+from tests.twin.kube import Kube, job, name
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 GPU = {"limits": {"nvidia.com/gpu": "1"}}
@@ -44,7 +45,7 @@ def pod(namespace: str, *, tolerations: list[dict[str, str]] | None = None, gate
 
 
 def admits(kube: Kube, obj: dict[str, Any]) -> bool:
-    return kube.run("create", "--dry-run=server", "-f", "-", "-o", "name", stdin=json.dumps(obj)).ok
+    return kube.attempt("create", "--dry-run=server", "-f", "-", "-o", "name", stdin=json.dumps(obj)).ok
 
 
 CASES = [
@@ -92,16 +93,16 @@ def test_an_update_may_not_add_a_gpu_toleration_or_an_ephemeral_container_with_g
     container (the pods/ephemeralcontainers subresource) that sets NVIDIA_VISIBLE_DEVICES."""
     member = metal_twin.as_member(("vision-team",))
     waiting = pod("vision", scheduler="default-scheduler")  # in the cpu queue: CPU-only
-    created = member.run("create", "-f", "-", "-o", "json", stdin=json.dumps(waiting))
+    created = member.attempt("create", "-f", "-", "-o", "json", stdin=json.dumps(waiting))
     assert created.ok, created.err
     pod_name = waiting["metadata"]["name"]
     add = json.dumps([{"op": "add", "path": "/spec/tolerations/-", "value": GPU_TOLERATION}])
-    result = member.run("patch", "pod", pod_name, "-n", "vision", "--type=json", "-p", add)
+    result = member.attempt("patch", "pod", pod_name, "-n", "vision", "--type=json", "-p", add)
     assert not result.ok and "must request a GPU" in result.err
     debug = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox",
                                                "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}  # fmt: skip
     # Members have no access to the subresource (`edit` does not grant it); the policy holds for whoever has.
-    result = metal_twin.run("patch", "pod", pod_name, "-n", "vision", "--subresource=ephemeralcontainers",
+    result = metal_twin.attempt("patch", "pod", pod_name, "-n", "vision", "--subresource=ephemeralcontainers",
                         "--type=strategic", "-p", json.dumps(debug))  # fmt: skip
     assert not result.ok and "NVIDIA_VISIBLE_DEVICES" in result.err
     member.delete("pod", pod_name, "vision")
@@ -133,7 +134,7 @@ def test_ingresses_and_gateway_routes_are_external_exposure(prod_twin: Kube) -> 
         "spec": {"rules": [{"host": "x.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix",
                  "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]},
     }  # fmt: skip
-    result = member.run("create", "--dry-run=server", "-f", "-", stdin=json.dumps(ingress))
+    result = member.attempt("create", "--dry-run=server", "-f", "-", stdin=json.dumps(ingress))
     assert not result.ok and "Ingresses and Gateway routes" in result.err, result.err
 
 
@@ -162,7 +163,7 @@ def test_pods_that_predate_the_rules_can_still_be_updated(metal_twin: Kube) -> N
     and controllers can remove finalizers and gates); without the ratchet every UPDATE was refused."""
     ns = name("legacy")
     metal_twin.ok("create", "namespace", ns)
-    eventually(lambda: metal_twin.run("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
+    eventually(lambda: metal_twin.attempt("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
     old = pod(ns, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
     assert metal_twin.create(old).ok
     metal_twin.ok("label", "namespace", ns, "gpufleet.io/queue-managed=true")
@@ -171,7 +172,7 @@ def test_pods_that_predate_the_rules_can_still_be_updated(metal_twin: Kube) -> N
         lambda: (r := metal_twin.create(fresh)) and not r.ok and r, "a new pod to be refused"
     )
     assert "NVIDIA_VISIBLE_DEVICES" in refusal.err
-    relabelled = metal_twin.run("label", "pod", old["metadata"]["name"], "-n", ns, "touched=yes")
+    relabelled = metal_twin.attempt("label", "pod", old["metadata"]["name"], "-n", ns, "touched=yes")
     assert relabelled.ok, relabelled.err
     metal_twin.ok("delete", "namespace", ns, "--wait=false")
 
@@ -193,7 +194,7 @@ def test_on_1_36_team_jobs_get_the_default_priority_and_pods_the_packing_schedul
     no schedulerName at all (docs/existing.md)."""
     member = metal_136.as_member(("vision-team",))
     unlabelled = job(name("plain"), "vision", {"cpu": "1", "memory": "1Gi"})
-    created = member.run("create", "-f", "-", "-o", "json", stdin=json.dumps(unlabelled))
+    created = member.attempt("create", "-f", "-", "-o", "json", stdin=json.dumps(unlabelled))
     assert created.ok, created.err
     labels = json.loads(created.out)["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/priority-class"] == "default"
@@ -209,7 +210,7 @@ def test_on_1_36_team_jobs_get_the_default_priority_and_pods_the_packing_schedul
     )
     gpu = pod("vision", resources=GPU, scheduler="default-scheduler")
     gpu["spec"].pop("schedulerName")
-    made = member.run("create", "--dry-run=server", "-f", "-", "-o", "json", stdin=json.dumps(gpu))
+    made = member.attempt("create", "--dry-run=server", "-f", "-", "-o", "json", stdin=json.dumps(gpu))
     assert made.ok, made.err
     assert json.loads(made.out)["spec"]["schedulerName"] == "gpu-binpack"
     eventually(lambda: member.items("workloads.kueue.x-k8s.io", "vision"), "the Workloads")

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import ROOT
+from tests.support import eventually
 from tests.twin import kube as kube_module
 from tests.twin.kube import Kube
 
@@ -23,7 +24,7 @@ def test_the_job_example_is_admitted_as_a_team_member(metal_twin: Kube) -> None:
     """The page's Job, created by a member of vision as a server-side dry run (all admission runs)."""
     (manifest,) = [b for b in blocks("yaml") if "kind: Job" in b]
     doc = yaml.safe_load(manifest)
-    result = metal_twin.as_member(("vision-team",)).run(
+    result = metal_twin.as_member(("vision-team",)).attempt(
         "create", "--dry-run=server", "-f", "-", "-o", "json", stdin=json.dumps(doc)
     )
     assert result.ok, result.err
@@ -32,9 +33,8 @@ def test_the_job_example_is_admitted_as_a_team_member(metal_twin: Kube) -> None:
 
 def test_the_scenario_test_example_passes(metal_twin: Kube) -> None:
     (example,) = [b for b in blocks("python") if "def test_" in b]
-    scope: dict[str, Any] = {
-        name: getattr(kube_module, name) for name in ("Kube", "eventually", "job", "name")
-    }
+    scope: dict[str, Any] = {name: getattr(kube_module, name) for name in ("Kube", "job", "name")}
+    scope["eventually"] = eventually
     exec(compile(example, "docs/twin.md", "exec"), scope)
     test = next(v for k, v in scope.items() if k.startswith("test_"))
     test(metal_twin)

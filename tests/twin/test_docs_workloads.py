@@ -18,7 +18,8 @@ import yaml
 
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
-from tests.twin.kube import Kube, eventually
+from tests.support import eventually
+from tests.twin.kube import Kube
 
 SCHEDULING = ROOT / "docs" / "scheduling.md"
 EXISTING = ROOT / "docs" / "existing.md"
@@ -51,7 +52,7 @@ def admitted(wl: dict[str, Any] | None) -> bool:
 def run_example(kube: Kube, stack: str, example: dict[str, Any]) -> dict[str, Any]:
     ns, name = example["metadata"]["namespace"], example["metadata"]["name"]
     member = kube.as_member(groups_of(stack, ns))
-    created = member.run("create", "-f", "-", "-o", "json", stdin=json.dumps(example))
+    created = member.attempt("create", "-f", "-", "-o", "json", stdin=json.dumps(example))
     assert created.ok, created.err
     try:
         eventually(lambda: admitted(workload(kube, ns, name)), f"{name} to be admitted", 90)

@@ -73,7 +73,7 @@ def test_the_simulator_agrees_with_kueue_on_the_twin(replay_twin: tuple[Kube, Pa
     spec = load_stack(stack)
     jobs = scaled_trace([t.name for t in spec.teams], jobs=JOBS, rate_per_s=RATE_PER_S,
                         duration_s=DURATION_S)  # fmt: skip
-    twin = replay_on_twin(kube.kubectl, kube.kubeconfig, jobs)
+    twin = replay_on_twin(kube.binary, kube.kubeconfig, jobs)
     # what the twin did, for reading a failure again without the twin
     (tmp_path / "twin-record.json").write_text(json.dumps(twin.__dict__, default=sorted))
     # the simulator is given what the twin measured of each job: when Kueue first saw it, and how long its last

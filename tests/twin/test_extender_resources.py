@@ -12,14 +12,13 @@ extender's FailedAndUnresolvableNodes make the pod Unschedulable (``pkg/schedule
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from scheduler.fgd.model import Cluster
 from scheduler.labels import SHARED_GPU_RESOURCE
+from tests.support import eventually
 from tests.twin.conftest import toolchain
-from tests.twin.kube import eventually
 from twin.replay import NAMESPACE, ReplayTwin
 
 NODES = ("l4-0", "l4-1")  # two, so the scheduler scores (one feasible node skips prioritize)
@@ -44,18 +43,17 @@ def pod(name: str, *replicas: int) -> dict[str, Any]:
 def wait_schedulable(twin: ReplayTwin, names: tuple[str, ...], timeout: float = 120) -> None:
     """Until the nodes are Ready and free of the node lifecycle controller's NoSchedule/NoExecute taints
     (``node.kubernetes.io/not-ready``), which would make the pods Unschedulable for a reason of their own."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready = set()
+
+    def ready() -> set[str]:
+        out = set()
         for node in twin.core().list_node().items:
             conditions = {c.type: c.status for c in node.status.conditions or []}
             taints = [t for t in node.spec.taints or [] if t.effect in ("NoSchedule", "NoExecute")]
             if conditions.get("Ready") == "True" and not taints:
-                ready.add(node.metadata.name)
-        if set(names) <= ready:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"nodes {names} not schedulable in {timeout:.0f} s")
+                out.add(node.metadata.name)
+        return out
+
+    eventually(lambda: set(names) <= ready(), f"nodes {names} to be schedulable", timeout, every=0.2)
 
 
 def unschedulable_message(twin: ReplayTwin, body: dict[str, Any], timeout: float = 60) -> str:
@@ -63,15 +61,16 @@ def unschedulable_message(twin: ReplayTwin, body: dict[str, Any], timeout: float
     core = twin.core()
     core.create_namespaced_pod(NAMESPACE, body)
     name = body["metadata"]["name"]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def message() -> str:
         got = core.read_namespaced_pod(name, NAMESPACE)
         assert not got.spec.node_name, f"{name} was bound to {got.spec.node_name}"
         for cond in got.status.conditions or []:
             if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
                 return str(cond.message)
-        time.sleep(0.1)
-    raise TimeoutError(f"{name} was neither bound nor found unschedulable in {timeout:.0f} s")
+        return ""
+
+    return str(eventually(message, f"{name} to be found unschedulable", timeout, every=0.1))
 
 
 def test_two_containers_of_one_replica_each_bind_through_the_extender(tmp_path: Path) -> None:

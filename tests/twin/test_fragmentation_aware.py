@@ -136,8 +136,9 @@ def test_a_fragmentation_aware_stack_binds_team_gpu_pods_through_its_extender(
     gpu-binpack configuration read back from its ConfigMap calls the extender at http://127.0.0.1:8888, where the
     extender runs with its sidecar's arguments; a team's GPU job is admitted by Kueue, filtered, scored and bound
     through the extender (its log shows the three verbs for the pod), and the pod runs on an H100 host."""
+    from tests.support import eventually
     from tests.twin.conftest import stack_variant, start_twin, twin_log
-    from tests.twin.kube import Kube, eventually, job, name
+    from tests.twin.kube import Kube, job, name
 
     path = stack_variant(
         tmp_path_factory, "metal", "metal-fa", scheduling={"placement": {"strategy": "FragmentationAware"}}

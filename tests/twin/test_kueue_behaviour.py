@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.twin.kube import Kube, eventually, job, name
+from tests.support import eventually
+from tests.twin.kube import Kube, job, name
 from tests.twin.test_team_rules import BINPACK, condition, pods_of, workload_of
 
 GPU = "nvidia.com/gpu"

@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
+from tests.support import eventually
 from tests.twin.conftest import start_twin, toolchain
-from tests.twin.kube import Kube, eventually
+from tests.twin.kube import Kube
 from twin.lifecycle import pulumi_env
 
 STACK = "twin-metal"
@@ -66,7 +67,7 @@ def managed(kube: Kube) -> list[str]:
     for kind in kinds:
         if kind in ("events", "events.events.k8s.io"):
             continue
-        out = kube.run("get", kind, "-A", "-l", MANAGED, "-o", "name")
+        out = kube.attempt("get", kind, "-A", "-l", MANAGED, "-o", "name")
         found += [line for line in out.out.split() if line]
     return found
 
@@ -177,4 +178,4 @@ def test_quantities_are_written_as_the_api_server_reads_them_back(metal_twin: Ku
         stored = spec["resourceGroups"][0]["flavors"][0]
         assert [r["nominalQuota"] for r in stored["resources"]] == [canonical_quantity(v) for v in VALUES]
     finally:
-        metal_twin.run("delete", "clusterqueue.kueue.x-k8s.io", name)
+        metal_twin.attempt("delete", "clusterqueue.kueue.x-k8s.io", name)

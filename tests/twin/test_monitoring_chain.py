@@ -30,8 +30,9 @@ import yaml
 
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
+from tests.support import eventually
 from tests.twin.conftest import start_twin
-from tests.twin.kube import Kube, eventually, job, name
+from tests.twin.kube import Kube, job, name
 from twin.launch import RunningTwin
 
 SCRAPE_S = 5
@@ -110,7 +111,7 @@ class Chain:
 
     def submit(self, obj: dict[str, Any]) -> None:
         done = self.kube.create(obj)
-        assert done.ok, done.stderr
+        assert done.ok, done.err
 
     def annotate_node(self, node: str, key: str, value: str) -> None:
         self.kube.ok("annotate", "node", node, f"{key}={value}", "--overwrite")

@@ -12,7 +12,8 @@ from infra.preflight.kube import KubernetesReader
 from infra.preflight.nvsentinel import DEFAULT_CLASS, check_nvsentinel_prerequisites
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
-from tests.twin.kube import Kube, eventually
+from tests.support import eventually
+from tests.twin.kube import Kube
 
 
 def _crd(plural: str, kind: str) -> dict[str, Any]:
@@ -66,11 +67,13 @@ def test_o9_without_cert_manager_or_a_default_storage_class_preflight_fails_then
         for obj in [*crds, STORAGE_CLASS]:
             created = metal_twin.create(obj)
             assert created.ok, created.err
-        eventually(lambda: metal_twin.run("get", "certificates.cert-manager.io", "-A").ok, "the CRDs served")
+        eventually(
+            lambda: metal_twin.attempt("get", "certificates.cert-manager.io", "-A").ok, "the CRDs served"
+        )
         after = check_nvsentinel_prerequisites(spec, reader)
         assert {f.severity for f in after} == {Severity.OK}, after
         assert any("o9-local" in f.message for f in after)
     finally:
         for obj in crds:
-            metal_twin.run("delete", "crd", obj["metadata"]["name"], "--ignore-not-found")
-        metal_twin.run("delete", "storageclass", "o9-local", "--ignore-not-found")
+            metal_twin.attempt("delete", "crd", obj["metadata"]["name"], "--ignore-not-found")
+        metal_twin.attempt("delete", "storageclass", "o9-local", "--ignore-not-found")

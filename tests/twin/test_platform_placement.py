@@ -26,8 +26,9 @@ from infra.stackfile import load_stack
 from scheduler.labels import SCHEDULER_NAMESPACE, SECONDARY_SCHEDULER_NAME
 from scheduler.placement import secondary_scheduler
 from tests.conftest import ROOT
+from tests.support import eventually
 from tests.twin.conftest import start_twin
-from tests.twin.kube import Kube, eventually
+from tests.twin.kube import Kube
 
 SELECTOR = f"app.kubernetes.io/name={SECONDARY_SCHEDULER_NAME}"
 CPU_NODES = ("twin-cpu-1", "twin-cpu-2")  # twin.nodes: the existing platform's untainted nodes
@@ -63,7 +64,7 @@ def rolled_out(kube: Kube) -> bool:
 
 
 def drain(kube: Kube, node: str, timeout: str) -> Any:
-    return kube.run(
+    return kube.attempt(
         "drain", node, f"--pod-selector={SELECTOR}", "--ignore-daemonsets", f"--timeout={timeout}"
     )
 

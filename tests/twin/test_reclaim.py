@@ -22,7 +22,8 @@ from infra.monitoring.reclaim import (
     resolve_owners,
     workload_pods,
 )
-from tests.twin.kube import Kube, eventually, job, name, pod
+from tests.support import eventually
+from tests.twin.kube import Kube, job, name, pod
 from tests.twin.test_team_rules import BINPACK, condition, workload_of
 
 GPU = "nvidia.com/gpu"
@@ -75,7 +76,7 @@ def _evicted_deactivated(kube: Kube, owner: str) -> dict[str, Any]:
 def _get(kube: Kube) -> Any:
     def get(ns: str, api_version: str, kind: str, name_: str) -> dict[str, Any] | None:
         group, _, version = api_version.rpartition("/")
-        result = kube.run(
+        result = kube.attempt(
             "get", f"{kind}.{version}.{group}" if group else kind, name_, "-n", ns, "-o", "json"
         )
         return dict(json.loads(result.out)) if result.ok else None
@@ -141,16 +142,16 @@ def test_o10_a_plain_pod_is_deleted_as_end_of_life_and_its_workload_goes_with_it
         _deactivate(metal_twin, wl, False)
 
         def gone() -> bool:
-            result = metal_twin.run("get", "pod", pod_name, "-n", NS, "-o", "json")
+            result = metal_twin.attempt("get", "pod", pod_name, "-n", NS, "-o", "json")
             return not result.ok or bool(json.loads(result.out)["metadata"].get("deletionTimestamp"))
 
         eventually(gone, "the pod deleted", 90)
         eventually(
-            lambda: not metal_twin.run("get", "workloads.kueue.x-k8s.io", wl, "-n", NS).ok,
+            lambda: not metal_twin.attempt("get", "workloads.kueue.x-k8s.io", wl, "-n", NS).ok,
             "the Workload removed",
             90,
         )
-        reactivate = metal_twin.run(
+        reactivate = metal_twin.attempt(
             "patch",
             "workloads.kueue.x-k8s.io",
             wl,

@@ -57,7 +57,7 @@ def test_every_rendered_object_is_accepted(
         for file, obj in ordered(objects):
             doc = yaml.safe_dump(obj)
             for mode in (["--dry-run=server"], []):
-                result = kube.run(
+                result = kube.attempt(
                     "apply", "--server-side", "--field-manager=render-test", *mode, "-f", "-", stdin=doc
                 )
                 if not result.ok or "Warning" in result.err:

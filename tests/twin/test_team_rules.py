@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.twin.kube import Kube, eventually, job, name, pod
+from tests.support import eventually
+from tests.twin.kube import Kube, job, name, pod
 
 GPU = "nvidia.com/gpu"
 SHARED = "nvidia.com/gpu.shared"
@@ -138,7 +139,7 @@ def test_nothing_runs_in_a_team_namespace_outside_the_queue(vision: Kube, metal_
     assert made.ok
     gates = [g["name"] for g in json.loads(made.out)["spec"].get("schedulingGates", [])]
     assert "kueue.x-k8s.io/admission" in gates
-    ungate = vision.run("patch", "pod", bare, "-n", "vision", "--type=json",
+    ungate = vision.attempt("patch", "pod", bare, "-n", "vision", "--type=json",
                         "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')  # fmt: skip
     refused(ungate, "scheduling gates")
 
@@ -197,13 +198,13 @@ def test_members_read_the_queues_and_change_no_one_elses(vision: Kube) -> None:
     and Cohorts; nothing grants writes on them, nor any access to another team's namespace (RBAC is
     deny-by-default, kubernetes.io "Using RBAC Authorization")."""
     for kind in ("clusterqueues", "resourceflavors", "workloadpriorityclasses", "cohorts"):
-        assert vision.run("get", f"{kind}.kueue.x-k8s.io").ok, kind
-    refused(vision.run("patch", "clusterqueue.kueue.x-k8s.io", "vision", "--type=merge",
+        assert vision.attempt("get", f"{kind}.kueue.x-k8s.io").ok, kind
+    refused(vision.attempt("patch", "clusterqueue.kueue.x-k8s.io", "vision", "--type=merge",
                        "-p", '{"spec": {"stopPolicy": "Hold"}}'), "forbidden")  # fmt: skip
-    refused(vision.run("delete", "resourceflavor.kueue.x-k8s.io", "h100"), "forbidden")
+    refused(vision.attempt("delete", "resourceflavor.kueue.x-k8s.io", "h100"), "forbidden")
     refused(vision.create(job(name("elsewhere"), "nlp", {"cpu": "1"})), "forbidden")
-    refused(vision.run("get", "workloads.kueue.x-k8s.io", "-n", "nlp"), "forbidden")
-    refused(vision.run("patch", "localqueue.kueue.x-k8s.io", "default", "-n", "nlp", "--type=merge",
+    refused(vision.attempt("get", "workloads.kueue.x-k8s.io", "-n", "nlp"), "forbidden")
+    refused(vision.attempt("patch", "localqueue.kueue.x-k8s.io", "default", "-n", "nlp", "--type=merge",
                        "-p", '{"spec": {"stopPolicy": "Hold"}}'), "forbidden")  # fmt: skip
 
 
@@ -375,7 +376,7 @@ def test_gpu_pods_are_refused_outside_team_namespaces(metal_twin: Kube) -> None:
     cluster-wide guard, scheduler/guard.py), except kube-system and gpu-operator."""
     ns = name("scratch")
     metal_twin.ok("create", "namespace", ns)
-    eventually(lambda: metal_twin.run("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
+    eventually(lambda: metal_twin.attempt("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
     refused(metal_twin.create(pod(name("gpu"), ns, {"cpu": "1", GPU: 1}, tolerations=TOLERATE_GPU)),
             "GPU pods must run in a team namespace")  # fmt: skip
     metal_twin.ok("delete", "namespace", ns, "--wait=false")

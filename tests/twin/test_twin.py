@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.support import eventually, require
 from tests.twin.conftest import start_twin, toolchain
-from tests.twin.kube import Kube, eventually, name, pod
+from tests.twin.kube import Kube, name, pod
 from twin.kwok import DURATION_ANNOTATION
 
 INVOKE = [sys.executable, "-m", "invoke"]
@@ -67,7 +68,7 @@ def test_pods_run_until_deleted_or_for_their_twin_duration(metal_twin: Kube) -> 
     seconds. Scheduled by the real default scheduler onto an untainted CPU node."""
     ns = name("lifecycle")
     metal_twin.ok("create", "namespace", ns)
-    eventually(lambda: metal_twin.run("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
+    eventually(lambda: metal_twin.attempt("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")
     timed, forever = name("timed"), name("forever")
     meta = {"annotations": {DURATION_ANNOTATION: "2"}}
     assert metal_twin.create(pod(timed, ns, {"cpu": "100m"}, metadata=meta)).ok
@@ -82,11 +83,8 @@ def test_pods_run_until_deleted_or_for_their_twin_duration(metal_twin: Kube) -> 
 def test_nothing_leaves_the_machine(metal_twin: Kube) -> None:
     """The twin's namespace has only `lo`; every component listens on 127.0.0.1; the addresses a real cluster
     would dial (a Service ClusterIP, a kwok pod IP, a node IP) fail at once with ENETUNREACH from inside."""
-    if shutil.which("nsenter") is None or os.geteuid() != 0:
-        why = "entering the twin's namespace needs nsenter and root"
-        if os.environ.get("CI", "").lower() == "true":  # the tier must run there
-            pytest.fail(why)
-        pytest.skip(why)
+    rooted = shutil.which("nsenter") is not None and os.geteuid() == 0
+    require(rooted, "entering the twin's namespace needs nsenter and root")
     assert metal_twin.twin is not None
     pid = str(metal_twin.twin.info["pid"])
     pod_ip = next(
