@@ -1,7 +1,7 @@
 """The twin's toolchain: find the pinned component binaries, or build them from their Go modules.
 
 Every component is pinned in the versions recipe (`infra.versions`, `TWIN_*`) and built by a small wrapper
-module in `toolchain/<wrapper>/` (a go.mod that requires the upstream module at that version and, where the
+module in a folder beside this file (`twin/toolchain/<wrapper>/`: a go.mod that requires the upstream module at that version and, where the
 upstream go.mod has `replace` lines that `go install pkg@version` refuses, repeats them; golang/go#44840). No
 upstream code is copied into the repository. Builds land in a cache outside the clone, one folder per
 component and version (`<cache>/<name>-<version>/`, envtest's layout, so anything honouring
@@ -45,8 +45,7 @@ from infra.versions import (
     twin_kubernetes,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-WRAPPERS = ROOT / "toolchain"
+WRAPPERS = Path(__file__).resolve().parent  # one Go wrapper module per component, in a folder beside this file
 BIN_ENV = "GPUFLEET_TWIN_BIN"
 CACHE_ENV = "GPUFLEET_TWIN_CACHE"
 RECORD = "BUILD.json"  # what a finished build writes: seconds, bytes, Go version
