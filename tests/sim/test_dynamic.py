@@ -263,7 +263,7 @@ class Watched(Simulation):
         for j, job in enumerate(self.jobs):
             if job.state != WAITING or j not in queued:
                 continue
-            if self.requeue_due and self.shape_of[j] in self.parked:
+            if self.requeue_due and (self.shape_of[j] in self.parked or j in self.inadmissible):
                 continue  # quota changed within the batch period: Kueue retries it at the batched requeue
             if j in self.just_preempted:
                 # Kueue requeues a victim once its eviction completes, not in the cycle that preempted it

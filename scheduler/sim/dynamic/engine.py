@@ -108,6 +108,10 @@ class Simulation:
         # batched requeue `requeue_batch_s` later moves them back to the heads
         self.parked: set[tuple[int, str, int, int, int, int]] = set()
         self.requeue_due = False
+        # Jobs Kueue would hold as inadmissible until the batched requeue: those that failed, and those skipped
+        # because a job of the same queue, pools and priority no larger failed in the same cycle (Kueue pops
+        # each as its queue's head in a later cycle and finds it inadmissible in turn).
+        self.inadmissible: set[int] = set()
         self.shape_of = list(
             zip(jobs.queue.tolist(), wl.gpu_spec, jobs.pods.tolist(), wl.num_gpu.tolist(),
                 wl.gpu_milli.tolist(), jobs.priority.tolist(), strict=True)
@@ -222,6 +226,7 @@ class Simulation:
         elif kind == REQUEUE:
             self.requeue_due = False
             self.parked.clear()
+            self.inadmissible.clear()
             self.quota_freed = True
 
     # ---- queueing and admission -------------------------------------------------------------------------
@@ -272,6 +277,7 @@ class Simulation:
                         continue
                     key = (q, spec[j], int(jobs.priority[j]))
                     if (key in failed and size[j] >= failed[key]) or self.shape_of[j] in parked:
+                        self.inadmissible.add(j)
                         if strict:
                             rest.clear()
                         continue
@@ -291,6 +297,7 @@ class Simulation:
                     q = int(jobs.queue[j])
                     key = (q, spec[j], int(jobs.priority[j]))
                     failed[key] = min(failed.get(key, size[j]), size[j])
+                    self.inadmissible.add(j)
                     if self.w.settings.requeue_batch_s > 0:
                         parked.add(self.shape_of[j])
                     if strict:
