@@ -45,9 +45,8 @@ from infra.versions import (
     twin_kubernetes,
 )
 
-WRAPPERS = (
-    Path(__file__).resolve().parent
-)  # one Go wrapper module per component, in a folder beside this file
+# One Go wrapper module per component, in a folder beside this file.
+WRAPPERS = Path(__file__).resolve().parent
 BIN_ENV = "GPUFLEET_TWIN_BIN"
 CACHE_ENV = "GPUFLEET_TWIN_CACHE"
 RECORD = "BUILD.json"  # what a finished build writes: seconds, bytes, Go version
