@@ -60,18 +60,28 @@ if hasattr(signal, "SIGPIPE") and _CLI:
     # that imports this file (the test suite) keeps Python's own SIGPIPE handling, under which a write to a
     # closed socket is an exception, not the end of the process.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+if _CLI:
+    # SIGTERM and SIGHUP end a command the way Ctrl-C does: what it started is stopped on the way out, and it
+    # exits 143 or 129 (user_errors), not silently with the signal's default action.
+    from infra.errors import raise_on_stop_signals
+
+    raise_on_stop_signals()
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn the toolkit's user-facing errors into a message and an exit code."""
-    from infra.errors import GpufleetError
+    from infra.errors import GpufleetError, Interrupted
     from scheduler.errors import SchedulerConfigError
 
     try:
         yield
     except (GpufleetError, SchedulerConfigError) as exc:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
+    except KeyboardInterrupt:
+        raise Exit("interrupted", code=130) from None
+    except Interrupted as stopped:
+        raise Exit(f"{stopped}", code=stopped.exit_code) from None
 
 
 STACK_HELP = "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev"

@@ -3,6 +3,8 @@
 - ConfigError: bad input (stack file, spec, trace) -> exit 2
 - ToolMissing: a missing tool or credentials -> exit 3, with what to install or set
 - CheckFailed: a check that ran and found problems (preflight, verify) -> exit 1
+- Interrupted: a stop signal (SIGINT, SIGTERM, SIGHUP) -> exit 128 + its number (130, 143, 129), as a shell
+  reports a command a signal ended; what the command started is stopped on the way out
 Anything else is a bug and keeps its traceback.
 """
 
@@ -42,3 +44,29 @@ class CheckFailed(GpufleetError):
     """A check ran and found errors (reported before this is raised)."""
 
     exit_code = 1
+
+
+class Interrupted(BaseException):
+    """A stop signal, raised where the program is (not an Exception: nothing may swallow it), so what is in
+    progress is abandoned and every `finally` on the way out stops what was started."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def raise_on_stop_signals() -> None:
+    """Make SIGTERM and SIGHUP raise `Interrupted` in the main thread, as SIGINT raises KeyboardInterrupt."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)

@@ -100,7 +100,7 @@ class Twin:
     def up(self) -> Twin:
         opts = self.options
         minor = opts.kubernetes_minor
-        tools = self.tools = locate(minor, self.say)
+        tools = self.tools = locate(minor, self.say, monitoring=self.options.monitoring)
         try:
             self.plane = self._step(
                 "control plane",

@@ -2,6 +2,8 @@
 it is interrupted, or running one command in it.
 
 Returns the exit code and, for a failure the user must read about, one line; the command layer only prints it.
+An interrupt (KeyboardInterrupt, or `infra.errors.Interrupted` for SIGTERM and SIGHUP) at any point passes
+through after the twin is stopped and the lock released.
 """
 
 from __future__ import annotations
@@ -41,9 +43,7 @@ def run_twin(
         stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run, monitoring=monitoring
     )
     if run:
-        code = started.process.wait()
-        started.stop()
-        return code, ""
+        return launch.finish(started), ""
     code = launch.serve(started)
     return (1, f"the twin stopped (exit {code}); logs in {started.folder / 'logs'}") if code else (0, "")
 
@@ -75,12 +75,9 @@ def run_slurm_twin(
                 "  sinfo; sbatch --account=TEAM --gres=gpu:TYPE:N ...   (this user is in every team's account)"
             )
             print("Ctrl-C stops it.")
-            try:
-                while all(p.poll() is None for p in cluster.procs):
-                    time.sleep(1)
-                return 1, f"a Slurm daemon stopped; logs in {cluster.root / 'log'}"
-            except KeyboardInterrupt:
-                return 0, ""
+            while all(p.poll() is None for p in cluster.procs):
+                time.sleep(1)
+            return 1, f"a Slurm daemon stopped; logs in {cluster.root / 'log'}"
         finally:
             cluster.stop()
     finally:

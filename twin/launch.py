@@ -12,8 +12,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -77,29 +75,29 @@ def take_lock(stack: str, path: Path) -> IO[str]:
 
 @dataclass
 class RunningTwin:
-    """A twin started by `start`: its session process, where its kubeconfig is, and how it came up."""
+    """A twin started by `start`: its session (inside the namespaces), where its kubeconfig is, and how it came up."""
 
-    process: subprocess.Popen[bytes]
+    session: netns.Inside
     folder: Path
     info: dict[str, Any] = field(default_factory=dict)
     lock: IO[str] | None = None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self.session.process
 
     @property
     def kubeconfig(self) -> Path:
         return Path(self.info["kubeconfig"])
 
     def stop(self, timeout: float = 60) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-        if self.lock is not None:
-            self.lock.close()
-            self.lock = None
-        return int(self.process.returncode or 0)
+        """Stop the session (and with it every component), then release the lock."""
+        try:
+            return self.session.stop(timeout)
+        finally:
+            if self.lock is not None:
+                self.lock.close()
+                self.lock = None
 
 
 def start(
@@ -116,15 +114,22 @@ def start(
     stdout: int | IO[bytes] | None = None,
     lock: Path | None = None,
 ) -> RunningTwin:
-    """Check, lock, and start a twin; returns once it is up (or, with `run`, once it has started)."""
+    """Check, lock, and start a twin; returns once it is up (or, with `run`, once it has started). Interrupted
+    at any point (Ctrl-C, a stop signal the caller turns into an exception), it stops what it started."""
     check_options(spec, minor, nodes)
-    locate(minor or spec.cluster.kubernetes_version, say)  # exit 3 before anything starts
+    locate(
+        minor or spec.cluster.kubernetes_version, say, monitoring=monitoring
+    )  # exit 3 before anything starts
     netns.check_namespaces()
     held = take_lock(spec.stack, lock or lock_path())
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    try:
+        netns.clear_folder(folder)
+    except BaseException:
+        held.close()
+        raise
     ready = folder / "ready.json"
     listener = netns.listen()
+    port = listener.getsockname()[1]  # the API server's port on this machine's loopback
     argv = [sys.executable, "-m", "twin.session", "--stack-file", str(stack_file.resolve()),
             "--folder", str(folder.resolve()), "--listen-fd", str(listener.fileno()), "--ready-file", str(ready),
             "--minor", minor, "--nodes", nodes]  # fmt: skip
@@ -137,30 +142,39 @@ def start(
         extra = [netns.listen(), netns.listen()]
         argv += ["--monitoring", "--prometheus-fd", str(extra[0].fileno()),
                  "--alertmanager-fd", str(extra[1].fileno())]  # fmt: skip
-    fds = (listener.fileno(), *(s.fileno() for s in extra))
-    process = subprocess.Popen(
-        netns.enter(argv), pass_fds=fds, start_new_session=True, stdout=stdout, stderr=stdout
-    )
-    listener.close()
-    for sock in extra:
-        sock.close()
-    twin = RunningTwin(process, folder, lock=held)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not ready.is_file():
-        if process.poll() is not None or time.monotonic() > deadline:
-            code = twin.stop()
-            raise CheckFailed(f"the twin did not come up (exit {code}); logs in {folder / 'logs'}")
-        time.sleep(0.2)
-    twin.info = json.loads(ready.read_text())
+    try:
+        session = netns.spawn(argv, (listener.fileno(), *(s.fileno() for s in extra)), stdout)
+    except BaseException:
+        held.close()
+        raise
+    finally:
+        listener.close()
+        for sock in extra:
+            sock.close()
+    twin = RunningTwin(session, folder, lock=held)
+    (folder / "session.json").write_text(json.dumps({"pid": session.process.pid, "port": port}))
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.is_file():
+            if session.process.poll() is not None or time.monotonic() > deadline:
+                code = twin.stop()
+                raise CheckFailed(f"the twin did not come up (exit {code}); logs in {folder / 'logs'}")
+            time.sleep(0.2)
+        twin.info = json.loads(ready.read_text())
+    except BaseException:
+        twin.stop()
+        raise
     held.seek(0)
     held.truncate()
-    held.write(json.dumps({"stack": spec.stack, "pid": process.pid, "kubeconfig": twin.info["kubeconfig"]}))
+    held.write(
+        json.dumps({"stack": spec.stack, "pid": session.process.pid, "kubeconfig": twin.info["kubeconfig"]})
+    )
     held.flush()
     return twin
 
 
 def serve(twin: RunningTwin, say: Callable[[str], None] = print) -> int:
-    """Print how to reach the twin and wait until it is interrupted (Ctrl-C) or fails."""
+    """Print how to reach the twin and wait until it fails or the caller is interrupted (then it is stopped)."""
     info = twin.info
     say(f"twin is up in {info['seconds']:.0f} s: {info['server']}")
     say(f"  export KUBECONFIG={info['kubeconfig']}")
@@ -171,7 +185,13 @@ def serve(twin: RunningTwin, say: Callable[[str], None] = print) -> int:
     say("Ctrl-C stops it.")
     try:
         return twin.process.wait()
-    except KeyboardInterrupt:
-        return twin.stop()
+    finally:
+        twin.stop()
+
+
+def finish(twin: RunningTwin) -> int:
+    """`--run`: wait for the command to end in the twin, then stop the twin; the command's exit status."""
+    try:
+        return twin.process.wait()
     finally:
         twin.stop()

@@ -11,7 +11,8 @@ The API server is still reachable from the machine's own loopback: the launcher 
 connection belongs to the listener's namespace) and connects to the API server on the same port inside. So
 one kubeconfig, `https://127.0.0.1:<port>`, works inside the twin and outside it. Each program the launcher
 starts inside (`twin.session`, `twin.replay`) begins with `entry_point`: the arguments every such program
-takes, the handed-down listener, and SIGTERM/SIGINT turned into a stop event.
+takes, the handed-down listener, a stop when the launcher ends (a pipe it holds), and SIGTERM, SIGINT and
+SIGHUP turned into a stop.
 
 The mount namespace gives Kueue the fixed certificate folder it insists on (/etc/kueue/metrics/certs)
 without touching the machine's /etc: /etc is overlaid with a writable layer in the twin's folder.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -29,11 +31,12 @@ import socket
 import struct
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from infra.errors import ToolMissing
+from infra.errors import CheckFailed, Interrupted, ToolMissing
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 NAMESPACE_HINT = (
@@ -96,31 +99,69 @@ def listen(port: int = 0) -> socket.socket:
     return sock
 
 
-@dataclass(frozen=True)
+@dataclass
 class EntryPoint:
     """What a program started inside the namespace begins with: its parsed arguments, its folder, the listener
-    the launcher made on the machine's loopback (and that listener's port), and the event SIGTERM or SIGINT sets."""
+    the launcher made on the machine's loopback (and that listener's port), and the event a stop signal sets.
+
+    While `interrupting` is on (start-up, a command running), a stop also raises `Interrupted` in the main
+    thread, once: a long start-up is not finished first, and the components already started are stopped."""
 
     args: argparse.Namespace
     folder: Path
     listener: socket.socket
     port: int
     stop: threading.Event
+    interrupting: bool = True
+    raised: bool = False
+
+    def on_stop(self, signum: int) -> None:
+        self.stop.set()
+        if self.interrupting and not self.raised:
+            self.raised = True
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """A stop only sets the event (the program's own loop notices it and stops in order)."""
+        self.interrupting = False
+        try:
+            if self.stop.is_set():
+                raise Interrupted(signal.SIGTERM)
+            yield
+        finally:
+            self.interrupting = True
+
+
+def watch_parent(fd: int) -> None:
+    """The launcher holds the write end of a pipe whose read end is `fd`: when the launcher ends, however it ends
+    (a SIGKILL included), reading gives EOF and this process is sent SIGTERM, which stops the twin."""
+
+    def wait() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 1):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="launcher-watch", daemon=True).start()
 
 
 def entry_point(parser: argparse.ArgumentParser, argv: list[str] | None) -> EntryPoint:
     """Parse `argv` with `parser` plus the arguments the launcher always passes (`--folder`, `--listen-fd`,
-    `--ready-file`), take over the listening socket handed down as `--listen-fd`, and make SIGTERM and SIGINT
-    set the stop event instead of ending the process (the caller then brings its components down)."""
+    `--ready-file`, `--parent-fd`), take over the listening socket handed down as `--listen-fd`, stop when the
+    launcher ends, and turn SIGTERM, SIGINT and SIGHUP into a stop (see `EntryPoint`)."""
     parser.add_argument("--folder", required=True)
     parser.add_argument("--listen-fd", type=int, required=True)
     parser.add_argument("--ready-file", required=True)
+    parser.add_argument("--parent-fd", type=int, default=-1, help="read end of the launcher's pipe")
     args = parser.parse_args(argv)
     listener = socket.socket(fileno=args.listen_fd)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    return EntryPoint(args, Path(args.folder), listener, int(listener.getsockname()[1]), stop)
+    entry = EntryPoint(args, Path(args.folder), listener, int(listener.getsockname()[1]), threading.Event())
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: entry.on_stop(signum))
+    if args.parent_fd >= 0:
+        watch_parent(args.parent_fd)
+    return entry
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
@@ -157,3 +198,76 @@ def forward(listener: socket.socket, target_port: int, target_host: str = "127.0
     thread = threading.Thread(target=serve, name=f"forward-{target_port}", daemon=True)
     thread.start()
     return thread
+
+
+# ---- on the machine: starting a program inside, and stopping it -------------------------------------------
+
+
+@dataclass
+class Inside:
+    """A program the launcher started inside the namespaces (`twin.session`, `twin.replay`): its process (the
+    leader of its own process group) and the write end of the pipe whose closing stops it."""
+
+    process: subprocess.Popen[bytes]
+    pipe: int
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM and the pipe closed; after `timeout` SIGKILL to its process group. Its components die with it
+        (each started with a parent-death signal, `twin.processes`)."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+        if self.pipe >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.pipe)
+            self.pipe = -1
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+        return int(self.process.returncode or 0)
+
+
+def spawn(argv: Sequence[str], fds: Sequence[int], stdout: Any = None) -> Inside:
+    """Start `argv` (a program that begins with `entry_point`) inside new namespaces, handing it `fds` and the
+    read end of a pipe this process keeps the write end of: it stops when this process ends, however it ends."""
+    read, write = os.pipe()  # the write end is not inheritable: no other child of this process holds it
+    try:
+        process = subprocess.Popen(
+            enter([*argv, "--parent-fd", str(read)]), pass_fds=(*fds, read), start_new_session=True,
+            stdout=stdout, stderr=stdout,
+        )  # fmt: skip
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return Inside(process, write)
+
+
+def live_program(folder: Path) -> int | None:
+    """The pid of a twin program that is running for `folder` (its `ready.json` or `session.json` names it and
+    that process is alive and is one), else None: such a folder is never deleted under it."""
+    for name in ("ready.json", "session.json"):
+        try:
+            pid = int(json.loads((folder / name).read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"twin.session" in command or b"twin.replay" in command:
+            return pid
+    return None
+
+
+def clear_folder(folder: Path) -> None:
+    """Start from an empty folder, unless a twin still runs from it (exit 1, naming it)."""
+    pid = live_program(folder)
+    if pid is not None:
+        raise CheckFailed(f"a twin still runs from {folder} (pid {pid}); stop it first (kill {pid})")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)

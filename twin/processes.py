@@ -1,14 +1,18 @@
 """Starting and stopping the twin's component processes, and waiting until each one serves.
 
 Each process gets its own session (process group), its own log file, and is stopped by its own process group
-(SIGTERM, then SIGKILL after a grace period), never by name, in the reverse order of starting. A process that
-exits while the twin waits for it fails the start at once with the end of its log, instead of a timeout.
+(SIGTERM, then SIGKILL after a grace period), never by name, in the reverse order of starting. Each is also
+started with a parent-death signal (`setpriv --pdeathsig KILL`, util-linux; prctl(2) PR_SET_PDEATHSIG): when the
+program that started it ends without stopping it (killed, crashed), the kernel ends it too, so no component
+outlives its twin. A process that exits while the twin waits for it fails the start at once with the end of
+its log, instead of a timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -25,6 +29,12 @@ from infra.errors import CheckFailed
 STOP_GRACE_S = 10.0
 
 
+def with_parent_death(argv: Sequence[str]) -> list[str]:
+    """`argv` run so that it is killed when the thread that starts it ends (without util-linux's setpriv, as is)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
+
+
 @dataclass
 class Process:
     name: str
@@ -36,7 +46,7 @@ class Process:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(
-                self.argv,
+                with_parent_death(self.argv),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

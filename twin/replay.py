@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from infra.errors import Interrupted
 from infra.versions import KUEUE_VERSION
 from scheduler.fgd.model import Cluster, Workload
 from scheduler.sim.policies.base import Batch, Policy
@@ -168,12 +167,15 @@ def session(argv: list[str] | None = None) -> int:
         wait_until(lambda: https_ok(f"https://127.0.0.1:{sched_port}/healthz", None), "gpu-binpack", proc, 60)
         netns.forward(entry.listener, entry.port)
         Path(args.ready_file).write_text(json.dumps({"kubeconfig": str(plane.admin), "pid": os.getpid()}))
-        while not entry.stop.wait(1):
-            dead = sup.check_alive()
-            if dead is not None:
-                print(f"{dead.name} exited:\n{dead.log_tail()}", file=sys.stderr)
-                return 1
+        with entry.serving():
+            while not entry.stop.wait(1):
+                dead = sup.check_alive()
+                if dead is not None:
+                    print(f"{dead.name} exited:\n{dead.log_tail()}", file=sys.stderr)
+                    return 1
         return 0
+    except Interrupted as stopped:
+        return 128 + stopped.signum
     finally:
         sup.stop_all()
 
@@ -183,7 +185,7 @@ def session(argv: list[str] | None = None) -> int:
 
 @dataclass
 class ReplayTwin:
-    process: subprocess.Popen[bytes]
+    inside: netns.Inside
     folder: Path
     kubeconfig: Path
     _core: Any = None
@@ -198,11 +200,8 @@ class ReplayTwin:
         simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`. `config`: the
         KubeSchedulerConfiguration gpu-binpack runs (default: :func:`scheduler_config` of `profile`), e.g. one
         read back from a stack's rendered ConfigMap."""
-        import shutil
-
         netns.check_namespaces()
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
+        netns.clear_folder(folder)
         nodes = folder / "nodes.json"
         nodes.write_text(json.dumps(replay_nodes(cluster, units)))
         ready = folder / "ready.json"
@@ -227,17 +226,23 @@ class ReplayTwin:
             trace.write_text("cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "".join(
                 f"{c},{m},{k},{d},{spec}\n" for c, m, k, d, spec in rows))  # fmt: skip
             argv += ["--trace", str(trace)]
-        log = (folder / "session.log").open("wb")
-        process = subprocess.Popen(netns.enter(argv), pass_fds=(listener.fileno(),), start_new_session=True,
-                                   stdout=log, stderr=log)  # fmt: skip
-        listener.close()
-        deadline = time.monotonic() + 600
-        while not ready.is_file():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the replay twin did not start; see {folder / 'session.log'}")
-            time.sleep(0.2)
+        with (folder / "session.log").open("wb") as log:
+            try:
+                inside = netns.spawn(argv, (listener.fileno(),), log)
+            finally:
+                listener.close()
+        (folder / "session.json").write_text(json.dumps({"pid": inside.process.pid}))
+        try:
+            deadline = time.monotonic() + 600
+            while not ready.is_file():
+                if inside.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the replay twin did not start; see {folder / 'session.log'}")
+                time.sleep(0.2)
+        except BaseException:
+            inside.stop()
+            raise
         info = json.loads(ready.read_text())
-        return cls(process, folder, Path(info["kubeconfig"]))
+        return cls(inside, folder, Path(info["kubeconfig"]))
 
     def core(self) -> Any:
         if self._core is None:
@@ -278,12 +283,7 @@ class ReplayTwin:
         self.core().create_namespaced_pod(NAMESPACE, pod)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+        self.inside.stop()
 
 
 class TwinPolicy(Policy):

@@ -8,15 +8,17 @@ listening socket it made on the machine's loopback (`--listen-fd`). Reports read
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from infra.errors import GpufleetError
+from infra.errors import GpufleetError, Interrupted
 from infra.stackfile import load_stack
 from twin import netns
 from twin.cluster import Twin, TwinOptions
@@ -25,6 +27,18 @@ from twin.nodes import NodeCount
 
 def parse_nodes(text: str) -> NodeCount:
     return int(text) if text.isdigit() else text  # type: ignore[return-value]
+
+
+def run_command(command: str, env: dict[str, str]) -> int:
+    """`--run`: the command in a process group of its own, so a stop ends it with everything it started."""
+    child = subprocess.Popen(command, shell=True, env=env, start_new_session=True)
+    try:
+        return child.wait()
+    finally:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,13 +100,16 @@ def main(argv: list[str] | None = None) -> int:
                 "KUBECONFIG": str(twin.plane.admin),
                 "PATH": f"{twin.tools['kubectl'].parent}{os.pathsep}{os.environ.get('PATH', '')}",
             }
-            return subprocess.run(args.run, shell=True, env=env, check=False).returncode
-        while not entry.stop.wait(2):
-            twin.check()
+            return run_command(args.run, env)
+        with entry.serving():
+            while not entry.stop.wait(2):
+                twin.check()
         return 0
     except GpufleetError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
+    except Interrupted as stopped:
+        return 128 + stopped.signum
     finally:
         say("twin: stopping ...")
         twin.down()

@@ -27,6 +27,7 @@ from infra.scheduling import scheduler_inputs
 from infra.slurm.site import slurm_site
 from infra.spec import ClusterSpec
 from scheduler.slurm import cgroup_conf, gres_conf, sacctmgr_script, slurm_conf
+from twin.processes import with_parent_death
 
 # Debian 12 packages, and one binary of each that says whether it is installed (Slurm 22.05, MUNGE, MariaDB)
 PACKAGES = {"slurmctld": "slurmctld", "slurmd": "slurmd", "slurmdbd": "slurmdbd", "munged": "munge",
@@ -118,7 +119,7 @@ class SlurmCluster:
     # -- start and stop -----------------------------------------------------------------------------------
     def _spawn(self, *argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.root / "log" / f"{Path(argv[0]).name}-{len(self.procs)}.out", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env or self.env,
+        proc = subprocess.Popen(with_parent_death(argv), stdout=log, stderr=subprocess.STDOUT, env=env or self.env,
                                 start_new_session=True)  # fmt: skip
         log.close()
         self.procs.append(proc)
@@ -131,7 +132,8 @@ class SlurmCluster:
                 return
             for p in self.procs:
                 if p.poll() is not None:
-                    name = Path(str(p.args[0] if isinstance(p.args, list) else p.args)).name
+                    args = list(p.args) if isinstance(p.args, list) else [str(p.args)]
+                    name = Path(str(args[args.index("--") + 1] if "--" in args else args[0])).name
                     raise SlurmTwinFailed(f"{name} exited ({p.returncode}) before {what}\n{self.logs()}")
             time.sleep(0.3)
         raise SlurmTwinFailed(f"timed out waiting for {what}\n{self.logs()}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -304,20 +305,110 @@ class Toolchain:
         return self.programs[program]
 
 
+def version_probe(c: GoBuild, program: str) -> tuple[list[str], str]:
+    """How `program` of `c` tells its version: the arguments to run it with and the text its output must hold
+    at the pin. An empty argument list means the program has no version flag (Kueue, the Pulumi provider): its
+    Go build info is read instead, and must name the module and version given as "module version" (for the
+    provider, built from its module zip as `(devel)`, the SDK module of its release that it is built with)."""
+    bare = c.version.removeprefix("v")
+    if c.name == "kubernetes":
+        if program == "kubectl":
+            return ["version", "--client"], f"Client Version: {c.version}"
+        return ["--version"], f"Kubernetes {c.version}"
+    probes = {
+        "etcd": (["--version"], f"etcd Version: {bare}"),
+        "kwok": (["--version"], f"kwok version {c.version}"),
+        "helm": (["version", "--short"], c.version),
+        "pulumi": (["version"], c.version),
+        "prometheus-operator": (["--version"], f"version {bare}"),
+        "prometheus": (["--version"], f"version {c.note.removeprefix('v')}"),
+        "alertmanager": (["--version"], f"version {bare}"),
+        "kube-state-metrics": (["version"], f"version {c.version}"),
+        "pulumi-kubernetes": ([], f"github.com/pulumi/pulumi-kubernetes/sdk/v4 v{bare}"),
+    }
+    return probes.get(c.name, ([], f"{c.module} {c.version}"))
+
+
+def go_build_info(path: Path) -> str:
+    """The module lines Go embeds in a binary (what `go version -m` prints), read without Go: the
+    `\xff Go buildinf:` header, then, for Go >= 1.18's inline form, two length-prefixed strings (the Go
+    version and the module info); "" when there is none (src/debug/buildinfo/buildinfo.go)."""
+    import mmap
+
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        at = data.find(b"\xff Go buildinf:")
+        if at < 0 or not data[at + 15] & 2:  # flag 2: strings inline after the 32-byte header
+            return ""
+        pos, strings = at + 32, []
+        for _ in range(2):
+            length = shift = 0
+            while True:
+                byte = data[pos]
+                pos += 1
+                length |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+            strings.append(data[pos : pos + length].decode(errors="replace"))
+            pos += length
+    return strings[1]
+
+
+def version_problem(c: GoBuild, program: str, path: Path) -> str | None:
+    """None when the binary at `path` is the pinned release; otherwise one line saying what it is instead."""
+    argv, expected = version_probe(c, program)
+    if not argv:
+        module, version = expected.split()
+        info = go_build_info(path)
+        if re.search(rf"^(?:mod|dep|=>)\t{re.escape(module)}\t{re.escape(version)}(\t|$)", info, re.M):
+            return None
+        found = re.findall(rf"^(?:mod|dep|=>)\t{re.escape(module)}\t(\S+)", info, re.M)
+        said = f"module {module} {' => '.join(found)}" if found else f"no Go build info naming {module}"
+        return f"{path} is not {c.name} {c.version} ({said})"
+    try:
+        done = subprocess.run([str(path), *argv], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{path} did not say its version ({exc})"
+    output = done.stdout + done.stderr
+    if expected in output:
+        return None
+    said = (output.strip().splitlines() or ["nothing"])[0]
+    return f"{path} is not {c.name} {c.version} (`{program} {' '.join(argv)}`: {said!r})"
+
+
 def _find(c: GoBuild, program: str) -> Path | None:
+    """GPUFLEET_TWIN_BIN, the cache, then PATH; a binary the toolchain did not build itself is used only when it
+    is the pinned release (ToolMissing naming it otherwise: a different release would run under the pin's
+    name)."""
+    usable = [p for p in _candidates(c, program) if p.is_file() and os.access(p, os.X_OK)]
+    if not usable:
+        return None
+    path = usable[0]
+    if path.parent != folder(c):
+        problem = version_problem(c, program, path)
+        if problem:
+            raise ToolMissing(f"{problem}: {BUILD_HINT}")
+    return path
+
+
+def _candidates(c: GoBuild, program: str) -> list[Path]:
     supplied = os.environ.get(BIN_ENV)
     candidates = [Path(supplied) / program] if supplied else []
     candidates.append(folder(c) / program)
     on_path = shutil.which(program)
     if on_path:
         candidates.append(Path(on_path))
-    return next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
+    return candidates
 
 
 def program(c: GoBuild, name: str) -> Path | None:
-    """Where one program of a component is (GPUFLEET_TWIN_BIN, the twin cache, then PATH), or None: for tests
-    that run a single tool of the toolchain (promtool, prometheus) without locating a whole twin."""
-    return _find(c, name)
+    """Where one program of a component is (GPUFLEET_TWIN_BIN, the twin cache, then PATH, at the pinned release
+    only), or None: for tests that run a single tool of the toolchain (promtool, prometheus) without locating a
+    whole twin."""
+    try:
+        return _find(c, name)
+    except ToolMissing:
+        return None
 
 
 def _data(c: GoBuild, say: Say) -> dict[str, Path]:
@@ -330,12 +421,18 @@ def _data(c: GoBuild, say: Say) -> dict[str, Path]:
     return {name: source / inside for inside, name in wanted}
 
 
-def locate(minor: str, say: Say = print) -> Toolchain:
-    """Every program the twin runs at this Kubernetes minor; ToolMissing (exit 3) names what is missing."""
+# Components whose programs only `--monitoring` runs (their data, e.g. the operator's CRDs, every twin serves).
+MONITORING = ("prometheus-operator", "prometheus", "alertmanager", "kube-state-metrics")
+
+
+def locate(minor: str, say: Say = print, *, monitoring: bool = False) -> Toolchain:
+    """The programs a twin at this Kubernetes minor runs (the monitoring chain's only with `monitoring`), and the
+    data files every twin serves; ToolMissing (exit 3) names what is missing or not the pinned release."""
     programs: dict[str, Path] = {}
-    data: dict[str, Path] = {}
     missing: list[str] = []
     for c in components([minor]):
+        if c.name in MONITORING and not monitoring:
+            continue
         for program in c.programs:
             path = _find(c, program)
             if path is None:
@@ -344,6 +441,7 @@ def locate(minor: str, say: Say = print) -> Toolchain:
                 programs[program] = path
     if missing:
         raise ToolMissing(f"the twin needs {', '.join(missing)}: {BUILD_HINT}")
+    data: dict[str, Path] = {}
     for c in components([minor]):
         data.update(_data(c, say))
     return Toolchain(programs, data)

@@ -1,0 +1,123 @@
+"""`invoke twin` stops with its command: Ctrl-C (SIGINT), SIGTERM and SIGHUP during start-up, during `--run`
+and while serving each stop every component and release the lock, and the command exits 128 + the signal's
+number; a launcher killed outright (SIGKILL) takes its twin with it. Afterwards no process of the twin is left
+and its port on the machine's loopback is free."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.support import eventually
+from tests.twin.conftest import toolchain
+
+STACK = "metal"
+FOLDER = ROOT / "build" / STACK / "twin"
+SLEEPER = "import time; time.sleep(600)"
+
+
+def launch(tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """`invoke twin --stack metal --bare ...` as a user starts it, with a lock of the test's own."""
+    env = {**os.environ, "GPUFLEET_TWIN_LOCK": str(tmp / "lock")}
+    log = (tmp / "invoke.log").open("wb")
+    return subprocess.Popen([sys.executable, "-m", "invoke", "twin", "--stack", STACK, "--bare", *extra],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def twin_processes(marker: str) -> list[str]:
+    """Every process whose command line names the twin's folder (the session and each component name it in
+    their arguments) or `marker` (the `--run` command's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(FOLDER) in command or marker in command:
+            found.append(f"{entry.name}: {command[:160]}")
+    return found
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def session_port() -> int:
+    return int(json.loads((FOLDER / "session.json").read_text())["port"])
+
+
+@pytest.mark.parametrize("phase", ["start-up", "run", "serving"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_at_any_phase_stops_every_component(
+    tmp_path: Path, phase: str, sig: signal.Signals
+) -> None:
+    toolchain("1.35")
+    marker = f"gpufleet-signal-test-{tmp_path.name}"
+    extra = ["--run", f"{sys.executable} -c '{SLEEPER}' {marker}"] if phase == "run" else []
+    invoked = launch(tmp_path, *extra)
+    try:
+        if phase == "start-up":  # the session has started components, and is not up yet
+            eventually(
+                lambda: (FOLDER / "logs" / "kube-apiserver.log").is_file(), "the API server started", 120, 0.1
+            )
+            assert not (FOLDER / "ready.json").is_file()
+        else:
+            eventually(lambda: (FOLDER / "ready.json").is_file(), "the twin up", 300, 0.2)
+        if phase == "run":
+            eventually(lambda: any(marker in p for p in twin_processes(marker)), "the --run command", 30, 0.1)
+        port = session_port()
+        invoked.send_signal(sig)
+        code = invoked.wait(120)
+    finally:
+        if invoked.poll() is None:
+            invoked.kill()
+    said = (tmp_path / "invoke.log").read_text()
+    assert code == 128 + sig, said
+    assert eventually(lambda: not twin_processes(marker), "no twin process left", 30, 0.2)
+    assert port_free(port)
+    again = subprocess.run([sys.executable, "-c", (
+        "import sys; from pathlib import Path; from twin import launch;"
+        f"launch.take_lock('{STACK}', Path('{tmp_path / 'lock'}')).close()")],
+        cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    assert again.returncode == 0, f"the lock is still held: {again.stderr}"
+
+
+def test_a_killed_launcher_takes_its_twin_with_it_and_its_folder_is_safe_meanwhile(tmp_path: Path) -> None:
+    """SIGKILL leaves the launcher no say: the session sees the pipe the launcher held close and stops. While the
+    twin runs, a second `invoke twin` with another lock is refused (exit 1, naming it) and deletes nothing."""
+    toolchain("1.35")
+    invoked = launch(tmp_path)
+    try:
+        eventually(lambda: (FOLDER / "ready.json").is_file(), "the twin up", 300, 0.2)
+        port = session_port()
+        pid = json.loads((FOLDER / "ready.json").read_text())["pid"]
+        second = subprocess.run(
+            [sys.executable, "-m", "invoke", "twin", "--stack", STACK, "--bare", "--run", "true"], cwd=ROOT,
+            env={**os.environ, "GPUFLEET_TWIN_LOCK": str(tmp_path / "other.lock")}, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert f"pid {pid}" in second.stderr and (FOLDER / "ready.json").is_file()
+        invoked.send_signal(signal.SIGKILL)
+        invoked.wait(30)
+    finally:
+        if invoked.poll() is None:
+            invoked.kill()
+    assert eventually(lambda: not twin_processes("never-matches"), "no twin process left", 90, 0.2)
+    assert port_free(port)
