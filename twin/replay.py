@@ -18,8 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import socket
+import ssl
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +124,10 @@ def session(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=PROFILES, required=True)
     parser.add_argument("--trace", default="")
     parser.add_argument("--scheduler-config", default="", help="a KubeSchedulerConfiguration (JSON) to run")
+    # listening sockets on the machine's loopback for the scheduler's metrics and the extender's /readyz, so
+    # the launcher can wait until both have taken in the pods it created
+    parser.add_argument("--scheduler-fd", type=int, default=-1)
+    parser.add_argument("--extender-fd", type=int, default=-1)
     entry = netns.entry_point(parser, argv)
     args, folder = entry.args, entry.folder
     from twin.controlplane import start_control_plane
@@ -163,9 +171,12 @@ def session(argv: list[str] | None = None) -> int:
         config.write_text(yaml.safe_dump(local_run(chosen, folder / "scheduler.kubeconfig")))
         sched_port = free_port()
         proc = sup.start("gpu-binpack", [tools["kube-scheduler"], f"--config={config}", "--bind-address=127.0.0.1",
-                                         f"--secure-port={sched_port}", "--authorization-always-allow-paths=/healthz"])  # fmt: skip
+                                         f"--secure-port={sched_port}", "--authorization-always-allow-paths=/healthz,/metrics"])  # fmt: skip
         wait_until(lambda: https_ok(f"https://127.0.0.1:{sched_port}/healthz", None), "gpu-binpack", proc, 60)
         netns.forward(entry.listener, entry.port)
+        for fd, port in ((args.scheduler_fd, sched_port), (args.extender_fd, EXTENDER_PORT)):
+            if fd >= 0:
+                netns.forward(socket.socket(fileno=fd), port)
         Path(args.ready_file).write_text(json.dumps({"kubeconfig": str(plane.admin), "pid": os.getpid()}))
         with entry.serving():
             while not entry.stop.wait(1):
@@ -188,6 +199,8 @@ class ReplayTwin:
     inside: netns.Inside
     folder: Path
     kubeconfig: Path
+    scheduler_port: int = 0  # its gpu-binpack's secure port, on this machine's loopback
+    extender_port: int = 0  # its extender's port (FragmentationAware), on this machine's loopback
     _core: Any = None
     _pods: int = 0
 
@@ -226,11 +239,15 @@ class ReplayTwin:
             trace.write_text("cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "".join(
                 f"{c},{m},{k},{d},{spec}\n" for c, m, k, d, spec in rows))  # fmt: skip
             argv += ["--trace", str(trace)]
+        seen = [netns.listen(), netns.listen()]  # the scheduler's metrics, the extender's /readyz
+        argv += ["--scheduler-fd", str(seen[0].fileno()), "--extender-fd", str(seen[1].fileno())]
+        ports = [int(sock.getsockname()[1]) for sock in seen]
         with (folder / "session.log").open("wb") as log:
             try:
-                inside = netns.spawn(argv, (listener.fileno(),), log)
+                inside = netns.spawn(argv, (listener.fileno(), *(sock.fileno() for sock in seen)), log)
             finally:
-                listener.close()
+                for sock in (listener, *seen):
+                    sock.close()
         (folder / "session.json").write_text(json.dumps({"pid": inside.process.pid}))
         try:
             deadline = time.monotonic() + 600
@@ -242,7 +259,13 @@ class ReplayTwin:
             inside.stop()
             raise
         info = json.loads(ready.read_text())
-        return cls(inside, folder, Path(info["kubeconfig"]))
+        return cls(
+            inside,
+            folder,
+            Path(info["kubeconfig"]),
+            ports[0],
+            ports[1] if profile == "FragmentationAware" else 0,
+        )
 
     def core(self) -> Any:
         if self._core is None:
@@ -281,6 +304,34 @@ class ReplayTwin:
         }
         pod["metadata"].pop("uid", None)
         self.core().create_namespaced_pod(NAMESPACE, pod)
+
+    def seen(self) -> tuple[int, int | None]:
+        """Bound pods in the scheduler's cache (the gauge `scheduler_cache_size{type="pods"}`, kube-scheduler
+        v1.35 pkg/scheduler/metrics, which the cache refreshes each second) and in the extender's view (its
+        /readyz; None without an extender)."""
+        context = ssl._create_unverified_context()  # the scheduler's self-signed serving certificate
+        url = f"https://127.0.0.1:{self.scheduler_port}/metrics"
+        with urllib.request.urlopen(url, context=context, timeout=10) as reply:
+            text = reply.read().decode()
+        found = re.search(r'^scheduler_cache_size\{type="pods"\} (\S+)', text, re.M)
+        cached = int(float(found.group(1))) if found else 0
+        if not self.extender_port:
+            return cached, None
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.extender_port}/readyz", timeout=10) as reply:
+            return cached, int(json.loads(reply.read())["pods"])
+
+    def settled(self, pods: int, timeout: float = 60) -> None:
+        """Wait until the scheduler's cache and the extender's view both hold at least `pods` bound pods: what a
+        scheduling decision after `bound` calls must see."""
+        deadline = time.monotonic() + timeout
+        while True:
+            cached, viewed = self.seen()
+            if cached >= pods and (viewed is None or viewed >= pods):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"after {timeout:.0f} s the scheduler's cache holds {cached} bound pods and the "
+                                   f"extender's view {viewed}, not {pods}")  # fmt: skip
+            time.sleep(0.1)
 
     def stop(self) -> None:
         self.inside.stop()

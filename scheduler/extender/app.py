@@ -2,7 +2,9 @@
 
 kube-scheduler POSTs JSON to ``<urlPrefix>/<verb>`` and treats any status other than 200 as an error
 (``pkg/scheduler/extender.go``, ``HTTPExtender.send``); this app answers ``/filter``, ``/prioritize`` and
-``/bind``, plus ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the first node and pod lists are both applied).
+``/bind``, plus ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the first node and pod lists are both
+applied; its body counts the nodes and the bound pods the view holds, so a test can wait until the view has
+taken in what it created instead of sleeping).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], It
             return _reply(start, "200 OK", {"status": "ok"})
         if method == "GET" and path == "/readyz":
             ready = view.ready
-            return _reply(start, "200 OK" if ready else "503 Service Unavailable", {"nodes": len(view.nodes)})
+            body = {"nodes": len(view.nodes), "pods": len(view.placed)}
+            return _reply(start, "200 OK" if ready else "503 Service Unavailable", body)
         verbs = {"/filter", "/prioritize", "/bind"}
         if path not in verbs:
             return _reply(start, "404 Not Found", {"Error": f"no such verb {path!r}"})

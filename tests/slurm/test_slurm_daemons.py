@@ -60,7 +60,12 @@ def test_within_quota_runs_beyond_it_pends_and_a_job_sees_its_gpus(cluster: Slur
                            script="env | sort | grep -E '^(CUDA_VISIBLE_DEVICES|SLURM_JOB_GPUS)='; sleep 4")  # fmt: skip
     assert cluster.wait_state(first, "RUNNING", "COMPLETED")["TRES"].endswith("gres/gpu:h100=2")
     second = cluster.sbatch("--account=vision", "--gres=gpu:h100:1", "-p", "h100")
-    time.sleep(3)
+    # slurmctld gives a pending job its reason at its next scheduling pass
+    cluster.wait(
+        "the second job held by its account's limit",
+        lambda: cluster.job(second)["Reason"] == "AssocGrpGRES",
+        30,
+    )
     job = cluster.job(second)
     assert (job["JobState"], job["Reason"]) == ("PENDING", "AssocGrpGRES"), job
     cluster.run("scancel", str(second))

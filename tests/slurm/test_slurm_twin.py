@@ -64,7 +64,13 @@ def test_the_docs_twin_example_runs_on_the_metal_slurm_stack(tmp_path: Path) -> 
     argv = shlex.split(block.group(1))
     assert argv[:4] == ["invoke", "twin", "--stack", "metal-slurm"] and argv[4] == "--run"
     done = invoke(
-        tmp_path, "--stack", "metal-slurm", "--run", argv[5] + "; sleep 3; sacct -nXP --format=state,account"
+        tmp_path,
+        "--stack",
+        "metal-slurm",
+        "--run",
+        argv[5]
+        + "; for i in $(seq 100); do sacct -nXP --format=state | grep -qE 'RUNNING|COMPLETED' && break;"
+        " sleep 0.2; done; sacct -nXP --format=state,account",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "COMPLETED|vision" in done.stdout or "RUNNING|vision" in done.stdout, done.stdout

@@ -11,7 +11,6 @@ and the pod is then scheduled by the real kube-scheduler.
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +62,13 @@ def schedule_after_fgd_prefix(scenario: dict, profile: str, folder: Path) -> str
     cluster, first = scenario["cluster"], scenario["first"]
     twin = ReplayTwin.start(cluster, scenario["model"].units, profile, folder, target=scenario["workload"])
     try:
+        bound = 0
         for i in range(first):
             placed = scenario["fgd"][i]
             if placed is not None:
                 twin.bound(pod(scenario, i), str(cluster.names[placed[0]]))
-        time.sleep(3)  # the extender's watch and the scheduler's cache take the bound pods in
+                bound += 1
+        twin.settled(bound)  # the scheduler's cache and the extender's view have taken the bound pods in
         return twin.place(pod(scenario, first))
     finally:
         twin.stop()

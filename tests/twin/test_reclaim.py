@@ -108,8 +108,13 @@ def test_o10_a_batch_job_is_suspended_on_deactivation_and_resumes_on_reactivatio
             ),
             "the job's pods deleted",
         )
-        time.sleep(5)  # inactive: Kueue does not requeue it
+        # Inactive, it is not requeued: a job of the same queue created after it is admitted (Kueue has run
+        # its scheduling cycles since), and the inactive one still holds no quota.
+        probe = name("rc-probe")
+        assert vision.create(job(probe, NS, ONE, pod=BINPACK)).ok
+        _admitted(metal_twin, probe)
         assert not condition(workload_of(metal_twin, NS, job_name), "QuotaReserved")
+        metal_twin.ok("delete", "job", probe, "-n", NS, "--wait=false")
         _deactivate(metal_twin, wl, True)
         _admitted(metal_twin, job_name)
         eventually(
