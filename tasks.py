@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,75 +123,11 @@ def plan(c: Context, stack: str = "dev", out: str = "") -> None:
 
 @task(help={"pytest_args": "extra arguments for pytest, e.g. '-k spec -x'"})
 def test(c: Context, pytest_args: str = "") -> None:
-    """Lint (ruff), type-check (mypy), check import contracts, then run every test."""
+    """Lint (ruff), type-check (mypy), check import contracts, then run every test (the twin's toolchain builds
+    meanwhile where it is missing); prints each phase's time (tests/phases.py)."""
+    from tests.phases import run
 
-    py = sys.executable
-    started = time.monotonic()
-    phases = [
-        "reference data",
-        "ruff check",
-        "ruff format",
-        "mypy",
-        "import contracts",
-        "twin toolchain",
-        "pytest",
-    ]
-
-    def phase(name: str) -> None:  # a line per phase, so a long run says where it is (first-use review, 23.2)
-        print(
-            f"==> [{phases.index(name) + 1}/{len(phases)}] {name} ({time.monotonic() - started:.0f} s)",
-            flush=True,
-        )
-
-    phase("reference data")
-    # First (2 s), so a machine without the data hears it before minutes of lint: the pinned upstream reference
-    # data (traces, published curves, CRDs, chart values), ../shared or GPUFLEET_SHARED offline, otherwise
-    # fetched, verified against benchmarks/reference-data.json and cached.
-    found = c.run(f"{py} benchmarks/reference_data.py", hide="out", warn=True)
-    if found is None or found.exited != 0:
-        raise Exit(
-            "the tests' reference data is missing and could not be fetched (see above): set GPUFLEET_SHARED to "
-            "a folder that holds it, or fill the cache once from a mirror with "
-            "`python benchmarks/reference_data.py --mirror URL` (README, Quickstart)",
-            code=2,
-        )
-    shared = found.stdout.strip()
-    phase("ruff check")
-    c.run(f"{py} -m ruff check .")
-    phase("ruff format")
-    c.run(f"{py} -m ruff format --check .")
-    phase("mypy")
-    c.run(f"{py} -m mypy infra scheduler")
-    phase("import contracts")
-    c.run(f"{Path(py).parent / 'lint-imports'}")
-    phase("twin toolchain")
-    _twin_toolchain(c, py)
-    phase("pytest")
-    c.run(f"{py} -m pytest {pytest_args}", pty=False, env={"GPUFLEET_SHARED": shared})
-
-
-def _twin_toolchain(c: Context, py: str) -> None:
-    """The e2e tier's toolchain (tests/twin): built from Go modules where missing, into the cache outside the
-    clone. Without Go, or when a build fails, the e2e tests say so: they fail under CI=true, skip elsewhere."""
-    import os
-    import shutil
-
-    if shutil.which("go") is None:
-        print("twin toolchain: Go is not installed; the e2e tier (tests/twin) cannot run", file=sys.stderr)
-        return
-    print("twin toolchain: building what is missing (`invoke twin-build`)", flush=True)
-    built = c.run(f"{py} -m twin.toolchain.build", warn=True, pty=False)
-    if (built is None or built.exited != 0) and os.environ.get("CI", "").lower() == "true":
-        raise Exit("twin toolchain: the build failed (see above)", code=1)
-
-
-def _int_list(text: str, what: str) -> list[int]:
-    from infra.errors import ConfigError
-
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"--{what}: expected comma-separated integers, got {text!r}") from None
+    run(c, pytest_args)
 
 
 @task(

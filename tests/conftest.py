@@ -19,6 +19,17 @@ def shared_path() -> Path:
     return Path(os.environ.get("GPUFLEET_SHARED", ROOT.parent / "shared"))
 
 
+# Fixtures that hand a test a program of the twin's toolchain (tests/monitoring/conftest.py).
+TOOLCHAIN_FIXTURES = {"promtool", "prometheus_bin"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that runs a program of the toolchain is a `toolchain` test (it waits for the build in `invoke test`)."""
+    for item in items:
+        if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.toolchain)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

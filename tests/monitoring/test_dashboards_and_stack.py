@@ -187,6 +187,7 @@ def test_alertmanager_secrets_stay_in_mounted_files(kps_values: dict[str, Any]) 
     assert "config" not in kube_prometheus_stack_values(SPEC)["alertmanager"]
 
 
+@pytest.mark.toolchain
 def test_the_alertmanager_config_loads_in_alertmanager(tmp_path: Path) -> None:
     """The generated configuration starts the toolchain's Alertmanager v0.34.0 (the chart's version), which
     refuses a configuration it cannot parse; the harness proves a broken one is refused."""

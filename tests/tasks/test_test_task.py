@@ -1,14 +1,21 @@
-"""`invoke test` checks for the reference data first (first-use review, M6: offline, it failed after 10.5
-minutes of pip, ruff and mypy with a raw download error and no hint)."""
+"""`invoke test`: the reference data is checked first (offline, a run used to fail after minutes of pip, ruff
+and mypy with a raw download error and no hint), each phase announces itself, the toolchain builds in the
+background and is joined before the tests that need it, and a failing tier fails the run."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from invoke import Exit, MockContext, Result
 
 import tasks
+from tests import phases
+
+
+def no_build(_py: str) -> phases.Build:
+    return phases.Build(None, Path("unused"), "cached")
 
 
 def test_missing_reference_data_stops_before_lint_and_says_how_to_provide_it() -> None:
@@ -17,7 +24,7 @@ def test_missing_reference_data_stops_before_lint_and_says_how_to_provide_it() -
         repeat=True,
     )
     with pytest.raises(Exit) as stopped:
-        tasks.test(c)
+        phases.run(c, build=no_build)
     assert stopped.value.code == 2
     message = str(stopped.value.message)
     assert "GPUFLEET_SHARED" in message and "--mirror" in message
@@ -25,23 +32,49 @@ def test_missing_reference_data_stops_before_lint_and_says_how_to_provide_it() -
     assert len(commands) == 1 and "reference_data.py" in commands[0]  # no ruff, mypy or pytest ran
 
 
-def test_each_phase_is_announced_in_order(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 23 (progress on long work): `invoke test` runs for half an hour; each phase gets a line with its
-    number and the time so far, so a log shows where a run is and where it stopped."""
-    monkeypatch.setattr(tasks, "_twin_toolchain", lambda c, py: None)
+def test_each_phase_is_announced_in_order_and_timed(capsys: pytest.CaptureFixture[str]) -> None:
     c = MockContext(run={re.compile(r".*"): Result(stdout="/data\n")}, repeat=True)
-    tasks.test(c)
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("==> ")]
-    names = [re.sub(r"^==> \[\d/7\] (.*) \(\d+ s\)$", r"\1", line) for line in lines]
-    assert names == [
-        "reference data",
-        "ruff check",
-        "ruff format",
-        "mypy",
-        "import contracts",
-        "twin toolchain",
-        "pytest",
+    phases.run(c, build=no_build)
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("==> ")]
+    names = [re.sub(r"^==> \[\d/9\] (.*) \(\d+ s\)$", r"\1", line) for line in lines]
+    assert names == list(phases.PHASES)
+    assert [int(re.search(r"\[(\d)/9\]", line).group(1)) for line in lines] == list(range(1, 10))  # type: ignore[union-attr]
+    assert "phase times:" in out and all(f"  {name}" in out for name in phases.PHASES)
+    commands = [call.args[0] for call in c.run.call_args_list]
+    tiers = [command for command in commands if " -m pytest " in command]
+    assert ['-m "not e2e and not toolchain" -n 2' in tiers[0], '-m "e2e or toolchain"' in tiers[1]] == [
+        True,
+        True,
     ]
-    assert [int(re.search(r"\[(\d)/7\]", line).group(1)) for line in lines] == list(range(1, 8))  # type: ignore[union-attr]
+    assert any("mypy infra scheduler twin" in command for command in commands)
+
+
+def test_a_failing_tier_fails_the_run_after_both_tiers_ran() -> None:
+    c = MockContext(
+        run={
+            re.compile(r'.*pytest -m "not e2e.*'): Result(exited=1),
+            re.compile(r".*"): Result(stdout="/data\n"),
+        },
+        repeat=True,
+    )
+    with pytest.raises(Exit) as stopped:
+        phases.run(c, build=no_build)
+    assert stopped.value.code == 1
+    assert sum(" -m pytest " in call.args[0] for call in c.run.call_args_list) == 2
+
+
+def test_a_selection_that_one_tier_does_not_reach_is_not_a_failure() -> None:
+    """`invoke test --pytest-args '-k spec'` selects no test of the twin tier: pytest's exit 5 there is fine."""
+    c = MockContext(
+        run={
+            re.compile(r'.*pytest -m "e2e.*'): Result(exited=phases.NO_TESTS),
+            re.compile(r".*"): Result(stdout="/d\n"),
+        },
+        repeat=True,
+    )
+    phases.run(c, "-k spec", build=no_build)
+
+
+def test_the_task_is_the_phases() -> None:
+    assert "tests/phases.py" in (tasks.test.__doc__ or "")

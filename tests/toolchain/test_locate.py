@@ -109,6 +109,7 @@ def test_invoke_twin_refuses_it_in_one_line_and_starts_nothing(isolated: Path, t
     assert not (ROOT / "build" / "locate-test").exists()
 
 
+@pytest.mark.toolchain
 def test_only_what_the_run_needs_is_required(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A twin without `--monitoring` runs without the monitoring chain's programs built (the operator's CRDs, data
     every twin serves, stay); with it, they are named as missing."""

@@ -1,0 +1,164 @@
+"""`invoke test`: every check and test, in phases, with the twin's toolchain built while the rest runs.
+
+The order is chosen for the 2-core machine CI uses:
+
+1. the reference data (seconds; without it nothing else is worth running);
+2. the twin's toolchain, if anything of it is missing, starts building in the background (Go, tens of minutes
+   cold; `benchmarks/twin_toolchain.md`), its output in `build/test-logs/toolchain.log`;
+3. ruff, the formatter check, mypy and the import contracts;
+4. the tests that need no toolchain (`not e2e and not toolchain`), two workers (pytest-xdist; tests that share a
+   machine-wide resource carry an `xdist_group`, run with `--dist loadgroup`);
+5. the toolchain build joined (its failure ends the run under CI=true; elsewhere the tests that need it skip);
+6. the tests on the toolchain (`e2e or toolchain`): the twin tier, serial, since several modules are calibrated
+   on timings and run with no other twin up.
+
+Each phase prints a line when it starts and the run ends with the seconds each took.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from invoke import Context, Exit
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "build" / "test-logs"
+PHASES = (
+    "reference data",
+    "twin toolchain (background)",
+    "ruff check",
+    "ruff format",
+    "mypy",
+    "import contracts",
+    "pytest without the toolchain",
+    "twin toolchain (joined)",
+    "pytest on the toolchain",
+)
+# pytest's exit code when a selection collects nothing (a -k that names tests of one tier only)
+NO_TESTS = 5
+
+
+@dataclass
+class Clock:
+    """Announces each phase and keeps how long each took."""
+
+    started: float = field(default_factory=time.monotonic)
+    times: dict[str, float] = field(default_factory=dict)
+    current: str = ""
+    since: float = 0.0
+
+    def phase(self, name: str) -> None:
+        self.close()
+        self.current, self.since = name, time.monotonic()
+        elapsed = self.since - self.started
+        print(f"==> [{PHASES.index(name) + 1}/{len(PHASES)}] {name} ({elapsed:.0f} s)", flush=True)
+
+    def close(self) -> None:
+        if self.current:
+            self.times[self.current] = time.monotonic() - self.since
+            self.current = ""
+
+    def summary(self) -> str:
+        self.close()
+        rows = [f"  {name:<30} {seconds:7.0f} s" for name, seconds in self.times.items()]
+        return "\n".join(["phase times:", *rows, f"  {'total':<30} {time.monotonic() - self.started:7.0f} s"])
+
+
+@dataclass
+class Build:
+    """The toolchain build running in the background (None: nothing to build, or no Go)."""
+
+    process: subprocess.Popen[bytes] | None
+    log: Path
+    note: str
+
+    def join(self) -> int:
+        if self.process is None:
+            return 0
+        return self.process.wait()
+
+
+def start_build(py: str) -> Build:
+    """Start `python -m twin.toolchain` when Go is there and a component is missing."""
+    log = LOGS / "toolchain.log"
+    if shutil.which("go") is None:
+        return Build(None, log, "Go is not installed: the tests on the toolchain cannot run")
+    from twin.toolchain.build import components, is_built
+
+    if all(is_built(c) for c in components()):
+        return Build(None, log, "cached")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [py, "-m", "twin.toolchain"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+        )
+    return Build(process, log, f"building what is missing, output in {log.relative_to(ROOT)}")
+
+
+def _pytest(c: Context, py: str, selection: str, args: str, shared: str, workers: int) -> int:
+    parallel = f"-n {workers} --dist loadgroup " if workers > 1 else ""
+    result = c.run(
+        f'{py} -m pytest -m "{selection}" {parallel}{args}',
+        pty=False,
+        warn=True,
+        env={"GPUFLEET_SHARED": shared},
+    )
+    return 1 if result is None else int(result.exited)
+
+
+def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_build) -> None:
+    """Every phase; raises invoke's Exit with the first failing phase's code."""
+    py = sys.executable
+    clock = Clock()
+    clock.phase("reference data")
+    # The pinned upstream reference data (traces, published curves, CRDs, chart values): ../shared or
+    # GPUFLEET_SHARED offline, otherwise fetched, verified against benchmarks/reference-data.json and cached.
+    found = c.run(f"{py} benchmarks/reference_data.py", hide="out", warn=True)
+    if found is None or found.exited != 0:
+        raise Exit(
+            "the tests' reference data is missing and could not be fetched (see above): set GPUFLEET_SHARED to "
+            "a folder that holds it, or fill the cache once from a mirror with "
+            "`python benchmarks/reference_data.py --mirror URL` (README, Quickstart)",
+            code=2,
+        )
+    shared = found.stdout.strip()
+    clock.phase("twin toolchain (background)")
+    building = build(py)
+    print(f"twin toolchain: {building.note}", flush=True)
+    try:
+        clock.phase("ruff check")
+        c.run(f"{py} -m ruff check .")
+        clock.phase("ruff format")
+        c.run(f"{py} -m ruff format --check .")
+        clock.phase("mypy")
+        c.run(f"{py} -m mypy infra scheduler twin")
+        clock.phase("import contracts")
+        c.run(f"{Path(py).parent / 'lint-imports'}")
+        clock.phase("pytest without the toolchain")
+        first = _pytest(c, py, "not e2e and not toolchain", pytest_args, shared, workers=2)
+        clock.phase("twin toolchain (joined)")
+        built = building.join()
+    except BaseException:
+        if building.process is not None and building.process.poll() is None:
+            building.process.terminate()
+            building.process.wait()
+        raise
+    if built != 0:
+        tail = building.log.read_text(errors="replace").splitlines()[-20:] if building.log.is_file() else []
+        print("\n".join(["twin toolchain: the build failed:", *tail]), file=sys.stderr, flush=True)
+        if os.environ.get("CI", "").lower() == "true":
+            raise Exit("twin toolchain: the build failed (see above)", code=1)
+    clock.phase("pytest on the toolchain")
+    second = _pytest(c, py, "e2e or toolchain", pytest_args, shared, workers=1)
+    print(clock.summary(), flush=True)
+    codes = [code for code in (first, second) if code not in (0, NO_TESTS)]
+    if codes or (first == NO_TESTS and second == NO_TESTS):
+        raise Exit("some tests failed (see above)", code=codes[0] if codes else NO_TESTS)
