@@ -1,5 +1,5 @@
-"""`invoke test` checks for the reference data first (first-use review, M6: offline, it failed after 10.5
-minutes of pip, ruff and mypy with a raw download error and no hint)."""
+"""`invoke test` checks for the reference data first: offline, it stops at once with a hint, not after ten
+minutes of pip, ruff and mypy with a raw download error."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_missing_reference_data_stops_before_lint_and_says_how_to_provide_it() -
 def test_each_phase_is_announced_in_order(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 23 (progress on long work): `invoke test` runs for half an hour; each phase gets a line with its
+    """`invoke test` runs for half an hour; each phase gets a line with its
     number and the time so far, so a log shows where a run is and where it stopped."""
     monkeypatch.setattr(tasks, "_twin_toolchain", lambda c, py: None)
     c = MockContext(run={re.compile(r".*"): Result(stdout="/data\n")}, repeat=True)
