@@ -20,7 +20,7 @@ BUILD = ROOT / "build"
 
 def _parse_errors_exit_2() -> None:
     """invoke's own parse errors (`invoke plann`, `invoke plan --nosuch`) exit 2, the README's code for bad
-    input, with a hint, instead of invoke's fixed exit 1 (first-use review MINOR 2). invoke loads this file
+    input, with a hint, instead of invoke's fixed exit 1. invoke loads this file
     before it parses the task part of the command line (Program.run: parse_collection, then parse_tasks), and
     Program.run prints an Exit's message and exits with its code; nothing else of invoke changes."""
     import difflib
@@ -55,7 +55,7 @@ _parse_errors_exit_2()
 _CLI = Path(sys.argv[0]).name in ("invoke", "inv") or sys.argv[0].endswith(("invoke/__main__.py", "-m"))
 if hasattr(signal, "SIGPIPE") and _CLI:
     # `invoke plan | head -1` ends quietly, as any Unix tool does when its reader closes the pipe, instead of
-    # a BrokenPipeError traceback and exit 1 (first-use review MINOR 2). Only on the command line: a process
+    # a BrokenPipeError traceback and exit 1. Only on the command line: a process
     # that imports this file (the test suite) keeps Python's own SIGPIPE handling, under which a write to a
     # closed socket is an exception, not the end of the process.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -3,7 +3,7 @@
 Usage: python benchmarks/dynamic_simulation.py [--scales 1,16] [--policies MostAllocated,FGD]
                                                [--autoscale off,on] [--profile CASE]
 
-Targets (issue): one dynamic run of the full openb default trace on its 1,213 nodes in <= 10 s, and the
+Targets: one dynamic run of the full openb default trace on its 1,213 nodes in <= 10 s, and the
 16x-scaled cluster (~19k nodes, ~130k jobs) in <= 60 s, on a 2-core machine.
 
 The World is built without a stack, straight from the openb files:

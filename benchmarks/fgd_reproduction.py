@@ -1,8 +1,8 @@
 """Reproduce the FGD paper's published results on the Alibaba GPU trace and compare.
 
 For each workload and policy, the mean over seeds of the unallocated GPU % at arrived = 100 is compared with
-the paper artifact's published curves (``traces/fgd-expected/analysis_allo_discrete.csv``) within the issue's
-tolerances, and policies whose published means differ by more than 0.5 points must keep their order.
+the paper artifact's published curves (``traces/fgd-expected/analysis_allo_discrete.csv``) within the
+tolerances of `tolerance`, and policies whose published means differ by more than 0.5 points must keep their order.
 Prints the table; with ``--write-docs`` it also writes PNG plots to docs/img/sim-*.png and the markdown table
 into docs/simulation.md (between the ``results`` markers): a quick subset run never rewrites the published
 results unless asked. Runs are cached in a JSON file so an interrupted run resumes.
@@ -62,7 +62,8 @@ def shared_dir() -> Path:
 
 
 def tolerance(workload: str, policy: str) -> float:
-    """The issue's tolerance in points of unallocated GPU % at arrived = 100."""
+    """The tolerance in points of unallocated GPU % at arrived = 100 (looser for the naive policies and the CPU
+    workloads)."""
     loose = policy in ("DotProd", "GpuClustering", "GpuPacking")
     if workload.startswith("cpu"):
         return 2.0 if policy in ("GpuClustering", "GpuPacking") else 1.0

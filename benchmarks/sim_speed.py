@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/sim_speed.py [--workload default] [--repeat 3] [--policies FGD,BestFit]
 
-Targets (issue 6): FGD <= 2 s and every other policy <= 1 s median per run on a 2-core machine, peak memory
+Targets: FGD <= 2 s and every other policy <= 1 s median per run on a 2-core machine, peak memory
 < 1 GB. Prints the median and fastest wall time and the median process-CPU time; on a shared machine the
 spread between runs shows how much other load there was.
 """

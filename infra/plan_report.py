@@ -147,8 +147,8 @@ def _sections(plan: Plan) -> list[tuple[str, tuple[list[str], list[list[str]]]]]
 def print_plan(plan: Plan, console: Console) -> None:
     """The plan's tables, never cutting a value (`infra.tables.print_table`): a table whose longest words do
     not fit side by side in the terminal is printed as one record per row instead (field, value), as
-    `kubectl describe` does, rather than with Rich's ellipses (first-use review M1: at 80 columns `$2,…`, and
-    two pools as `a10g-s…`)."""
+    `kubectl describe` does, rather than with Rich's ellipses (which at 80 columns show `$2,…`, and two pools
+    as `a10g-s…`)."""
     console.print(f"[bold]{_title(plan)}[/bold]")
     for title, (head, rows) in _sections(plan):
         print_table(console, title, head, rows)

@@ -175,7 +175,7 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
 
 def platform_namespaces(spec: ClusterSpec) -> tuple[str, ...]:
     """Namespaces whose pods may connect to team pods: Prometheus's (it scrapes them) while monitoring is on,
-    then `scheduling.platformNamespaces`. Not Kueue's: it never connects to pods (review scheduling.md MINOR 17)."""
+    then `scheduling.platformNamespaces`. Not Kueue's: it never connects to pods."""
     monitoring = [spec.cluster.monitoring.namespace] if spec.cluster.monitoring.enabled else []
     return tuple(dict.fromkeys([*monitoring, *spec.scheduling.platform_namespaces]))
 
@@ -183,7 +183,7 @@ def platform_namespaces(spec: ClusterSpec) -> tuple[str, ...]:
 def cpu_capacity_warnings(spec: ClusterSpec) -> list[str]:
     """On EKS without `scheduling.cpuNodeLabels`, CPU-only work runs on the system pool (its only untainted
     nodes): say when the teams' CPU-only allowances add up to more cores than that pool can ever have, since
-    Kueue admits by quota alone and such jobs would wait for a node (review scheduling.md MAJOR 6)."""
+    Kueue admits by quota alone and such jobs would wait for a node."""
     if spec.platform != "aws" or spec.scheduling.cpu_node_labels or not spec.teams:
         return []
     instance = catalog.lookup(spec.system_pool.instance_type)

@@ -60,7 +60,7 @@ def key_path(root: str, loc: tuple[int | str, ...]) -> str:
     return out
 
 
-# What the spec's patterns accept, in words (first-use review MINOR 9: the raw regex was the message).
+# What the spec's patterns accept, in words: an error names what a value may be, not the raw regex.
 _PATTERNS = {
     DNS_LABEL: "lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)",
     r"^[1-9]\d*(s|m|h|d)$": "a whole number and a unit s, m, h or d, e.g. 30m or 2h",

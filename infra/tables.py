@@ -1,8 +1,8 @@
 """Terminal tables that never cut a value: a table when its words fit, one record per row when they do not.
 
 Rich cuts a word that does not fit its column with an ellipsis (Rich docs, "Tables": column `overflow`,
-default "ellipsis"), so at 80 columns the plan showed `g6e…` and `$2,…` (first-use review M1); kubectl and
-terraform never cut a value. Every command's table goes through `print_table`, which picks one of three forms:
+default "ellipsis"), so at 80 columns a plan would show `g6e…` and `$2,…`; kubectl and terraform never cut a
+value. Every command's table goes through `print_table`, which picks one of three forms:
 
 - the table as Rich lays it out, when every cell fits on one line;
 - the table with column widths chosen here, when every column can be as wide as its longest word: cells wrap

@@ -151,7 +151,7 @@ NO_EXTERNAL_IPS = "!has(object.spec.externalIPs) || size(object.spec.externalIPs
 # ---- the same rules on the pod templates of every job kind Kueue integrates ----------------------------------
 # A Job (JobSet, PyTorchJob, RayJob, Deployment...) whose template breaks a pod rule would be admitted by Kueue
 # and hold the team's quota while its controller's pod creations are refused, until waitForPodsReady evicts it,
-# requeued forever (review scheduling.md MAJOR 4). So the job is refused when it is created.
+# requeued forever. So the job is refused when it is created.
 
 # Kind (group, resource) -> CEL list of the PodTemplateSpecs in its object (each with `.spec`).
 TEMPLATES: dict[tuple[str, str], str] = {
@@ -259,7 +259,7 @@ def template_policies(policy: SchedulingPolicy) -> list[dict[str, Any]]:
 def ratchet(expression: str) -> str:
     """The rule on CREATE; on UPDATE only where the old object kept it: a pod that broke it before the policy
     existed (or before its namespace was team-managed) can still be updated, so Kueue can ungate it and remove
-    its finalizer (review scheduling.md MINOR 14; a validation runs on every matched operation, kubernetes.io
+    its finalizer (a validation runs on every matched operation, kubernetes.io
     "Validating Admission Policy"). Pod specs are immutable but for a few fields, so no update makes it worse."""
     old = expression.replace("object.", "oldObject.")
     return f"(request.operation == 'UPDATE' && !({old})) || ({expression})"

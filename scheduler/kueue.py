@@ -12,9 +12,8 @@ and Kueue's admission is quota-only (it knows nothing of nodes):
 - CPU-only work: `<team>-cpu` (LocalQueue `cpu`) with one group, `cpu` and `memory`, and the `cpu-only` flavor,
   which selects the stack's CPU nodes (`scheduling.cpuNodeLabels`; any untainted node when unset) and has the
   team's CPU-only allowance. The cores of GPU nodes are never in it: a CPU pod cannot run there (the GPU taint),
-  so counting them would admit CPU work that cannot be scheduled and leave the team's GPU jobs without cores
-  (review scheduling.md MAJOR 6). The admission policies send a job to the queue its requests belong in
-  (scheduler.queue_routing).
+  so counting them would admit CPU work that cannot be scheduled and leave the team's GPU jobs without cores.
+  The admission policies send a job to the queue its requests belong in (scheduler.queue_routing).
 
 Topology-aware pools (EFA pools on EKS, pools whose spec names topology labels) get a Kueue `Topology` and a
 flavor with `topologyName`, and they are served by a third queue per team, `<team>-topology` (LocalQueue
@@ -28,7 +27,7 @@ launcher included, is placed inside the pool's topology.
 The team's queues sit under a Cohort of their own (`<cohort>-<team>`, parent the stack's cohort), which carries the team's
 fair-sharing weight: Kueue computes a share per ClusterQueue and per Cohort node, so a weight on each of the
 team's three queues would count a team borrowing through several of them as several lightly-borrowing teams
-(review scheduling.md MINOR 19; site/content/en/docs/concepts/fair_sharing.md, v0.19.2).
+(site/content/en/docs/concepts/fair_sharing.md, v0.19.2).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from scheduler.yamltext import dump_text
 CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
 IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 EXCLUDED_RESOURCE_PREFIXES = ("ephemeral-storage", "hugepages-")
-CLIENT_QPS = {"qps": 300, "burst": 500}  # chart 0.19.2's managerConfig default (ours was 50/100 before)
+CLIENT_QPS = {"qps": 300, "burst": 500}  # chart 0.19.2's managerConfig default
 REPLICAS = 2  # one leader, one standby that also serves the webhooks
 PRIORITY_CLASS = "system-cluster-critical"  # evicted last: no Kueue, no admission and no webhook
 RELEASE_NAME = "kueue"  # the chart names its ClusterRoles "<release>-…", e.g. kueue-batch-user-role

@@ -11,7 +11,7 @@ Network: every team namespace denies ingress by default and allows it from its o
 platform's namespaces (Prometheus's, the ingress controller's), and lets the KubeRay operator reach each Ray
 head's dashboard, through which it submits and follows RayJobs (ray-project/kuberay v1.5.0
 ray-operator/controllers/ray/rayjob_controller.go: `GetJobInfo` on the dashboard client, direct HTTP; without
-it every RayJob is marked Failed once its submitter ends, review scheduling.md MAJOR 7). Kueue, JobSet and the
+it every RayJob is marked Failed once its submitter ends). Kueue, JobSet and the
 Kubeflow training operator never connect to pods (the API server calls their webhooks). NetworkPolicies only bite where the CNI enforces them (on
 EKS infra turns on the VPC CNI's policy agent; on existing clusters preflight says whether the CNI does).
 

@@ -135,11 +135,10 @@ def scheduler_config_file(policy: SchedulingPolicy, pools: Sequence[PoolView]) -
 def _spread() -> list[dict[str, Any]]:
     """One replica per node while two nodes can take them; both on one node when only one can.
 
-    Required host anti-affinity (what this replaced) breaks on the clusters this scheduler runs on, whose GPU
-    hosts are tainted and leave few untainted nodes (review scheduling.md MINOR 18): with one such node the
-    second replica is Pending for good, and with exactly two a rolling update never starts, because the
-    Deployment's default strategy (maxSurge 1, maxUnavailable 0 for 2 replicas; kubernetes.io "Deployments")
-    needs a third node for its surge pod. Preferred anti-affinity is only one score among others, so two nodes
+    Required host anti-affinity would break on the clusters this scheduler runs on, whose GPU hosts are
+    tainted and leave few untainted nodes: with one such node the second replica is Pending for good, and with
+    exactly two a rolling update never starts, because the Deployment's default strategy (maxSurge 1,
+    maxUnavailable 0 for 2 replicas; kubernetes.io "Deployments") needs a third node for its surge pod. Preferred anti-affinity is only one score among others, so two nodes
     would not guarantee two hosts.
 
     A hard spread over host names does both (kubernetes.io "Pod Topology Spread Constraints"): a replica may not

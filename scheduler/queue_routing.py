@@ -3,7 +3,7 @@
 The quota of CPU-only work and the cores that come with GPUs live in different ClusterQueues (scheduler.kueue),
 because Kueue's admission is quota-only: counted in one queue, CPU jobs would be admitted against cores that
 sit on GPU nodes, which their pods can never use (the GPU taint), and the team's GPU jobs would then find no
-cores left (review scheduling.md MAJOR 6). So the admission policies send each job where its requests belong:
+cores left. So the admission policies send each job where its requests belong:
 
 - a job none of whose pod templates requests a GPU resource must name the `cpu` queue
   (`kueue.x-k8s.io/queue-name: cpu`); on Kubernetes 1.36 and later a MutatingAdmissionPolicy fills that in for a

@@ -2,17 +2,17 @@
 
 - Ingress and Gateway API routes are refused in team namespaces unless the team may expose Services
   (`allowExternalServices`): the shared ingress controller serves them to the internet as surely as a
-  LoadBalancer Service would (review scheduling.md MINOR 16; the default `edit` role grants
+  LoadBalancer Service would (the default `edit` role grants
   networking.k8s.io ingresses, kubernetes.io "Using RBAC Authorization", user-facing roles). The Gateway API
   kinds are matched by name whether or not their CRDs are installed.
 - A PodDisruptionBudget may not forbid every eviction (`maxUnavailable: 0`, `0%`, or `minAvailable: 100%`): the
   cluster-autoscaler, Karpenter and EKS node-group updates honour PDBs, so one such budget on a long-running
-  GPU Deployment pins its GPU nodes (MINOR 21; kubernetes.io "Specifying a Disruption Budget": with
+  GPU Deployment pins its GPU nodes (kubernetes.io "Specifying a Disruption Budget": with
   maxUnavailable 0 or minAvailable 100% no voluntary eviction is ever allowed). Kueue's preemption deletes
   pods and is not affected.
 - A job may name a WorkloadPriorityClass (`kueue.x-k8s.io/priority-class`) only up to its team's default
   (`teams[].priority`, the namespace's `gpufleet.io/default-priority` label): otherwise any team labels its
-  jobs `production` and, while borrowing, preempts other teams' work (MINOR 20).
+  jobs `production` and, while borrowing, preempts other teams' work.
 """
 
 from __future__ import annotations

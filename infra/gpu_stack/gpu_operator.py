@@ -23,9 +23,9 @@ The values are cluster-wide but a cluster's pools may mix node images, so they a
   `--remote-hostengine-info`) instead of starting its embedded one. It runs the dcgm-exporter release built on
   that engine's DCGM (the add-on v1.6.6's dcgm-server image is `4.5.2-4.8.1-ubuntu22.04`, so the exporter is
   `4.5.2-4.8.1-distroless`, not the operator's default `4.6.0-4.8.3`): NVIDIA ships exporter and DCGM as tested
-  pairs (review aws.md N11). That engine runs only on amd64 nodes (the add-on's dcgmAgent affinity), and the
+  pairs. That engine runs only on amd64 nodes (the add-on's dcgmAgent affinity), and the
   ClusterPolicy has one dcgm-exporter DaemonSet for every node, so an arm64 GPU pool on EKS would have an
-  exporter with no engine to read: `arm64_gpu_pool_problems` refuses such pools (review aws.md N10);
+  exporter with no engine to read: `arm64_gpu_pool_problems` refuses such pools;
 - on EKS, mig-manager may reboot a node (`WITH_REBOOT=true`): enabling MIG mode on a cloud instance's GPUs
   needs a reset the driver cannot do while the node runs (GPU operator docs, "GPU Operator with MIG": "in a
   CSP environment ... WITH_REBOOT ... to ensure that the node reboots and can apply the MIG configuration").
@@ -86,7 +86,7 @@ def arm64_gpu_pool_problems(spec: ClusterSpec) -> list[str]:
     dcgm-exporter is pointed at that engine on every node (one ClusterPolicy, one DaemonSet, one env), and the
     engine runs only on amd64 (eks-node-monitoring-agent v1.6.6 values.yaml:143-147, `kubernetes.io/arch In
     [amd64]`), so on an arm64 GPU node (g5g) the exporter has nothing to read and the agent has no DCGM
-    health either. Refused rather than half-monitored (review aws.md N10)."""
+    health either. Refused rather than half-monitored."""
     if spec.platform != "aws":
         return []
     problems = []

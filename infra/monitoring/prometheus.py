@@ -30,7 +30,7 @@ class Prometheus:
     def __init__(self, url: str, timeout_s: float = 60) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            # Bad input, not an unreachable server (first-use review MINOR 3): exit 2, naming the flag.
+            # Bad input, not an unreachable server: exit 2, naming the flag.
             raise ConfigError(
                 f"--prometheus: {url!r} is not an http(s) URL; give the server's base URL, "
                 "e.g. http://localhost:9090"

@@ -48,8 +48,8 @@ def _window(report: UsageReport) -> str:
 
 
 def print_report(report: UsageReport, console: Console) -> None:
-    """A table per team and per pool, never cut in a narrow terminal (`infra.tables.print_table`; first-use
-    review M1): where nine columns of numbers do not fit side by side, one record per team or pool instead.
+    """A table per team and per pool, never cut in a narrow terminal (`infra.tables.print_table`): where nine
+    columns of numbers do not fit side by side, one record per team or pool instead.
     `--json` and `--csv` carry the unrounded values."""
     head = [header for header, _, _ in COLUMNS]
     for title, rows in (("team", report.teams), ("pool", report.pools)):

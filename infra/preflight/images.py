@@ -3,7 +3,7 @@
 These are the gpu-binpack scheduler's (`registry.k8s.io/kube-scheduler`, on existing clusters and with
 FragmentationAware) and the extender's (this repository's image, FragmentationAware), read from the objects the
 stack compiles, so the check sees exactly what the kubelet would pull. A missing one is an ImagePullBackOff
-after the deploy (review scheduling.md MINOR 23); a found one is reported with its digest, the pin to use.
+after the deploy; a found one is reported with its digest, the pin to use.
 
 The registry is asked as a pulling client asks it (opencontainers/distribution-spec v1.1.0 spec.md, "Pulling
 manifests": ``GET /v2/<name>/manifests/<reference>``, 200 with the manifest when it exists, 404 when not; the

@@ -1,4 +1,4 @@
-"""Preflight for self-healing on existing clusters (review finding O9): what NVSentinel's datastore needs.
+"""Preflight for self-healing on existing clusters: what NVSentinel's datastore needs.
 
 gpufleet installs NVSentinel (`monitoring.selfHealing: cordon | drain`) as one atomic Helm release with its
 default in-cluster MongoDB datastore (infra.monitoring.health). That datastore needs, per NVSentinel v1.29.0's

@@ -34,8 +34,8 @@ def _heading(row: Sequence[Cell]) -> Cell:
 
 
 def print_findings(findings: list[Finding], console: Console, stack: str) -> None:
-    """The findings as a table whose cells wrap and are never cut (`infra.tables.print_table`; first-use
-    review M1); where the columns do not fit side by side (80 columns), one record per finding."""
+    """The findings as a table whose cells wrap and are never cut (`infra.tables.print_table`); where the
+    columns do not fit side by side (80 columns), one record per finding."""
     print_table(
         console,
         f"Preflight for stack {stack!r}",

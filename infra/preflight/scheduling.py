@@ -227,7 +227,7 @@ def check_adopted_addons(spec: ClusterSpec, cluster: ClusterReader) -> list[Find
 
 def check_existing_cluster(spec: ClusterSpec, cluster: ClusterReader | None = None) -> list[Finding]:
     """The in-cluster checks; an error when the cluster cannot be read: a preflight that checked nothing of
-    the cluster it deploys to must not pass (first-use review M5), and deploy stops on errors only."""
+    the cluster it deploys to must not pass, and deploy stops on errors only."""
     try:
         path = str(Path(spec.cluster.kubeconfig or "").expanduser())
         reader = cluster or KubernetesReader(path, spec.cluster.kubeconfig_context)

@@ -2,7 +2,7 @@
 
 Rows are built here from the simulator's own results (`scheduler.sim.RunResult`, the twin's `TwinRun`) so that
 tasks.py only parses, runs and prints; they are printed through `infra.tables.print_table`, which never cuts a
-value in a narrow terminal (first-use review M1). report.md and `--json` keep the full results.
+value in a narrow terminal. report.md and `--json` keep the full results.
 """
 
 from __future__ import annotations

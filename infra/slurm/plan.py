@@ -26,8 +26,8 @@ def slurm_plan_rows(spec: ClusterSpec) -> tuple[list[str], list[list[str]]]:
 
 def print_slurm_plan(spec: ClusterSpec, console: Console) -> None:
     """The Slurm side of `invoke plan`: accounts, limits and partitions, the Kubernetes plan's numbers. Never
-    cut in a narrow terminal (`infra.tables.print_table`; first-use review M1): a table where its words fit,
-    otherwise one record per account and partition."""
+    cut in a narrow terminal (`infra.tables.print_table`): a table where its words fit, otherwise one record
+    per account and partition."""
     header, rows = slurm_plan_rows(spec)
     print_table(
         console,

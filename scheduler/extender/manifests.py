@@ -7,7 +7,7 @@ pod's loopback only. Why a sidecar and not a Deployment behind a Service:
 
 - **One view per pod's placement.** kube-scheduler calls filter, prioritize and bind for a pod in turn, and the
   extender counts a pod at bind time; behind a Service each call may reach another replica, whose view never
-  saw the pod (review scheduling.md MINOR 9). Only the scheduler replica holding the leader lease schedules, and
+  saw the pod. Only the scheduler replica holding the leader lease schedules, and
   it reaches exactly its own sidecar; the standby's sidecar keeps a warm view for a failover.
 - **Reachable only by the scheduler.** The extender answers on 127.0.0.1 inside the pod, so no other pod can
   call bind (which posts Bindings with the scheduler's rights); no Service, no port on the pod network.

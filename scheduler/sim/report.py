@@ -74,7 +74,7 @@ class CurveLayout:
 def curve_layout(
     results: Sequence[RunResult], field: str, invert: bool = False, title: str = ""
 ) -> CurveLayout:
-    """Readable at a glance (first-use review MINOR 12): a title naming the run and its seeds; the y-axis
+    """Readable at a glance: a title naming the run and its seeds; the y-axis
     zoomed to the band the policies span from 90 % arrived on (where they differ), not 0-100 %; a line style
     per policy, and a policy whose curve is another's labelled so ("FGD-Extender (= FGD)") instead of hiding
     under it."""

@@ -19,7 +19,7 @@ SUITE = "bookworm"
 MIRROR = os.environ.get("GPUFLEET_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # What Ansible needs on the target (python3, python3-apt for the apt module) and what postinst scripts expect.
 # No gpg: minimal images (debootstrap minbase, Ubuntu cloud-minimal, container bases) ship only gpgv, which
-# apt needs; the roles install gnupg themselves before checking repository keys with gpg (review A13).
+# apt needs; the roles install gnupg themselves before checking repository keys with gpg.
 INCLUDE = ("python3", "python3-apt", "ca-certificates", "kmod", "initramfs-tools")
 # Downloaded into the root's apt cache (not installed), so the roles' own `apt: gnupg` works without network.
 PREFETCH = ("gnupg",)

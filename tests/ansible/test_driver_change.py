@@ -42,8 +42,8 @@ def _flat(tasks: list[dict]) -> list[dict]:
     return out
 
 
-def test_a1_ubuntu_pin_resolves_to_a_build_the_pocket_still_carries() -> None:
-    """A1. Canonical's pockets index only the newest build of a package (a superseded build leaves
+def test_ubuntu_pin_resolves_to_a_build_the_pocket_still_carries() -> None:
+    """Canonical's pockets index only the newest build of a package (a superseded build leaves
     noble-updates/noble-security), so `nvidia-utils-580-server=580.95.05-*` fails on a fresh host once the
     branch moved on; NVIDIA's CUDA repository keeps every build (gpu-driver-container ubuntu24.04/install.sh
     installs `=${DRIVER_VERSION}*` from it). The role picks only builds the archive offers, never NVIDIA's."""
@@ -72,8 +72,8 @@ def test_a1_ubuntu_pin_resolves_to_a_build_the_pocket_still_carries() -> None:
     assert "must be one of" in pick(NOBLE_MADISON, "", "580.95.05", "580", "newest")["error"]
 
 
-def test_a1_ubuntu_install_and_pin_use_the_resolved_build() -> None:
-    """A1. The install task and the pin file take the archive-resolved build (vars/Ubuntu.yml marks the
+def test_ubuntu_install_and_pin_use_the_resolved_build() -> None:
+    """The install task and the pin file take the archive-resolved build (vars/Ubuntu.yml marks the
     archive as keeping one build), not the raw recipe pin."""
     assert "nvidia_driver__archive_keeps_one_build: true" in (ROLE / "vars/Ubuntu.yml").read_text()
     install = next(t for t in _flat(_tasks("install-apt.yml")) if t["name"] == "Install the driver packages")
@@ -87,8 +87,8 @@ def test_a1_ubuntu_install_and_pin_use_the_resolved_build() -> None:
     )
 
 
-def test_a6_ubuntu_host_on_nvidias_cuda_repo_driver_is_recognised() -> None:
-    """A6. NVIDIA's CUDA repository ships the Ubuntu driver as nvidia-driver-<branch>-open /
+def test_ubuntu_host_on_nvidias_cuda_repo_driver_is_recognised() -> None:
+    """NVIDIA's CUDA repository ships the Ubuntu driver as nvidia-driver-<branch>-open /
     nvidia-utils-<branch> (gpu-driver-container ubuntu24.04/install.sh, NVIDIA driver installation guide),
     not the -server names; the role looks for them and stops instead of installing -server on top."""
     tasks = _tasks("archive-version.yml")
@@ -102,8 +102,8 @@ def test_a6_ubuntu_host_on_nvidias_cuda_repo_driver_is_recognised() -> None:
     )
 
 
-def test_a2_rhel_enables_the_stream_and_installs_nvidias_versioned_compute_set() -> None:
-    """A2. ansible-core's dnf module installs a module's default profile for `@name:stream`
+def test_rhel_enables_the_stream_and_installs_nvidias_versioned_compute_set() -> None:
+    """ansible-core's dnf module installs a module's default profile for `@name:stream`
     (modules/dnf.py, module_base.install), the full driver at the newest build. NVIDIA's RHEL 9 driver
     container enables the stream and installs versioned names (NVIDIA/gpu-driver-container
     rhel9/precompiled/Dockerfile: `dnf -y module enable nvidia-driver:${STREAM}-open/default`, then
@@ -177,10 +177,10 @@ def _gate(
     return done.returncode, done.stdout + done.stderr, log.read_text().splitlines()
 
 
-def test_a4_driver_change_under_a_loaded_module_is_refused_without_reboot(
+def test_driver_change_under_a_loaded_module_is_refused_without_reboot(
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
-    """A4. New userspace next to a loaded module of another version gives "Driver/library version
+    """New userspace next to a loaded module of another version gives "Driver/library version
     mismatch" for every new GPU container until the reboot (NVIDIA/deepops#1186): the role stops before any
     package changes when it may not reboot, and says how to continue."""
     rc, output, calls = _gate(
@@ -190,10 +190,10 @@ def test_a4_driver_change_under_a_loaded_module_is_refused_without_reboot(
     assert calls == []
 
 
-def test_a4_driver_change_under_a_loaded_module_drains_first(
+def test_driver_change_under_a_loaded_module_drains_first(
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
-    """A4 / A3. With reboots allowed the node is cordoned and drained before the packages change
+    """With reboots allowed the node is cordoned and drained before the packages change
     (kubectl drain docs: drain cordons, then evicts; --ignore-daemonsets keeps DaemonSet pods)."""
     rc, output, calls = _gate(
         tmp_path, ansible_env, loaded="580.95.05", before="580.95.05", target="580.105.08", reboot=True
@@ -207,8 +207,8 @@ def test_a4_driver_change_under_a_loaded_module_drains_first(
     assert "drained=True" in output
 
 
-def test_a4_no_driver_change_touches_no_node(tmp_path: Path, ansible_env: dict[str, str]) -> None:
-    """A4. Same version, module loaded (the steady state): no drain, no failure."""
+def test_no_driver_change_touches_no_node(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    """Same version, module loaded (the steady state): no drain, no failure."""
     rc, output, calls = _gate(
         tmp_path, ansible_env, loaded="580.95.05", before="580.95.05", target="580.95.05", reboot=False
     )
@@ -216,8 +216,8 @@ def test_a4_no_driver_change_touches_no_node(tmp_path: Path, ansible_env: dict[s
     assert calls == []
 
 
-def test_a3_host_that_is_not_a_node_yet_is_not_drained(tmp_path: Path, ansible_env: dict[str, str]) -> None:
-    """A3. Drain is on for every host `invoke metal` prepares; a host that has not joined the cluster
+def test_host_that_is_not_a_node_yet_is_not_drained(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    """Drain is on for every host `invoke metal` prepares; a host that has not joined the cluster
     (`kubectl get node` answers NotFound) has nothing to drain and must not fail."""
     rc, output, calls = _gate(
         tmp_path,
@@ -232,16 +232,16 @@ def test_a3_host_that_is_not_a_node_yet_is_not_drained(tmp_path: Path, ansible_e
     assert [call.split()[0] for call in calls] == ["get"] and "drained=False" in output
 
 
-def test_a3_reboot_path_drains_through_the_same_tasks() -> None:
-    """A3. The reboot block drains through drain.yml when drain is on."""
+def test_reboot_path_drains_through_the_same_tasks() -> None:
+    """The reboot block drains through drain.yml when drain is on."""
     reboot = _flat(_tasks("reboot.yml"))
     drain = next(t for t in reboot if t["name"] == "Cordon and drain the Kubernetes node")
     assert drain["ansible.builtin.import_tasks"] == "drain.yml"
 
 
 @pytest.mark.parametrize("name", ["install-apt.yml", "install-dnf.yml"])
-def test_a4_gate_runs_before_packages_are_unlocked(name: str) -> None:
-    """A4. The gate comes before the unlock and the install in both package paths."""
+def test_gate_runs_before_packages_are_unlocked(name: str) -> None:
+    """The gate comes before the unlock and the install in both package paths."""
     names = [t["name"] for t in _flat(_tasks(name))]
     gate = names.index("Drain before a driver change under a loaded module, or refuse it")
     assert gate < names.index("Install the driver packages")
@@ -268,10 +268,10 @@ def _boot_check(tmp_path: Path, env: dict[str, str], module: str | None) -> tupl
 
 
 @pytest.mark.parametrize(("module", "ok"), [("580.95.05", True), ("580.159.03", False), (None, False)])
-def test_a7_no_reboot_into_a_kernel_without_the_drivers_module(
+def test_no_reboot_into_a_kernel_without_the_drivers_module(
     tmp_path: Path, ansible_env: dict[str, str], module: str | None, ok: bool
 ) -> None:
-    """A7. Canonical's linux-restricted-modules ship one signed module package per kernel ABI
+    """Canonical's linux-restricted-modules ship one signed module package per kernel ABI
     (linux-modules-nvidia-<branch>-server-open-<abi>-<flavour>, pulled by the flavour metapackage) and build
     it for the archive's current driver: after a kernel update the next boot kernel may have no module, or
     one of another driver build. The reboot stops unless `modinfo -k <boot kernel> nvidia` shows the
@@ -282,8 +282,8 @@ def test_a7_no_reboot_into_a_kernel_without_the_drivers_module(
         assert "6.8.0-99-generic" in output and "not rebooting" in output
 
 
-def test_a7_signed_modules_hold_the_kernel_with_the_driver() -> None:
-    """A7. With the signed path the kernel metapackages (GA and HWE) are held too, so unattended-upgrades
+def test_signed_modules_hold_the_kernel_with_the_driver() -> None:
+    """With the signed path the kernel metapackages (GA and HWE) are held too, so unattended-upgrades
     cannot move the kernel away from the held driver's signed module; the boot check runs before the drain
     and the reboot."""
     ubuntu = yaml.safe_load((ROLE / "vars/Ubuntu.yml").read_text())
@@ -303,10 +303,10 @@ def test_a7_signed_modules_hold_the_kernel_with_the_driver() -> None:
     )
 
 
-def test_a12_imex_on_apt_takes_nvidia_modprobe_from_nvidia_at_the_drivers_version(
+def test_imex_on_apt_takes_nvidia_modprobe_from_nvidia_at_the_drivers_version(
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
-    """A12. NVIDIA's Ubuntu IMEX install adds nvidia-modprobe=${DRIVER_VERSION}* from the CUDA repository
+    """NVIDIA's Ubuntu IMEX install adds nvidia-modprobe=${DRIVER_VERSION}* from the CUDA repository
     (gpu-driver-container ubuntu24.04/install.sh, imex_install); the driver's origin pin sets NVIDIA's
     nvidia-* to -1, so Fabric Manager's exact set (pinned at 1001, first pin file) carries it."""
     fm = ANSIBLE_DIR / "roles/nvidia_fabricmanager/vars"
@@ -329,10 +329,10 @@ def test_a12_imex_on_apt_takes_nvidia_modprobe_from_nvidia_at_the_drivers_versio
     assert "exact=nvidia-fabricmanager,libnvidia-nscq,nvidia-imex,nvidia-modprobe" in done.stdout
 
 
-def test_a8_rhel_fabricmanager_is_unlocked_only_when_its_version_differs(
+def test_rhel_fabricmanager_is_unlocked_only_when_its_version_differs(
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
-    """A8. `dnf versionlock delete` then `add` on every run never reaches changed=0 and unlocks Fabric
+    """`dnf versionlock delete` then `add` on every run never reaches changed=0 and unlocks Fabric
     Manager for a moment (community.general.dnf_versionlock reports both as changes): the unlock's
     condition counts the exact packages already at the driver's version."""
     tasks = yaml.safe_load((ANSIBLE_DIR / "roles/nvidia_fabricmanager/tasks/install-dnf.yml").read_text())
@@ -371,10 +371,10 @@ def test_a8_rhel_fabricmanager_is_unlocked_only_when_its_version_differs(
         ([], "linux-headers-generic"),
     ],
 )
-def test_a13_ubuntu_hwe_host_gets_the_hwe_headers_metapackage(
+def test_ubuntu_hwe_host_gets_the_hwe_headers_metapackage(
     tmp_path: Path, ansible_env: dict[str, str], installed: list[str], headers: str
 ) -> None:
-    """A13 / m1. Ubuntu's HWE kernels follow linux-image-generic-hwe-<release>, whose headers metapackage is
+    """Ubuntu's HWE kernels follow linux-image-generic-hwe-<release>, whose headers metapackage is
     linux-headers-generic-hwe-<release> (Ubuntu kernel lifecycle, linux-meta-hwe packaging); the GA
     linux-headers-generic would bring headers of the GA series, so DKMS misses the kernel the host boots."""
     tasks = [
@@ -409,8 +409,8 @@ def _evaluate(tmp_path: Path, env: dict[str, str], expression: str, facts: dict)
     return done.stdout.split("value=", 1)[1].split("\n", 1)[0]
 
 
-def test_a6_a7_installed_package_lists_read_dpkg_status(tmp_path: Path, ansible_env: dict[str, str]) -> None:
-    """A6 / A7. dpkg-query's ${db:Status-Abbrev} is three characters ("ii " installed, "hi " held,
+def test_installed_package_lists_read_dpkg_status(tmp_path: Path, ansible_env: dict[str, str]) -> None:
+    """dpkg-query's ${db:Status-Abbrev} is three characters ("ii " installed, "hi " held,
     "un " known but not installed; dpkg-query(1)); only installed packages count."""
     lines = [
         "nvidia-utils-580 580.95.05-1 ii ",
@@ -433,8 +433,8 @@ def test_a6_a7_installed_package_lists_read_dpkg_status(tmp_path: Path, ansible_
     assert value == "linux-generic;linux-image-generic"
 
 
-def test_a11_rhel_headers_follow_the_boot_kernel_and_keys_are_imported_by_fingerprint() -> None:
-    """A11 / m7. dnf `state: present` is satisfied by any installed kernel-devel (ansible.builtin.dnf docs:
+def test_rhel_headers_follow_the_boot_kernel_and_keys_are_imported_by_fingerprint() -> None:
+    """dnf `state: present` is satisfied by any installed kernel-devel (ansible.builtin.dnf docs:
     present = installed, not upgraded), so the boot kernel's kernel-devel is asked for by version from
     `grubby --default-kernel` (/boot/vmlinuz-<version>). Repository keys go through ansible.builtin.rpm_key
     before the repository is configured; the toolkit's RPM repository is signed with the key the apt path
@@ -466,10 +466,10 @@ def test_a11_rhel_headers_follow_the_boot_kernel_and_keys_are_imported_by_finger
     ].index("Configure the toolkit repository")
 
 
-def test_m9_module_options_render_as_modprobe_options_and_unknown_keys_are_refused(
+def test_module_options_render_as_modprobe_options_and_unknown_keys_are_refused(
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
-    """m9. modprobe.d(5): `options <module> <param>=<value>...`; the nvidia module's parameters are NVreg_*
+    """modprobe.d(5): `options <module> <param>=<value>...`; the nvidia module's parameters are NVreg_*
     (`modinfo -p nvidia`). A change under a loaded module needs the reboot (parameters are read at load)."""
     main = _tasks("main.yml")
     write = next(t for t in main if t["name"] == "Set the nvidia module options")

@@ -165,8 +165,8 @@ def test_each_host_group_is_its_own_rollout(tmp_path: Path, ansible_env: dict[st
     assert "h100-01" in listed and "h100-02" not in listed and "l40s-01" not in listed
 
 
-def test_a3_hosts_are_drained_with_the_stacks_kubeconfig(tmp_path: Path) -> None:
-    """A3. `invoke metal --reboot` reboots Kubernetes nodes: the rendered inventory turns the drain on
+def test_hosts_are_drained_with_the_stacks_kubeconfig(tmp_path: Path) -> None:
+    """`invoke metal --reboot` reboots Kubernetes nodes: the rendered inventory turns the drain on
     (kubectl drain docs: cordon, then evict honouring PodDisruptionBudgets) with cluster.kubeconfig."""
     inventory = render_inventory(GROUPS, "580", "1.20.0", None, kubeconfig=str(tmp_path / "kubeconfig"))
     rendered = inventory["gpu_hosts"]["vars"]
@@ -174,8 +174,8 @@ def test_a3_hosts_are_drained_with_the_stacks_kubeconfig(tmp_path: Path) -> None
     assert rendered["nvidia_driver_drain_kubeconfig"] == str(tmp_path / "kubeconfig")
 
 
-def test_a3_invoke_metal_passes_the_stack_kubeconfig() -> None:
-    """A3. The metal stack's cluster.kubeconfig reaches the drain (expanded on the control node)."""
+def test_invoke_metal_passes_the_stack_kubeconfig() -> None:
+    """The metal stack's cluster.kubeconfig reaches the drain (expanded on the control node)."""
     import tasks
     from tests.tasks.test_render_and_metal import _ctx
 
@@ -187,8 +187,8 @@ def test_a3_invoke_metal_passes_the_stack_kubeconfig() -> None:
     assert rendered["nvidia_driver_drain_kubeconfig"] == str(Path("~/.kube/gpufleet-metal.yaml").expanduser())
 
 
-def test_a5_host_toolkit_cdi_agrees_with_the_gpu_operator() -> None:
-    """A5 / M6. With `cdi.enabled` the operator's device plugin uses the standard cdi.k8s.io/ annotations
+def test_host_toolkit_cdi_agrees_with_the_gpu_operator() -> None:
+    """With `cdi.enabled` the operator's device plugin uses the standard cdi.k8s.io/ annotations
     that containerd/CRI-O must inject (NVIDIA/gpu-operator PR #1285; GPU operator CDI docs); containerd 1.7
     has CDI off, so host-managed drivers need the toolkit's --enable-cdi."""
     import tasks
@@ -209,7 +209,7 @@ def test_a5_host_toolkit_cdi_agrees_with_the_gpu_operator() -> None:
     ("kwargs", "key"),
     [({"kubeconfig": ""}, "cluster.kubeconfig"), ({"cdi_enabled": "yes"}, "cdi.enabled")],
 )
-def test_a3_a5_bad_input_names_the_key(kwargs: dict, key: str) -> None:
+def test_bad_input_names_the_key(kwargs: dict, key: str) -> None:
     with pytest.raises(MetalInventoryError, match=key) as info:
         render_inventory(GROUPS, "580", "1.20.0", None, **kwargs)
     assert isinstance(info.value, ConfigError)

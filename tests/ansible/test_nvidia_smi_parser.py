@@ -234,8 +234,8 @@ def test_fabric_section_of_nvidia_smi_q_is_read_per_gpu() -> None:
     ]
 
 
-def test_a10_fabric_differences_name_the_unregistered_gpus_and_a_stopped_fabric_manager() -> None:
-    """A10. NVIDIA's Fabric Manager user guide: a GPU on an NVSwitch system is usable once
+def test_fabric_differences_name_the_unregistered_gpus_and_a_stopped_fabric_manager() -> None:
+    """NVIDIA's Fabric Manager user guide: a GPU on an NVSwitch system is usable once
     `nvidia-smi -q -i 0 | grep -i -A 2 Fabric` reads State Completed, Status Success, and Fabric Manager
     must be running (nvidia-fabricmanager.service). N/A (pre-Hopper GPUs, NVML NOT_SUPPORTED) is no failure."""
     text = (SAMPLES / "h100-fabric-q.txt").read_text()
@@ -278,10 +278,10 @@ def _fabric_run(
     return run_local_play(tmp_path / "verify.yml", play, {**env, "GPUFLEET_STUB_ROOT": str(root)}, extra)
 
 
-def test_a10_nvswitch_host_whose_fabric_did_not_register_fails_verification(
+def test_nvswitch_host_whose_fabric_did_not_register_fails_verification(
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
-    """A10. On an NVSwitch host (nvidia_fabricmanager_nvswitch_count > 0) verification reads the Fabric
+    """On an NVSwitch host (nvidia_fabricmanager_nvswitch_count > 0) verification reads the Fabric
     section of `nvidia-smi -q` and fails unless State is Completed and Status Success (NVIDIA Fabric Manager
     user guide; NVML nvmlGpuFabricInfo_t), so a host whose Fabric Manager failed is not uncordoned."""
     done = _fabric_run(
@@ -298,10 +298,10 @@ def test_a10_nvswitch_host_whose_fabric_did_not_register_fails_verification(
     assert "fabric manager" in done.stdout
 
 
-def test_a10_registered_fabric_passes_and_hosts_without_nvswitches_are_not_asked(
+def test_registered_fabric_passes_and_hosts_without_nvswitches_are_not_asked(
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
-    """A10. Completed / Success passes (the Fabric Manager check needs systemd, skipped here by value);
+    """Completed / Success passes (the Fabric Manager check needs systemd, skipped here by value);
     a host without NVSwitches (count 0) never runs the fabric query."""
     done = _fabric_run(
         tmp_path,

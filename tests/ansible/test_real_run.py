@@ -294,8 +294,8 @@ def test_fresh_host_loads_the_module_instead_of_demanding_a_reboot(target: Targe
     assert "cdi generate --output=/var/run/cdi/nvidia.yaml" in target.saved["ctk-calls"]
 
 
-def test_a9_fresh_host_loads_nvidia_uvm_and_modeset_now_and_at_boot(target: Target) -> None:
-    """A9. nvidia-ctk cdi generate omits a missing /dev/nvidia-uvm (toolkit v1.20.0
+def test_fresh_host_loads_nvidia_uvm_and_modeset_now_and_at_boot(target: Target) -> None:
+    """nvidia-ctk cdi generate omits a missing /dev/nvidia-uvm (toolkit v1.20.0
     internal/discover/mounts.go, pkg/nvcdi/common-nvml.go) and the GPU operator's validator loads no
     module once nvidia is loaded (gpu-operator cmd/nvidia-validator/main.go): the role loads nvidia-uvm and
     nvidia-modeset itself and lists them in modules-load.d."""
@@ -322,8 +322,8 @@ def test_upgrade_moves_driver_and_fabricmanager_together_then_changes_nothing(ta
     assert after.recap()["changed"] == 0, after.output[-5000:]
 
 
-def test_a10_nvswitch_host_checks_the_fabric_in_nvidia_smi_q(target: Target) -> None:
-    """A10. On an NVSwitch host gpu_node_verify reads the Fabric section of `nvidia-smi -q` (NVIDIA Fabric
+def test_nvswitch_host_checks_the_fabric_in_nvidia_smi_q(target: Target) -> None:
+    """On an NVSwitch host gpu_node_verify reads the Fabric section of `nvidia-smi -q` (NVIDIA Fabric
     Manager user guide: State Completed, Status Success) and passes when it is registered; Fabric Manager's
     systemd state is asked under needs_systemd (skipped in the chroot)."""
     fresh = run(target, "fresh")
@@ -335,16 +335,16 @@ def test_a10_nvswitch_host_checks_the_fabric_in_nvidia_smi_q(target: Target) -> 
     assert found is None or found.group(1) == "skipping"
 
 
-def test_m9_module_options_are_written_to_modprobe_d(target: Target) -> None:
-    """m9. NVreg_* parameters go to modprobe.d as `options nvidia NVreg_X=value` (modprobe.d(5)), booleans
+def test_module_options_are_written_to_modprobe_d(target: Target) -> None:
+    """NVreg_* parameters go to modprobe.d as `options nvidia NVreg_X=value` (modprobe.d(5)), booleans
     as 1/0; with none set the file is removed again (the pending run sets none)."""
     run(target, "fresh")
     assert target.saved["modprobe-options"].splitlines()[1:] == ["options nvidia NVreg_EnableStreamMemOPs=1"]
     assert not (target.root / MODULE_OPTIONS.lstrip("/")).exists()
 
 
-def test_a13_gnupg_is_installed_on_a_root_that_shipped_only_gpgv(target: Target) -> None:
-    """A13. debootstrap minbase (like Ubuntu's minimal images) has gpgv but not gpg; the roles check
+def test_gnupg_is_installed_on_a_root_that_shipped_only_gpgv(target: Target) -> None:
+    """debootstrap minbase (like Ubuntu's minimal images) has gpgv but not gpg; the roles check
     repository keys with gpg, so they install gnupg first (Debian package gnupg: gpg, dirmngr, gpg-agent)."""
     run(target, "converge")
     assert debroot.PREFETCH == ("gnupg",) and "gpg" not in debroot.INCLUDE

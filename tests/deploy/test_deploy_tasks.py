@@ -165,8 +165,8 @@ def test_deploy_runs_preflight_first_and_stops_on_errors(
 
 
 def test_outputs_dash_h_is_help_not_show_secrets(tripwire: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`-h` is help, as for kubectl and pulumi; invoke's automatic short flag would have made it
-    `--show-secrets` (first-use review, MINOR 1), printing secrets to whoever asked for help."""
+    """`-h` is help, as for kubectl and pulumi; invoke's automatic short flag would make it `--show-secrets`,
+    printing secrets to whoever asked for help."""
     result = run_task(capsys, "outputs", "-h")
     assert result.returncode == 0
     assert "--show-secrets" in result.stdout and "Usage:" in result.stdout

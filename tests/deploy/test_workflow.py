@@ -171,7 +171,7 @@ def test_every_workflow_pins_its_actions_by_commit(path: Path) -> None:
     assert [u for u in uses if not SHA_PIN.fullmatch(u)] == []
 
 
-def test_n8_the_pull_request_preview_does_not_check_reachability(jobs: dict[str, dict[str, Any]]) -> None:
+def test_the_pull_request_preview_does_not_check_reachability(jobs: dict[str, dict[str, Any]]) -> None:
     """The preview runner never deploys, and GitHub-hosted runner addresses come from broad shared ranges no
     endpoint allow-list names: its preflight skips reachability; the deploy job's preflight keeps it."""
     (preview,) = [s for s in jobs["preview"]["steps"] if s.get("name") == "Preflight"]

@@ -1,5 +1,5 @@
-"""The extender's binder against an API server on loopback (review scheduling.md MINOR 11), through the official
-client as the extender builds it (scheduler.extender.binder.binding_api).
+"""The extender's binder against an API server on loopback, through the official client as the extender builds
+it (scheduler.extender.binder.binding_api).
 
 The stand-in API server answers the two calls the binder makes as kube-apiserver v1.35.8 does:
 - ``POST /api/v1/namespaces/{ns}/pods/{name}/binding``: 201 with a Status; a pod that has a node, or whose UID

@@ -120,7 +120,7 @@ def test_the_workflow_refuses_another_owner_and_a_tag_of_another_release(tmp_pat
     assert pull_request.returncode == 0, pull_request.stderr
 
 
-def test_n19_only_the_push_job_may_write_packages_and_no_job_keeps_git_credentials() -> None:
+def test_only_the_push_job_may_write_packages_and_no_job_keeps_git_credentials() -> None:
     """GitHub Actions "Controlling permissions for GITHUB_TOKEN": a workflow-level grant reaches every job, pull
     requests included, and `permissions` takes no expressions, so only a job that runs on push may hold
     `packages: write`. actions/checkout README: `persist-credentials` (default true) leaves the token in the

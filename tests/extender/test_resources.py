@@ -1,5 +1,5 @@
-"""The extender counts what Kubernetes counts (review scheduling.md MINOR 10), driven through ExtenderView and
-the watch handlers with v1.Pod / v1.Node documents.
+"""The extender counts what Kubernetes counts, driven through ExtenderView and the watch handlers with v1.Pod /
+v1.Node documents.
 
 Upstream rules encoded here:
 - a pod's request: k8s.io/component-helpers v0.35.8 ``resource/helpers.go`` ``PodRequests`` (:149-184) and
@@ -68,7 +68,7 @@ def ask(name: str, **requests: str) -> dict[str, Any]:
 
 
 def two_slices(uid: str) -> dict[str, Any]:
-    """The pod of the review's finding: two containers, one gpu.shared replica each."""
+    """A pod of two containers, one gpu.shared replica each: its request is the sum, two replicas."""
     return pod(uid, ask("a", cpu="1", memory="1Gi", shared="1"), ask("b", cpu="1", memory="1Gi", shared="1"))
 
 
@@ -174,7 +174,7 @@ def test_a_two_replica_pod_goes_where_fragmentation_grows_least() -> None:
 
 
 def test_a_native_sidecar_adds_to_the_pod_and_the_node_must_hold_the_sum() -> None:
-    """The review's case: a 6-CPU main container and a 4-CPU sidecar need 10 CPUs (maxed they were 6); an
+    """A 6-CPU main container and a 4-CPU sidecar need 10 CPUs (the sum, not the larger 6); an
     8-CPU node fails the pod, a 12-CPU node takes it and keeps 2 free."""
     sidecar = {**ask("proxy", cpu="4"), "restartPolicy": "Always"}
     p = pod("p", ask("main", cpu="6", gpu="1"), init=[sidecar])

@@ -53,7 +53,7 @@ def test_replicas_spread_as_the_device_plugin_spreads_them() -> None:
 
 
 def test_a_relist_drops_what_disappeared_between_two_watches() -> None:
-    """review scheduling.md MAJOR 5: a pod deleted (or a node removed) while no watch ran is gone from the next
+    """A pod deleted (or a node removed) while no watch ran is gone from the next
     list; the view must drop it, as client-go's reflector `Replace` does, or the GPUs stay taken forever."""
     from scheduler.extender.watch import replace_nodes, replace_pods
 

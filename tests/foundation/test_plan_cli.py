@@ -25,7 +25,7 @@ def test_plan_examples_exit_0_and_write_files(stack: str, tmp_path: Path) -> Non
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["stack"] == stack
     markdown = (tmp_path / "plan.md").read_text()
-    # the placement strategy up front (first-use review: the plan did not say how GPUs are placed)
+    # the placement strategy up front: the plan says how GPUs are placed
     strategy = load_example(stack).scheduling.placement.strategy
     assert plan["placement"] == strategy and f"GPU placement {strategy}" in markdown.splitlines()[0]
     for pool in plan["pools"]:
@@ -41,7 +41,7 @@ def test_plan_defaults_to_dev_stack() -> None:
 
 
 BAD = {
-    # botocore's bundled endpoint data knows every region with EC2 (first-use review, MINOR 8)
+    # botocore's bundled endpoint data knows every region with EC2
     "unknown-region": (
         "config:\n  aws:region: us-west-9\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
         "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1}\n",
@@ -57,8 +57,8 @@ BAD = {
         "config:\n  gpufleet:platform: aws\n  gpufleet:clustr: {}\n",
         "gpufleet:clustr: unknown key; did you mean 'gpufleet:cluster'?",
     ),
-    # First-use review MINOR 8: a key given twice kept the last value silently. YAML 1.2 requires unique
-    # keys (spec 3.2.1.1), and Pulumi's own reader (gopkg.in/yaml.v3) refuses them ("already defined").
+    # A key given twice is refused, not silently the last value: YAML 1.2 requires unique keys (spec
+    # 3.2.1.1), and Pulumi's own reader (gopkg.in/yaml.v3) refuses them ("already defined").
     "duplicate-key": (
         "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
         "  gpufleet:nodePools:\n    - name: a\n      instanceType: g6e.xlarge\n      maxSize: 2\n      maxSize: 5\n",
@@ -69,7 +69,7 @@ BAD = {
         "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSize: 1}\n",
         "aws:regoin: not an AWS provider setting; did you mean 'aws:region'?",
     ),
-    # First-use review MINOR 9: errors that say what to do.
+    # Errors that say what to do.
     "nested-key-typo": (
         "config:\n  aws:region: us-west-2\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: x}\n"
         "  gpufleet:nodePools:\n    - {name: a, instanceType: g6e.xlarge, maxSzie: 1}\n",
@@ -95,9 +95,9 @@ BAD = {
 }
 
 
-def test_minor17_non_utf8_stack_file_exits_2_naming_the_byte(tmp_path: Path) -> None:
-    """First-use review MINOR 17: a Latin-1 stack file gave a UnicodeDecodeError traceback, exit 1. Pulumi
-    reads stack files as UTF-8; the error names the byte's line and column."""
+def test_non_utf8_stack_file_exits_2_naming_the_byte(tmp_path: Path) -> None:
+    """Pulumi reads stack files as UTF-8: a Latin-1 stack file is bad input (exit 2, no UnicodeDecodeError
+    traceback), and the error names the byte's line and column."""
     stack_file = tmp_path / "Pulumi.latin1.yaml"
     stack_file.write_bytes(
         "config:\n  gpufleet:platform: aws\n  gpufleet:cluster: {name: caf\u00e9}\n".encode("latin-1")

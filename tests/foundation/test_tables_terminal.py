@@ -1,4 +1,4 @@
-"""Every command's table in ordinary terminal widths: no value is ever cut (first-use review M1, for every table).
+"""Every command's table in ordinary terminal widths: no value is ever cut.
 
 Rich cuts a word that does not fit its column with an ellipsis (Rich docs, "Tables": column `overflow`, default
 "ellipsis"). Each table here is built from what the real code produces (the simulator's results of a small real

@@ -30,7 +30,7 @@ def test_autoscaler_flags_for_gpu_groups() -> None:
 
 
 def test_efa_plugin_targets_only_the_efa_pools() -> None:
-    """Selected by pool label, not instance type (review aws.md N9; test_aws_minors_addons)."""
+    """Selected by pool label, not instance type (tests/infra/test_eks_addons_on_gpu_nodes.py)."""
     prod = load_example("example-prod")
     assert efa_pools(prod) == ["h100-train"]
     values = efa_values(prod)

@@ -52,9 +52,9 @@ def unneeded_time(plan: NodeGroupPlan) -> timedelta:
     )
 
 
-def test_n3_an_idle_capacity_block_node_is_never_removed_while_the_block_lasts() -> None:
-    """The old fix (utilization thresholds of 0) kept nothing: an empty node, utilization 0, is at or below 0
-    and so eligible. What keeps it is an unneeded time longer than any capacity block."""
+def test_an_idle_capacity_block_node_is_never_removed_while_the_block_lasts() -> None:
+    """Utilization thresholds of 0 would keep nothing: an empty node, utilization 0, is at or below 0 and so
+    eligible. What keeps it is an unneeded time longer than any capacity block."""
     plans = {p.pool: p for p in plan_node_groups(load_example("example-prod"))}
     train = plans["h100-train"]
     assert eligible_for_scale_down(train, gpu_utilization=0.0, utilization=0.0)  # the upstream rule
@@ -64,7 +64,7 @@ def test_n3_an_idle_capacity_block_node_is_never_removed_while_the_block_lasts()
         assert unneeded_time(plans[pool]) == timedelta(minutes=10), pool
 
 
-def test_n6_scale_down_never_evicts_a_running_gpu_pod_from_a_gpu_node() -> None:
+def test_scale_down_never_evicts_a_running_gpu_pod_from_a_gpu_node() -> None:
     """FAQ.md @cluster-autoscaler-1.35.2 ("What types of pods can prevent CA from removing a node?"): Job pods
     are evictable, so a partly used GPU node whose pods fit elsewhere is drained. With the GPU threshold at 0,
     any requested GPU makes the node ineligible; an empty GPU node still is."""

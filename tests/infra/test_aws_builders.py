@@ -183,7 +183,7 @@ def test_efa_on_demand_and_spot_pools_get_a_placement_group(capacity: str) -> No
 
 def test_an_arm_system_pool_uses_the_arm_ami() -> None:
     """EKS API Nodegroup `amiType`: the AMI follows the instance's architecture (AL2023_ARM_64_STANDARD for
-    Graviton). GPU pools are amd64 only on aws (review aws.md N10, tests/infra/test_aws_minors_addons.py)."""
+    Graviton). GPU pools are amd64 only on aws (tests/infra/test_eks_addons_on_gpu_nodes.py)."""
     config = _efa_spec("ON_DEMAND")
     config["gpufleet:systemPool"] = {"instanceType": "m7g.xlarge"}
     system = plan_system_pool(parse_config(config, "t"))

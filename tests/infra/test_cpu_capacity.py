@@ -1,5 +1,5 @@
 """CPU-only work on EKS runs on the untainted system pool unless the stack names CPU nodes; `invoke plan` says when
-the teams' CPU-only allowances cannot fit there (Kueue admits by quota alone: review scheduling.md MAJOR 6)."""
+the teams' CPU-only allowances cannot fit there (Kueue admits by quota alone)."""
 
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ def crd_order_problems(m: Mocks, fresh_cluster: bool) -> list[str]:
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_n1_no_custom_resource_before_the_release_that_installs_its_crd(
+def test_no_custom_resource_before_the_release_that_installs_its_crd(
     mocks: Mocks, stack: str
 ) -> pulumi.Output[Any]:
     spec = load_example(stack)
@@ -128,11 +128,11 @@ def test_n1_no_custom_resource_before_the_release_that_installs_its_crd(
 
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_n1_the_autoscalers_service_monitor_waits_for_kube_prometheus_stack(
+def test_the_autoscalers_service_monitor_waits_for_kube_prometheus_stack(
     mocks: Mocks,
 ) -> pulumi.Output[Any]:
-    """The review's reproduction: example-prod's cluster-autoscaler release renders a ServiceMonitor and must
-    depend on the kube-prometheus-stack release (it depended only on its policy and the node groups)."""
+    """example-prod's cluster-autoscaler release renders a ServiceMonitor and so depends on the
+    kube-prometheus-stack release, not only on its policy and the node groups."""
     build(load_example("example-prod"))
 
     def check(m: Mocks) -> None:
@@ -149,7 +149,7 @@ def test_every_example_stack_is_walked() -> None:
 
 
 @pytest.mark.parametrize("monitoring", [True, {"prometheus": "existing"}])
-def test_n1_existing_prometheus_is_refused_on_a_cluster_the_stack_creates(
+def test_existing_prometheus_is_refused_on_a_cluster_the_stack_creates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monitoring: Any
 ) -> None:
     """`existing` (and `true`) assumes the monitoring.coreos.com CRDs are served; on aws the stack creates the

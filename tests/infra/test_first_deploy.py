@@ -64,7 +64,7 @@ EVERY_MODE_POOLS: list[dict[str, Any]] = [
     {"name": "whole", "instanceType": "g6e.xlarge", "minSize": 0, "maxSize": 2},
     {
         "name": "sliced",
-        # several types of one size (the autoscaler's rule, aws.md N14): 8 x H200, 192 vCPU and 2 TiB
+        # several types of one size (the autoscaler's rule): 8 x H200, 192 vCPU and 2 TiB
         "instanceTypes": ["p5e.48xlarge", "p5en.48xlarge"],
         "capacityType": "SPOT",
         "minSize": 0,
@@ -332,7 +332,7 @@ def test_node_monitoring_agents_dcgm_server_tolerates_the_gpu_and_pool_taints() 
         "t",
     )
     values = monitoring_agent_values(spec)
-    assert set(values) == {"dcgmAgent", "extraObjects"}  # extraObjects: N17
+    assert set(values) == {"dcgmAgent", "extraObjects"}  # extraObjects: the dcgm-server NetworkPolicy
     tols = values["dcgmAgent"]["tolerations"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tols
     assert {"key": "team", "operator": "Exists", "effect": "NoExecute"} in tols
@@ -369,7 +369,7 @@ def test_the_monitoring_add_on_gets_its_configuration(mocks: Mocks) -> pulumi.Ou
     return pulumi.Output.all(after_registration(lambda: check(mocks)), outputs)
 
 
-# ---- 8. capacity blocks are never scaled down: tests/infra/test_autoscaler_scale_down.py (N3, N6) -------------
+# ---- 8. capacity blocks are never scaled down: tests/infra/test_autoscaler_scale_down.py ----------------------
 
 
 def test_plan_says_a_running_capacity_block_cannot_change_version() -> None:
@@ -473,7 +473,7 @@ def test_spot_pools_take_several_instance_types_of_one_gpu_model_and_count() -> 
     """EKS API CreateNodegroup `instanceTypes`: a managed node group takes several types (Spot draws on several
     capacity pools). One pool is one Kueue flavor, so every type must have the same GPU model, GPU count and
     architecture; its CPU and memory quota come from the smallest type. Under the cluster autoscaler they
-    also share one size (aws.md N14; tests/infra/test_aws_minors_rules.py)."""
+    also share one size (tests/infra/test_aws_pool_sizes_and_roles.py)."""
     spec = every_mode_spec()
     sliced = spec.pool("sliced")
     assert sliced.instance_type == "p5e.48xlarge" and sliced.gpus_per_node == 8
@@ -598,7 +598,7 @@ def test_the_efa_plugin_image_comes_from_the_stacks_region(region: str, registry
     assert f"aws:region: the EFA device plugin's image registry for {other!r}" in _problems(unknown)
 
 
-# ---- issue 10, item 3: no GPU through NVIDIA_VISIBLE_DEVICES --------------------------------------------
+# ---- 11. no GPU through NVIDIA_VISIBLE_DEVICES ------------------------------------------------------------
 
 
 def test_al2023_gpu_nodes_refuse_nvidia_visible_devices_from_unprivileged_containers() -> None:
@@ -637,8 +637,8 @@ def test_the_user_data_script_is_valid_bash() -> None:
 
 def test_the_spec_models_load_without_their_rules() -> None:
     """The spec models are a leaf: importing them must not import the rules, the scheduler bridge, the loader
-    or the scheduler (the old circle spec -> rules -> scheduling -> spec). Checked in a fresh interpreter, so it
-    holds whatever this test run imported before."""
+    or the scheduler (which would close a circle spec -> rules -> scheduling -> spec). Checked in a fresh
+    interpreter, so it holds whatever this test run imported before."""
     code = (
         "import sys, infra.spec; "
         "bad = [m for m in ('infra.rules', 'infra.scheduling', 'infra.stackfile', 'scheduler') if m in sys.modules]; "

@@ -254,7 +254,7 @@ def test_efa_plugin_runs_on_every_type_an_efa_pool_may_launch() -> None:
             "efa": True,
         }
     )
-    # by pool label, so every type the pool may launch is covered (review aws.md N9)
+    # by pool label, so every type the pool may launch is covered
     assert efa_values(spec)["supportedInstanceLabels"] == {"keys": ["gpufleet.io/pool"], "values": ["odcr"]}
     labels = node_pool(spec, spec.node_pools[0])["spec"]["template"]["metadata"]["labels"]
     assert labels["gpufleet.io/pool"] == "odcr"
@@ -281,7 +281,7 @@ def test_forced_termination_ends_in_bounded_time_with_sigterm_first(
     minutes before EC2 terminates them. So a training pod (Kubernetes' default 30 s grace) gets SIGTERM and
     its full grace before the instance goes, and a node deletion (`invoke destroy`, 45-minute timeout per
     EC2NodeClass) ends within the grace period. tests/karpenter/test_crds.py checks the field against the
-    NodePool CRD (pattern `^([0-9]+(s|m|h))+$`). Review aws.md N7."""
+    NodePool CRD (pattern `^([0-9]+(s|m|h))+$`)."""
     spec = spec_with(pool)
     template = node_pool(spec, spec.node_pools[0])["spec"]["template"]["spec"]
     grace = _seconds(template["terminationGracePeriod"])

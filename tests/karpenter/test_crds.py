@@ -95,14 +95,14 @@ def test_do_not_disrupt_matches_only_pods_bound_for_training_pools() -> None:
 
 
 @pytest.mark.parametrize("capacity", ["ON_DEMAND", "SPOT"])
-def test_n2_an_efa_pool_is_pinned_to_its_zone_with_a_cluster_placement_group(
+def test_an_efa_pool_is_pinned_to_its_zone_with_a_cluster_placement_group(
     capacity: str, karpenter_schemas: dict
 ) -> None:
     """EC2NodeClass `spec.placementGroupSelector`: a "cluster" placement group keeps instances in one zone,
     close together, e.g. for EFA (website/content/en/docs/concepts/nodeclasses.md @v1.14.1); EC2 User Guide
     "Placement groups": a cluster placement group is in a single Availability Zone. An On-Demand or Spot EFA
-    pool spanned every cluster zone with no placement group; it now gets its `availabilityZone` only, and the
-    objects still pass the CRDs (schema and CEL)."""
+    pool gets its `availabilityZone` only, not every cluster zone, and a placement group; the objects pass the
+    CRDs (schema and CEL)."""
     config = as_karpenter(example_config("example-karpenter"))
     config["gpufleet:nodePools"].append(
         {

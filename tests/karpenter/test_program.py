@@ -195,7 +195,7 @@ def test_node_role_access_entry_and_discovery_tags(mocks: Mocks) -> pulumi.Outpu
 
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_n5_the_discovery_tag_survives_a_refresh_of_the_stacks_own_subnets(
+def test_the_discovery_tag_survives_a_refresh_of_the_stacks_own_subnets(
     mocks: Mocks,
 ) -> pulumi.Output[Any]:
     """pulumi-aws `aws.ec2.Tag` (https://www.pulumi.com/registry/packages/aws/api-docs/ec2/tag/): "should not
@@ -217,7 +217,7 @@ def test_n5_the_discovery_tag_survives_a_refresh_of_the_stacks_own_subnets(
 
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_n5_a_brought_vpcs_subnets_get_the_discovery_tag_as_tags(mocks: Mocks) -> pulumi.Output[Any]:
+def test_a_brought_vpcs_subnets_get_the_discovery_tag_as_tags(mocks: Mocks) -> pulumi.Output[Any]:
     """A brought VPC's subnets are not managed here: an `aws.ec2.Tag` each is the only way to add the tag."""
     config = as_karpenter(example_config("example-karpenter"))
     config["gpufleet:cluster"]["network"] = {
@@ -355,7 +355,7 @@ def test_every_value_key_exists_in_the_charts_values(shared_dir: Any) -> None:
     assert chart["settings.featureGates.reservedCapacity"] is True  # ODCRs and capacity blocks
 
 
-def test_n4_karpenter_repairs_its_gpu_nodes(shared_dir: Any) -> None:
+def test_karpenter_repairs_its_gpu_nodes(shared_dir: Any) -> None:
     """EKS node auto-repair (`node_repair_config`) applies to managed node groups only; Karpenter repairs its
     own nodes (an `AcceleratedHardwareReady=False` condition from the node monitoring agent, after 10 minutes)
     only with `settings.featureGates.nodeRepair`, ALPHA and off in the chart (charts/karpenter/values.yaml
@@ -381,7 +381,7 @@ def ours_replicas(spec: Any) -> int:
 
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_n2_an_on_demand_efa_pool_gets_its_cluster_placement_group(mocks: Mocks) -> pulumi.Output[Any]:
+def test_an_on_demand_efa_pool_gets_its_cluster_placement_group(mocks: Mocks) -> pulumi.Output[Any]:
     """The placement group the EC2NodeClass selects by name exists before the class (strategy `cluster`, EC2
     User Guide "Placement groups"); the controller policy already allows `DescribePlacementGroups`."""
     config = as_karpenter(example_config("example-karpenter"))

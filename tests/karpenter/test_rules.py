@@ -219,7 +219,7 @@ def test_cli_exits_2_with_the_key_path_and_creates_nothing(tmp_path: Path) -> No
     assert not out.exists()
 
 
-def test_n18_the_docs_state_karpenters_limits_as_of_v1_14_not_as_absolutes(shared_dir: Path) -> None:
+def test_the_docs_state_karpenters_limits_as_of_v1_14_not_as_absolutes(shared_dir: Path) -> None:
     """charts/karpenter/values.yaml @v1.14.1 has the ALPHA feature gates `nodeOverlay` (NodeOverlay
     `spec.capacity` declares extended resources) and `staticCapacity` (NodePool `replicas`): "cannot see
     shared/MIG resources" and "keeps no minimum" are gpufleet's choices, which the docs must say as such."""

@@ -69,7 +69,7 @@ def test_every_panel_query_parses(promtool: str, tmp_path: Path) -> None:
     assert f"SUCCESS: {len(exprs)} rules found" in result.stdout
 
 
-def test_panels_name_only_exported_metrics_and_cover_the_issue() -> None:
+def test_panels_name_only_exported_metrics_and_cover_usage_queues_nodes_and_cost() -> None:
     boards = dashboards(SPEC)
     used = {n for b in boards.values() for e in expressions(b) for n in metric_names(e)}
     assert used - m.EXPORTED - m.RECORDED == set()

@@ -1,4 +1,4 @@
-"""Reclaim (review finding O10): which pods are idle, from a real Prometheus filled with known series; which
+"""Reclaim: which pods are idle, from a real Prometheus filled with known series; which
 Workload owns them, through the owner chains Kueue and the job controllers build; the warn-then-act decision;
 and `invoke reclaim` end to end with `kubectl` answered by invoke's MockContext.
 
@@ -457,12 +457,10 @@ KLOG_REFUSED = (
 ) * 5 + "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n"
 
 
-def test_minor4_kubectl_without_a_cluster_is_one_line_with_the_fix(
-    prometheus_url: str, tmp_path: Path
-) -> None:
-    """First-use review MINOR 4: with no cluster context, reclaim printed kubectl's five raw client-go klog
-    lines (`E1201 ... memcache.go:265 "Unhandled Error"`, klog's `Lmmdd hh:mm:ss` header) and no hint. It
-    now says kubectl's own last word and what to run (exit 3)."""
+def test_kubectl_without_a_cluster_is_one_line_with_the_fix(prometheus_url: str, tmp_path: Path) -> None:
+    """With no cluster context kubectl prints five raw client-go klog lines (`E1201 ... memcache.go:265
+    "Unhandled Error"`, klog's `Lmmdd hh:mm:ss` header) before its own last word; reclaim says only that last
+    word and what to run (exit 3)."""
     results: dict[Any, Result] = {
         re.compile(r"kubectl version --client"): Result(stdout="Client Version: v1.35.0"),
         re.compile(r"kubectl get .*"): Result(exited=1, stderr=KLOG_REFUSED),
@@ -478,9 +476,9 @@ def test_minor4_kubectl_without_a_cluster_is_one_line_with_the_fix(
     assert "run `invoke kubeconfig --stack reclaim-test` and export the KUBECONFIG it prints" in message
 
 
-def test_minor3_prometheus_that_is_not_a_url_exits_2(tmp_path: Path) -> None:
-    """First-use review MINOR 3: `--prometheus notaurl` exited 3 (as if unreachable) with the whole encoded
-    PromQL query in the message. It is bad input: exit 2, naming the flag."""
+def test_prometheus_that_is_not_a_url_exits_2(tmp_path: Path) -> None:
+    """`--prometheus notaurl` is bad input, not an unreachable server: exit 2, naming the flag, with no query
+    in the message."""
     with pytest.raises(Exit) as info:
         tasks.reclaim(MockContext(), stack=_stack(tmp_path, False), prometheus="notaurl")
     assert info.value.code == 2

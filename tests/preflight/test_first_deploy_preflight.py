@@ -110,10 +110,10 @@ def test_private_only_endpoint_needs_a_connected_network(tmp_path: Path) -> None
     assert finding.severity is Severity.WARNING and "10.8.0.0/16" in finding.message
 
 
-def test_n8_a_private_endpoint_needs_this_machine_inside_the_connected_network(tmp_path: Path) -> None:
+def test_a_private_endpoint_needs_this_machine_inside_the_connected_network(tmp_path: Path) -> None:
     """EKS User Guide, "Cluster API server endpoint" (private access): only the networks given a port-443 rule
-    reach the endpoint. A configured VPN range does not put this machine in it: a hosted CI runner passed
-    before and failed after the cluster existed (B2, in CI). Its stated address must be in the range."""
+    reach the endpoint. A configured VPN range does not put this machine in it: a hosted CI runner outside it
+    would pass before the cluster exists and fail after. Its stated address must be in the range."""
     cluster = stack_doc("example-prod")["config"]["gpufleet:cluster"]
     cluster["endpointAccess"] = {"privateAccessCidrs": ["10.8.0.0/16"]}
     cluster["network"] = {"vpcId": "vpc-0abc", "privateSubnetIds": ["subnet-0a", "subnet-0b", "subnet-0c"]}
@@ -129,7 +129,7 @@ def test_n8_a_private_endpoint_needs_this_machine_inside_the_connected_network(t
     assert finding.severity is Severity.WARNING  # a member of the group may still reach it
 
 
-def test_n8_a_preview_only_machine_skips_the_reachability_check(
+def test_a_preview_only_machine_skips_the_reachability_check(
     aws: FakeAws, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pull-request runner previews and never talks to the endpoint; GitHub-hosted runners' addresses are
@@ -261,7 +261,7 @@ def test_offerings_are_checked_for_every_instance_type_in_the_pools_zones(
     """EC2 DescribeInstanceTypeOfferings (moto serves AWS's real per-zone data): each type a pool may launch
     must be offered in each zone its group spans; a pool's own zones narrow the check."""
     pools = stack_doc("example-prod")["config"]["gpufleet:nodePools"]
-    # one size (the autoscaler's rule, aws.md N14), several types: 8 x H200, 192 vCPU and 2 TiB each
+    # one size (the autoscaler's rule), several types: 8 x H200, 192 vCPU and 2 TiB each
     pools[2]["instanceTypes"] = ["p5e.48xlarge", "p5en.48xlarge"]
     del pools[2]["instanceType"]
     pools[1]["availabilityZones"] = ["us-east-1a", "us-east-1b"]

@@ -1,4 +1,4 @@
-"""The identity preflight checks with is the one the stack deploys as (first-use review M3, M4).
+"""The identity preflight checks with is the one the stack deploys as.
 
 Real boto3 against moto's HTTP server on loopback: profiles come from a real AWS config file the test writes,
 roles are assumed through moto's STS.
@@ -28,11 +28,10 @@ def _profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **profiles: str) 
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
 
 
-def test_m3_mistyped_aws_profile_is_one_line_exit_3(aws: FakeAws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """First-use review M3: `AWS_PROFILE=nosuch invoke preflight` printed a 40-line traceback ending in
-    botocore's ProfileNotFound, exit 1. botocore raises ProfileNotFound when the Session is built with a
-    profile no config or credentials file holds (botocore `session.py`, `_build_profile_map`); the README
-    promises exit 3 with one line for missing credentials."""
+def test_mistyped_aws_profile_is_one_line_exit_3(aws: FakeAws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`AWS_PROFILE=nosuch invoke preflight` is one line, exit 3, as the README promises for missing
+    credentials, not a traceback: botocore raises ProfileNotFound when the Session is built with a profile no
+    config or credentials file holds (botocore `session.py`, `_build_profile_map`)."""
     monkeypatch.setenv("AWS_PROFILE", "nosuch")
     result = invoke("preflight", "--stack", "example-prod")
     assert result.returncode == 3, result.stderr
@@ -41,13 +40,12 @@ def test_m3_mistyped_aws_profile_is_one_line_exit_3(aws: FakeAws, monkeypatch: p
     assert "The config profile (nosuch) could not be found (from AWS_PROFILE)" in lines[0]
 
 
-def test_m4_stack_aws_profile_is_the_identity_preflight_uses(
+def test_stack_aws_profile_is_the_identity_preflight_uses(
     aws: FakeAws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """First-use review M4: `aws:profile` in the stack file was accepted and then ignored by preflight. The
-    Pulumi AWS provider deploys with its `profile` setting, which wins over AWS_PROFILE (pulumi-aws provider
-    configuration, `profile`), so preflight takes the same profile: the caller STS reports is the profile's
-    key, not the environment's."""
+    """`aws:profile` in the stack file is the profile preflight uses. The Pulumi AWS provider deploys with its
+    `profile` setting, which wins over AWS_PROFILE (pulumi-aws provider configuration, `profile`), so
+    preflight takes the same profile: the caller STS reports is the profile's key, not the environment's."""
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     _profiles(tmp_path, monkeypatch, deployer="AKIADEPLOYER0000001", other="AKIAOTHER000000002")
@@ -60,8 +58,8 @@ def test_m4_stack_aws_profile_is_the_identity_preflight_uses(
         spec_session(missing)
 
 
-def test_m4_stack_assume_roles_chain_is_applied_in_order(aws: FakeAws, tmp_path: Path) -> None:
-    """First-use review M4 (and aws.md N15): the provider applies `aws:assumeRoles` in order, each role
+def test_stack_assume_roles_chain_is_applied_in_order(aws: FakeAws, tmp_path: Path) -> None:
+    """The provider applies `aws:assumeRoles` in order, each role
     assumed by the identity before it (pulumi-aws provider configuration, `assumeRoles`: "the roles are
     assumed in order"). Preflight follows the same chain through STS, so the identity it checks with is the
     last role's, with the external ID and session name the stack gives."""
@@ -71,7 +69,7 @@ def test_m4_stack_assume_roles_chain_is_applied_in_order(aws: FakeAws, tmp_path:
         iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust)["Role"]["Arn"]
         for name in ("hop", "deployer")
     ]
-    # A stack refuses a chain and an external ID (the kubeconfig cannot carry them; aws.md N15), so the chain
+    # A stack refuses a chain and an external ID (the kubeconfig cannot carry them), so the chain
     # is given to the session builder directly.
     roles = (
         AwsRole(role_arn=arns[0]),
@@ -81,7 +79,7 @@ def test_m4_stack_assume_roles_chain_is_applied_in_order(aws: FakeAws, tmp_path:
     assert caller.endswith(":assumed-role/deployer/ci-deploy"), caller
 
 
-def test_m4_assume_roles_need_a_role_arn(tmp_path: Path) -> None:
+def test_assume_roles_need_a_role_arn(tmp_path: Path) -> None:
     """Bad input: an `aws:assumeRoles` entry without `roleArn` is named by its key path, exit 2."""
     doc = stack_doc("example-prod")
     doc["config"]["aws:assumeRoles"] = [{"externalId": "x"}]

@@ -41,7 +41,7 @@ current-context: ctx
         ("not YAML", "clusters: [a: b: c\n", None),
     ],
 )
-def test_m5_existing_cluster_preflight_fails_when_it_cannot_read_the_cluster(
+def test_existing_cluster_preflight_fails_when_it_cannot_read_the_cluster(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -49,10 +49,10 @@ def test_m5_existing_cluster_preflight_fails_when_it_cannot_read_the_cluster(
     text: str,
     context: str | None,
 ) -> None:
-    """First-use review M5: a kubeconfig whose server refuses connections, a `kubeconfigContext` the file
-    does not hold, and a kubeconfig that is not YAML each gave a warning and `preflight passed`, exit 0, so a
-    deploy would go ahead with nothing checked (docs/deploy.md: deploy stops on errors only). Each is now an
-    error naming gpufleet:cluster.kubeconfig, exit 1. No AWS credentials are needed for an existing cluster."""
+    """A kubeconfig whose server refuses connections, a `kubeconfigContext` the file does not hold, and a
+    kubeconfig that is not YAML are each an error naming gpufleet:cluster.kubeconfig, exit 1, not a warning and
+    `preflight passed`: deploy stops on errors only (docs/deploy.md), so a warning would let it go ahead with
+    nothing checked. No AWS credentials are needed for an existing cluster."""
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     kubeconfig = tmp_path / "kubeconfig"

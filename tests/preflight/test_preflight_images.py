@@ -130,7 +130,8 @@ def test_a_published_image_gets_its_digest_and_an_unpublished_release_is_an_erro
     registry: FakeRegistry,
 ) -> None:
     """kube-scheduler found behind the redirect and the token challenge (no digest header: the digest is the
-    sha256 of the manifest served); the extender's release tag never pushed (the review found no v0.1.0 tag)."""
+    sha256 of the manifest served); the extender's release tag not pushed (an error: the kubelet could not
+    pull it)."""
     registry.redirects["kube-scheduler"] = f"{BACKEND}kube-scheduler"
     digest = registry.publish(f"{BACKEND}kube-scheduler", "v1.35.8")
     found = by_key(check_images(stack("metal")))

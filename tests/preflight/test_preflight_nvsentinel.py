@@ -1,5 +1,5 @@
-"""NVSentinel prerequisites on existing clusters (review finding O9), with the cluster as plain API objects; the
-same checks against a real API server are in tests/twin/test_nvsentinel_prereqs.py."""
+"""NVSentinel prerequisites on existing clusters, with the cluster as plain API objects; the same checks
+against a real API server are in tests/twin/test_nvsentinel_prereqs.py."""
 
 from __future__ import annotations
 

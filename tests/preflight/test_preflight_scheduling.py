@@ -232,7 +232,7 @@ def test_network_policy_enforcement(api: tuple[FakeApi, Path], daemonsets: list[
 
 
 def test_an_unreadable_cluster_is_an_error_not_a_crash(tmp_path: Path) -> None:
-    """First-use review M5: nothing of the cluster was checked, so preflight must not pass."""
+    """Nothing of the cluster could be checked, so preflight must not pass."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     (finding,) = check_existing_cluster(metal(kubeconfig))

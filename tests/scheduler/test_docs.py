@@ -173,9 +173,8 @@ def test_slice_warning_uses_the_documented_slice_jobs() -> None:
 
 
 def test_sharing_pools_too_small_for_the_documented_jobs_are_warned_about() -> None:
-    """h100-mig: 192 cores over 8 GPUs x 7 slices is 3.4 cores a slice, enough for the MIG example's 3 (the
-    example was 4 cores, which no node could give every slice: review scheduling.md, previous #17); a node with
-    half the cores is warned about."""
+    """h100-mig: 192 cores over 8 GPUs x 7 slices is 3.4 cores a slice, enough for the MIG example's 3 (4
+    cores, which no node could give every slice, would not be); a node with half the cores is warned about."""
     from dataclasses import replace
 
     from scheduler.checks import warnings
@@ -185,8 +184,8 @@ def test_sharing_pools_too_small_for_the_documented_jobs_are_warned_about() -> N
         replace(p, cpus_per_node=p.cpus_per_node // 2) if p.name == "h100-mig" else p for p in PROD_POOLS
     )
     assert [w.split(" ")[0] for w in warnings(halved)] == ["gpufleet:nodePools[3]"]
-    # First-use review MINOR 6: the warning said "3.4 cores and 37 GiB, less than ... (4 cores, 32 GiB)"
-    # although 37 GiB is more; it names only what is short.
+    # The warning names only what is short: not "3.4 cores and 37 GiB, less than ... (4 cores, 32 GiB)",
+    # since 37 GiB is more.
     (warned,) = warnings(halved)
     assert (
         "1.7 cores, fewer than the 3" in warned and "GiB" not in warned and "runs out of CPU before" in warned

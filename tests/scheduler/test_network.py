@@ -111,7 +111,7 @@ def test_every_team_namespace_is_isolated() -> None:
 def test_the_kuberay_operator_reaches_ray_heads_dashboards_only(
     src_ns: str, src_labels: dict[str, str], dst_labels: dict[str, str], port: int, ok: bool
 ) -> None:
-    """MAJOR 7: the operator polls each head's dashboard (ray-project/kuberay v1.5.0
+    """The KubeRay operator polls each head's dashboard (ray-project/kuberay v1.5.0
     ray-operator/controllers/ray/rayjob_controller.go `GetJobInfo`, direct HTTP to port 8265,
     utils/constant.go DefaultDashboardPort; head pods labelled `ray.io/node-type: head`, RayNodeTypeLabelKey;
     operator pods `app.kubernetes.io/name: kuberay-operator`, helm-chart/kuberay-operator deployment.yaml) from

@@ -1,5 +1,5 @@
-"""The FGD reproduction benchmark leaves `docs/` alone unless asked (first-use review, MINOR 10: a documented
-quick-subset run rewrote the published 54-row table to 2 rows and both plots)."""
+"""The FGD reproduction benchmark leaves `docs/` alone unless asked: a documented quick-subset run must not
+rewrite the published 54-row table to 2 rows, nor the plots."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_a_quick_subset_run_prints_and_writes_nothing_into_docs(shared_dir: Path
 
 def test_the_docs_command_lines_name_trace_files_that_exist(shared_dir: Path) -> None:
     """docs/simulation.md's "From the command line" block: `$TRACES` is where reference_data.py puts the openb
-    trace, and every file the commands pass is there (first-use review, M8: they failed in a fresh clone)."""
+    trace, and every file the commands pass is there, so they run in a fresh clone."""
     import re
 
     text = (ROOT / "docs" / "simulation.md").read_text()

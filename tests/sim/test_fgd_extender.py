@@ -31,7 +31,7 @@ def test_extender_places_every_pod_where_fgd_does_and_its_view_agrees(
     pod, and the extender's own view (built from Node objects and its bind calls) holds the same allocations
     as the simulator's state: one scoring implementation, the GPUs of each pod counted at once. Whether the
     requests go through the HTTP app's JSON bytes (``http=True``, `invoke simulate --extender-http`) or to its
-    verbs in-process (the default, first-use review M7: 119 s a run before), the placements are the same."""
+    verbs in-process (the default, much the faster), the placements are the same."""
     mapped, _ = as_deployed(w, replicas)
     if mapped.size == 0:
         return

@@ -66,7 +66,7 @@ def test_simulate_stack_writes_report_and_json(tmp_path: Path) -> None:
     assert all(len(r["allocated"]) == 131 and len(r["frag_amount"]) == 131 for r in runs)
     assert "FGD" in result.stdout and "MostAllocated" in result.stdout
     assert f"wrote {ROOT / 'build/metal/sim/report.md'}" in result.stdout  # the stack's own folder
-    # First-use review M7: in a log (no terminal, so Rich draws no bar) each finished run is a line.
+    # In a log (no terminal, so Rich draws no bar) each finished run is a line.
     progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == 4 and progress[-1].startswith("[4/4] ")
     assert {line.split(":")[0].split("] ")[1] for line in progress} == {
@@ -188,10 +188,10 @@ def test_extender_matches_fgd_on_a_stack_with_mig_and_time_sliced_pools() -> Non
     assert ext.allocated == fgd.allocated and ext.failed == fgd.failed
 
 
-def test_minor13_simulate_surprises_are_gone(tmp_path: Path) -> None:
-    """First-use review MINOR 13: `--policy NoSuchPolicy` was refused only after the trace preamble printed;
-    `--replicas` was silently ignored with `--stack`; the unhostable listing called the pools a stack's routing
-    wrote into the gpu_spec column a `gpu_spec`."""
+def test_simulate_refuses_bad_flags_up_front_and_names_routed_pools(tmp_path: Path) -> None:
+    """`--policy NoSuchPolicy` is refused before the trace preamble prints; `--replicas` without
+    `--as-deployed` is refused, not ignored; the unhostable listing calls the pools a stack's routing wrote into
+    the gpu_spec column pools, not a `gpu_spec`."""
     pods = _pods(tmp_path, ["4000,16384,1,1000,", "4000,16384,64,1000,"])
     bad = invoke("--stack", "metal", "--pods", str(pods), "--policy", "NoSuchPolicy")
     assert bad.returncode == 2 and bad.stdout == ""
@@ -208,9 +208,9 @@ def test_minor13_simulate_surprises_are_gone(tmp_path: Path) -> None:
     assert "num_gpu 64, routed to pools " in text and "gpu_spec" not in text
 
 
-def test_minor12_plots_show_the_band_where_policies_differ_and_no_hidden_line() -> None:
-    """First-use review MINOR 12: the plots had no title, a 0-100 % y-axis where the policies differ in a
-    0-15 % sliver, and FGD-Extender drawn in FGD's style exactly under it."""
+def test_plots_show_the_band_where_policies_differ_and_no_hidden_line() -> None:
+    """The plots have a title, a y-axis zoomed to the band where the policies differ (not 0-100 % for a 0-15 %
+    sliver), and a style per policy, FGD-Extender labelled as equal to FGD rather than drawn hidden under it."""
     from scheduler import sim
     from scheduler.sim.report import curve_layout
 
@@ -226,9 +226,9 @@ def test_minor12_plots_show_the_band_where_policies_differ_and_no_hidden_line() 
     assert layout.ylim is not None and layout.ylim[1] - layout.ylim[0] < 100
 
 
-def test_minor11_runs_keep_their_own_folder_and_list_every_file(tmp_path: Path) -> None:
-    """First-use review MINOR 11: the --as-deployed run silently replaced the paper-world run's report and
-    plots (same build/<nodes stem>/sim/), there was no --out, and only report.md was listed."""
+def test_runs_keep_their_own_folder_and_list_every_file(tmp_path: Path) -> None:
+    """A run writes into a folder of its own (`--out`), so one run (e.g. --as-deployed) never replaces another's
+    report and plots, and every file written is listed, not only report.md."""
     pods = _pods(tmp_path, ["4000,16384,1,1000,", "2000,8192,1,500,"])
     out = tmp_path / "mine"
     result = invoke("--stack", "metal", "--pods", str(pods), "--policy", "FGD", "--seeds", "1",

@@ -11,10 +11,10 @@ import tasks
 from tests.conftest import ROOT
 
 
-def test_minor14_a_short_flag_means_the_same_long_option_in_every_task() -> None:
-    """First-use review MINOR 14: invoke derives short flags from the first free letter of each option
-    (invoke docs, "Automatic short flags"), so `-j` was a switch in usage and took a file in simulate, `-o`
-    was --out in one task and --policy in another. Across all tasks, a short flag now names one long option."""
+def test_a_short_flag_means_the_same_long_option_in_every_task() -> None:
+    """invoke derives short flags from the first free letter of each option (invoke docs, "Automatic short
+    flags"), so left alone `-j` would be a switch in one task and take a file in another, `-o` would be --out
+    here and --policy there. Across all tasks, a short flag names one long option."""
     meaning: dict[str, set[str]] = {}
     for context in Collection.from_module(tasks).to_contexts():
         for flag in context.flags.values():
@@ -25,9 +25,9 @@ def test_minor14_a_short_flag_means_the_same_long_option_in_every_task() -> None
     assert not clashes, clashes
 
 
-def test_minor14_every_task_in_the_list_has_a_whole_sentence() -> None:
-    """`invoke --list` shows each docstring's first line (invoke's Program.list_tasks); render's stopped
-    mid-sentence ("... and the monitoring side")."""
+def test_every_task_in_the_list_has_a_whole_sentence() -> None:
+    """`invoke --list` shows each docstring's first line (invoke's Program.list_tasks), so that line is a whole
+    sentence, not one stopped mid-way ("... and the monitoring side")."""
     listed = subprocess.run(
         [sys.executable, "-m", "invoke", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
@@ -37,9 +37,8 @@ def test_minor14_every_task_in_the_list_has_a_whole_sentence() -> None:
         assert first.endswith((".", ")")), (name, first)
 
 
-def test_minor2_a_closed_pipe_ends_quietly() -> None:
-    """First-use review MINOR 2: `invoke plan ... | head -1` exited 1 with a BrokenPipeError traceback. With
-    SIGPIPE at its default action the process ends as Unix tools do when the reader goes away (POSIX
+def test_a_closed_pipe_ends_quietly() -> None:
+    """`invoke plan ... | head -1` exits without a BrokenPipeError traceback: with SIGPIPE at its default action the process ends as Unix tools do when the reader goes away (POSIX
     write(2): EPIPE with SIGPIPE), and nothing is printed on stderr."""
     done = subprocess.run(
         f"{sys.executable} -m invoke --list | head -1; {sys.executable} -m invoke plan --stack example-prod | head -1",
@@ -54,9 +53,9 @@ def test_minor2_a_closed_pipe_ends_quietly() -> None:
     assert len(done.stdout.splitlines()) == 2
 
 
-def test_minor2_invoke_parse_errors_are_bad_input_exit_2() -> None:
-    """First-use review MINOR 2: `invoke plann` and `invoke plan --nosuch` exited 1 (invoke's Program.run
-    exits 1 on a ParseError), not the README's 2 for bad input; a mistyped task name got no suggestion."""
+def test_invoke_parse_errors_are_bad_input_exit_2() -> None:
+    """`invoke plann` and `invoke plan --nosuch` exit 2, the README's code for bad input (invoke's Program.run
+    alone exits 1 on a ParseError), and a mistyped task name gets a suggestion."""
     for argv, said in (
         (["plann"], "error: No idea what 'plann' is! (did you mean `invoke plan`?"),
         (["plan", "--nosuch"], "error: No idea what '--nosuch' is! (`invoke --list` lists the tasks"),

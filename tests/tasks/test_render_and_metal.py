@@ -105,7 +105,7 @@ def test_metal_without_community_general_exits_3_before_running() -> None:
         tasks.metal(ctx, stack="metal")
     assert info.value.code == 3 and "requirements.yml" in str(info.value.message)
     assert not any("ansible-playbook" in str(call) for call in ctx.run.call_args_list)
-    # First-use review MINOR 15: Galaxy may be unreachable where PyPI is not; the message names the venv's
+    # Galaxy may be unreachable where PyPI is not; the message names the venv's
     # own tools and the `ansible` release that ships the pinned collection (the Ansible tests take
     # community.general from that same wheel: tests/ansible/community_general.py).
     from tests.ansible.community_general import ANSIBLE_PACKAGE_VERSION
@@ -132,12 +132,11 @@ def test_metal_refuses_aws_stack() -> None:
         ("all:!h100", ["l40s"]),
     ],
 )
-def test_m2_metal_limit_reaches_any_host_group(limit: str, groups: list[str]) -> None:
-    """First-use review M2: `--limit l40s` (the second host group) or one of its hosts ran
-    `h100:&l40s` first, which ansible-playbook refuses with "Specified inventory, host pattern and/or
-    --limit leaves us with no hosts to target" (exit 1), so the rollout stopped before the group it was
-    meant for. Each run now targets only a group the limit reaches, the pattern judged by Ansible's own
-    InventoryManager (Ansible docs, "Patterns: targeting hosts and groups": `,` union, `*` wildcard,
+def test_metal_limit_reaches_any_host_group(limit: str, groups: list[str]) -> None:
+    """`--limit l40s` (the second host group) or one of its hosts runs only the groups the limit reaches: a run
+    of `h100:&l40s` would be refused by ansible-playbook ("Specified inventory, host pattern and/or --limit
+    leaves us with no hosts to target", exit 1) and stop the rollout before the group it is meant for. The
+    pattern is judged by Ansible's own InventoryManager (Ansible docs, "Patterns: targeting hosts and groups": `,` union, `*` wildcard,
     `:!` exclusion, `:&` intersection)."""
     ctx = _ctx(0)
     tasks.metal(ctx, stack="metal", check=True, limit=limit)
@@ -145,10 +144,9 @@ def test_m2_metal_limit_reaches_any_host_group(limit: str, groups: list[str]) ->
     assert [re.search(r"--limit '([a-z0-9]+):&", run).group(1) for run in runs] == groups  # type: ignore[union-attr]
 
 
-def test_m2_metal_limit_matching_no_host_is_refused() -> None:
-    """First-use review M2: `--limit gpu_h100` (the group name of ansible/inventory/example.yml, not of the
-    stack's inventory) reached ansible-playbook as a pattern matching nothing. It is refused before any run,
-    exit 2, naming the groups and hosts the stack does have."""
+def test_metal_limit_matching_no_host_is_refused() -> None:
+    """`--limit gpu_h100` (the group name of ansible/inventory/example.yml, not of the stack's inventory)
+    matches no host: it is refused before any run, exit 2, naming the groups and hosts the stack does have."""
     ctx = _ctx(0)
     with pytest.raises(Exit) as exited:
         tasks.metal(ctx, stack="metal", check=True, limit="gpu_h100")
@@ -158,10 +156,9 @@ def test_m2_metal_limit_matching_no_host_is_refused() -> None:
     assert not [call for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
 
 
-def test_m2_docs_limit_examples_target_hosts_of_the_metal_stack() -> None:
-    """First-use review M2: docs/bare-metal.md showed `--limit gpu_h100`, a group of
-    ansible/inventory/example.yml that the stack's inventory does not have. Every `invoke metal --stack metal
-    --limit X` example in the docs reaches at least one host of Pulumi.metal.yaml."""
+def test_docs_limit_examples_target_hosts_of_the_metal_stack() -> None:
+    """Every `invoke metal --stack metal --limit X` example in docs/bare-metal.md reaches at least one host of
+    Pulumi.metal.yaml (not a group only ansible/inventory/example.yml has, such as `gpu_h100`)."""
     text = (ROOT / "docs/bare-metal.md").read_text()
     limits = re.findall(r"invoke metal --stack metal --limit (\S+)", text)
     assert len(limits) >= 2

@@ -124,7 +124,7 @@ def test_services(prod_twin: Kube, kind: str | None, allowed: bool) -> None:
 
 
 def test_ingresses_and_gateway_routes_are_external_exposure(prod_twin: Kube) -> None:
-    """MINOR 16: `edit` grants Ingresses (kubernetes.io "Using RBAC Authorization", user-facing roles), which
+    """`edit` grants Ingresses (kubernetes.io "Using RBAC Authorization", user-facing roles), which
     the shared ingress controller serves outside the cluster: refused like a LoadBalancer Service."""
     member = prod_twin.as_member(("researchers",))
     ingress = {
@@ -146,8 +146,7 @@ def test_ingresses_and_gateway_routes_are_external_exposure(prod_twin: Kube) -> 
 def test_disruption_budgets_may_not_forbid_every_eviction(
     prod_twin: Kube, budget: dict, allowed: bool
 ) -> None:
-    """MINOR 21: a budget that allows no eviction pins its nodes against drains and scale-down
-    (kubernetes.io "Specifying a Disruption Budget for your Application")."""
+    """A budget that allows no eviction pins its nodes against drains and scale-down (kubernetes.io "Specifying a Disruption Budget for your Application")."""
     member = prod_twin.as_member(("researchers",))
     pdb = {
         "apiVersion": "policy/v1",
@@ -159,8 +158,8 @@ def test_disruption_budgets_may_not_forbid_every_eviction(
 
 
 def test_pods_that_predate_the_rules_can_still_be_updated(metal_twin: Kube) -> None:
-    """MINOR 14: a pod that broke a rule before its namespace became team-managed can still be updated (so Kueue
-    and controllers can remove finalizers and gates); without the ratchet every UPDATE was refused."""
+    """A pod that broke a rule before its namespace became team-managed can still be updated (so Kueue and
+    controllers can remove finalizers and gates); without the ratchet every UPDATE would be refused."""
     ns = name("legacy")
     metal_twin.ok("create", "namespace", ns)
     eventually(lambda: metal_twin.attempt("get", "sa", "default", "-n", ns).ok, "the default ServiceAccount")

@@ -1,5 +1,5 @@
-"""CPU-only work on the twin: its own queue and quota, never the cores that come with GPUs (review
-scheduling.md MAJOR 6), routed there by the admission policies (scheduler/queue_routing.py).
+"""CPU-only work on the twin: its own queue and quota, never the cores that come with GPUs, routed there by
+the admission policies (scheduler/queue_routing.py).
 
 metal (1.35): teams `vision` and `nlp`, each with the default CPU-only allowance (32 cores, 128 GiB) in its
 `<team>-cpu` ClusterQueue; their GPU queues hold only the cores and memory of their GPU quota (`gpu-cores`).
@@ -29,11 +29,11 @@ def flavors(wl: dict[str, Any]) -> dict[str, str]:
 
 
 def test_cpu_only_work_cannot_take_the_cores_that_come_with_gpus(vision: Kube, metal_twin: Kube) -> None:
-    """MAJOR 6. Five 16-core CPU jobs: the `cpu` queue admits what the team's allowance and the other team's
-    idle allowance hold (Kueue borrows within the cohort, docs "Cluster Queue"), 32 + 32 cores, and queues the
-    rest, though the team's GPU queue has hundreds of cores of its GPUs unused; a GPU job then still gets the
-    cores its GPUs come with. Before the split, the one `cpu-only` quota (allowance + GPU cores, 480 cores for
-    vision) admitted all five onto the few untainted nodes and left the GPU job short."""
+    """Five 16-core CPU jobs: the `cpu` queue admits what the team's allowance and the other team's idle
+    allowance hold (Kueue borrows within the cohort, docs "Cluster Queue"), 32 + 32 cores, and queues the rest,
+    though the team's GPU queue has hundreds of cores of its GPUs unused; a GPU job then still gets the cores
+    its GPUs come with. One quota for both (allowance + GPU cores, 480 cores for vision) would admit all five
+    onto the few untainted nodes and leave the GPU job short."""
     jobs = [name("cpu") for _ in range(5)]
     for j in jobs:
         assert vision.create(job(j, "vision", {"cpu": "16", "memory": "8Gi"}, queue=CPU_QUEUE)).ok

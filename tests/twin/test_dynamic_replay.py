@@ -1,7 +1,7 @@
-"""The dynamic simulator against the real thing (issue "The promise, measured", item 4): the same seeded jobs
-over time on the twin (the real Kueue 0.19.2 admitting against the stack's compiled ClusterQueues with
-BestEffortFIFO and cohort reclaim, the real scheduler, kwok pods completing after their duration) and through
-`scheduler.sim.dynamic`, compared within the bounds `docs/simulation.md` states ("Checked against the twin").
+"""The dynamic simulator against the real thing: the same seeded jobs over time on the twin (the real Kueue
+0.19.2 admitting against the stack's compiled ClusterQueues with BestEffortFIFO and cohort reclaim, the real
+scheduler, kwok pods completing after their duration) and through `scheduler.sim.dynamic`, compared within the
+bounds `docs/simulation.md` states ("Checked against the twin").
 
 The stack is the metal stack with its H100 pool only (4 nodes of 8 GPUs, every node up: the existing
 platform), two teams of 16 GPUs each that may borrow 8 from each other. The load is about 1.4 times what the

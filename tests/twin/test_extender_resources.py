@@ -1,6 +1,6 @@
-"""The extender's resource model against the real kube-scheduler (review scheduling.md MINOR 10 (a)): a replay
-twin (twin.replay: kwok nodes, the stacks' gpu-binpack profile with the extender as its filter,
-prioritizer and binder, the extender's real entry point and watch) with one time-sliced GPU node.
+"""The extender's resource model against the real kube-scheduler: a replay twin (twin.replay: kwok nodes, the
+stacks' gpu-binpack profile with the extender as its filter, prioritizer and binder, the extender's real entry
+point and watch) with one time-sliced GPU node.
 
 Upstream rules: the device plugin allocates per container and refuses a container asking for more than one
 replica (NVIDIA/k8s-device-plugin ``internal/plugin/server.go`` ``Allocate``, ``failRequestsGreaterThanOne``);

@@ -23,7 +23,7 @@ def bound(kube: Kube, namespace: str, job_name: str, count: int) -> list[dict[st
 
 
 def test_a_topology_gang_starts_from_zero_nodes_on_one_domain(prod_twin: Kube) -> None:
-    """review scheduling.md BLOCKER 2. example-prod's EFA pool `h100-train` starts at 0 nodes. Kueue creates a
+    """example-prod's EFA pool `h100-train` starts at 0 nodes. Kueue creates a
     ProvisioningRequest for the gang (the flavor's ProvisioningRequest admission check; Kueue docs
     "Provisioning Admission Check"), the autoscaler provisions every node of it at once (the twin's stand-in
     for best-effort-atomic-scale-up), Kueue then admits it with a topology assignment (TAS: "delayed topology

@@ -8,7 +8,6 @@ discovers targets through the API server's Endpoints and scrapes both Kueue repl
 and one dcgm-exporter stand-in per GPU node, each at its pod's IP. The tests set what workloads do (their GPUs'
 utilisation, their durations, node faults) and never a series or a label.
 
-Named after the findings of the operations review (O1..O19) they would have caught on the code before the fix.
 """
 
 from __future__ import annotations
@@ -152,7 +151,7 @@ def gpu_job(
 # ---- the chain itself ---------------------------------------------------------------------------------
 
 
-def test_o16_operator_generated_the_scrape_configuration_for_prometheus_3(chain: Chain) -> None:
+def test_operator_generated_the_scrape_configuration_for_prometheus_3(chain: Chain) -> None:
     """Every target comes from a ServiceMonitor the operator turned into a scrape job (its `serviceMonitor/<ns>/
     <name>/<endpoint>` job names, prometheus-operator v0.93 promcfg.go), at the pods' IPs from Endpoints."""
     pools = {t["scrapePool"] for t in chain.targets()}
@@ -160,11 +159,11 @@ def test_o16_operator_generated_the_scrape_configuration_for_prometheus_3(chain:
     assert "serviceMonitor/kueue-system/gpufleet-kueue/0" in pools
     assert any(p.startswith("serviceMonitor/monitoring/") and "kube-state-metrics" in p for p in pools)
     build = json.load(urllib.request.urlopen(f"{chain.prometheus}/api/v1/status/buildinfo", timeout=10))
-    assert build["data"]["version"] == "3.14.0"  # the chart's Prometheus, not Debian's 2.42 (O16)
+    assert build["data"]["version"] == "3.14.0"  # the chart's Prometheus, not Debian's 2.42
 
 
-def test_o7_prometheus_keeps_history_on_a_volume_with_the_specs_size_and_retention(chain: Chain) -> None:
-    """O7: the operator's StatefulSet gets a volumeClaimTemplate of `monitoring.storage.size` and Prometheus runs
+def test_prometheus_keeps_history_on_a_volume_with_the_specs_size_and_retention(chain: Chain) -> None:
+    """The operator's StatefulSet gets a volumeClaimTemplate of `monitoring.storage.size` and Prometheus runs
     with the spec's `retention` and `retentionSize` (prometheus-operator: storage.volumeClaimTemplate,
     retention, retentionSize), so a restart keeps the usage history."""
     claims = chain.kube.items("pvc", "monitoring")
@@ -177,11 +176,11 @@ def test_o7_prometheus_keeps_history_on_a_volume_with_the_specs_size_and_retenti
     assert "15d" in retention and ("15GB" in retention or "15GiB" in retention), retention
 
 
-def test_o1_gpu_series_carry_the_pod_that_holds_the_gpu_and_free_gpus_none(chain: Chain) -> None:
-    """O1: scraped through the GPU operator's ServiceMonitor (honorLabels false), dcgm-exporter's own
+def test_gpu_series_carry_the_pod_that_holds_the_gpu_and_free_gpus_none(chain: Chain) -> None:
+    """Scraped through the GPU operator's ServiceMonitor (honorLabels false), dcgm-exporter's own
     `namespace`/`pod`/`container` labels would land in `exported_*` and every free GPU would carry the exporter
     pod's name; the stack's relabelling keeps the exporter's pod mapping and leaves free GPUs unlabelled."""
-    n = name("o1")
+    n = name("mapped")
     chain.submit(gpu_job("vision", n, {"nvidia.com/gpu": 2}, util=70))
     series = eventually(
         lambda: chain.query(f'DCGM_FI_DEV_GPU_UTIL{{namespace="vision",pod=~"{n}-.*"}}'),
@@ -199,8 +198,8 @@ def test_o1_gpu_series_carry_the_pod_that_holds_the_gpu_and_free_gpus_none(chain
     chain.kube.ok("delete", "job", n, "-n", "vision", "--wait=false")
 
 
-def test_o2_both_kueue_replicas_export_gauges_and_the_reports_count_the_leader_once(chain: Chain) -> None:
-    """O2: Kueue v0.19.2's follower replica exports the cache gauges too (`replica_role`, pkg/metrics); summed
+def test_both_kueue_replicas_export_gauges_and_the_reports_count_the_leader_once(chain: Chain) -> None:
+    """Kueue v0.19.2's follower replica exports the cache gauges too (`replica_role`, pkg/metrics); summed
     without the role, quota and usage double. Both replicas are scraped here, and the query `invoke usage` reads
     quota with, and the recording rule the dashboards use, give the spec's 8 H100 per team."""
     from infra.monitoring.usage import QUERIES
@@ -220,7 +219,7 @@ def test_o2_both_kueue_replicas_export_gauges_and_the_reports_count_the_leader_o
         60,
         2,
     )
-    assert float(whole[0]["value"][1]) == 11  # 8 H100 + 2 L40S (4 replicas) + 1 A100 (7 slices): O12
+    assert float(whole[0]["value"][1]) == 11  # 8 H100 + 2 L40S (4 replicas) + 1 A100 (7 slices)
 
 
 # ---- usage, end to end -------------------------------------------------------------------------------
@@ -237,12 +236,12 @@ def _condition(obj: dict[str, Any], kind: str) -> float | None:
     return None
 
 
-def test_o3_o12_o13_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
+def test_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
     """`invoke usage --prometheus URL` against the twin's Prometheus, compared with what the test computes from
     the API server's own record of the same workloads (admission and finish times of the Workloads, the
     utilisation each job was given): allocated, used and idle GPU-hours per team, cost and quota GPU-hours, each
-    within a scrape interval per workload edge. Covers O1 (pod mapping), O2 (one Kueue replica), O3 (time-sliced
-    pods mapped), O12 (MIG slices and replicas in whole GPUs), O13 (MIG used from GR_ENGINE_ACTIVE)."""
+    within a scrape interval per workload edge: GPU series mapped to pods (time-sliced ones too), one Kueue
+    replica counted, MIG slices and replicas in whole GPUs, MIG use read from GR_ENGINE_ACTIVE."""
     seconds = 75
     runs = {  # team, requests, whole GPUs, utilisation
         name("busy"): ("vision", {"nvidia.com/gpu": 2}, 2.0, 90),
@@ -250,8 +249,8 @@ def test_o3_o12_o13_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path
         name("idle"): ("nlp", {"nvidia.com/gpu": 1}, 1.0, 1),
         name("mig"): ("nlp", {"nvidia.com/mig-1g.10gb": 2}, 2 / 7, 50),
     }
-    # The report's window starts once the earlier tests' GPUs are released (O1's job holds 2 of vision's H100
-    # until its deletion lands), so the usage counted is these four jobs' only.
+    # The report's window starts once the earlier tests' GPUs are released (the pod-mapping test's job holds 2
+    # of vision's H100 until its deletion lands), so the usage counted is these four jobs' only.
     window_s = 180
 
     def released() -> bool:
@@ -316,9 +315,9 @@ def test_o3_o12_o13_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path
         assert row["used_gpu_hours"] == pytest.approx(e["used"], abs=tol), (team, row, e)
         assert row["idle_gpu_hours"] == pytest.approx(e["idle"], abs=tol), (team, row, e)
         assert row["cost_usd"] == pytest.approx(e["cost"], abs=tol * max(PRICES.values())), (team, row, e)
-        # quota: 8 H100 + 2 L40S + 1 A100 = 11 whole GPUs for every sample of the window (O2, O12)
+        # quota: 8 H100 + 2 L40S + 1 A100 = 11 whole GPUs for every sample of the window
         assert row["quota_gpu_hours"] == pytest.approx(11 * window_s / 3600, rel=0.05), (team, row)
-    # a window reaching back before Prometheus' first sample counts quota from that sample on, and says so (O7)
+    # a window reaching back before Prometheus' first sample counts quota from that sample on, and says so
     report = usage("--since", "15m")
     covered_h = (time.time() - chain.started) / 3600
     for row in report["teams"]:
@@ -339,19 +338,19 @@ def _on(alerts: list[tuple[str, dict[str, str], str]], alert: str, label: str) -
     return {labels.get(label, "") for name_, labels, _ in alerts if name_ == alert}
 
 
-def test_o4_o5_o6_o8_o11_o14_alerts_fire_on_real_conditions_and_reach_alertmanager(chain: Chain) -> None:
+def test_alerts_fire_on_real_conditions_and_reach_alertmanager(chain: Chain) -> None:
     """Each condition made real on the twin, then observed in Prometheus' alert state:
     - an idle pod past its team's `idleAfter` (GpuAllocatedIdle), and a busy one that does not fire;
-    - XID 79 on a GPU (GpuFallenOffBus, O4/O6: the windowed `DCGM_EXP_XID_ERRORS_COUNT`, not the sticky
-      last-XID field), double-bit ECC (GpuDoubleBitEccError, O14: the level, not an increase);
-    - a GPU that stops reporting (GpuMissingFromDcgm, O4: fewer DCGM GPUs than the node's capacity; `for: 10m`,
+    - XID 79 on a GPU (GpuFallenOffBus: the windowed `DCGM_EXP_XID_ERRORS_COUNT`, not the sticky
+      last-XID field), double-bit ECC (GpuDoubleBitEccError: the level, not an increase);
+    - a GPU that stops reporting (GpuMissingFromDcgm: fewer DCGM GPUs than the node's capacity; `for: 10m`,
       so pending here);
-    - an exporter answering errors (GpuMetricsTargetDown, O5);
-    - a large job starving behind small admissions (GpuWorkloadStarved, O11: kube-state-metrics' Workload
+    - an exporter answering errors (GpuMetricsTargetDown);
+    - a large job starving behind small admissions (GpuWorkloadStarved: kube-state-metrics' Workload
       metrics, the age of a workload without QuotaReserved);
     - a node that stops heartbeating, so the node controller marks it NotReady (GpuNodeNotReady, `for: 5m`:
       pending).
-    Critical alerts reach Alertmanager, routed to the spec's receiver (O8): Alertmanager tries to deliver to it
+    Critical alerts reach Alertmanager, routed to the spec's receiver: Alertmanager tries to deliver to it
     (its notification counter for the email integration moves)."""
     chain.submit(gpu_job("nlp", name("idle"), {"nvidia.com/gpu": 1}, util=0))
     busy = name("busy")

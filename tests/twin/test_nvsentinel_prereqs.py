@@ -1,7 +1,7 @@
-"""Review finding O9 on the twin: the NVSentinel preflight reads a real API server. The metal stack installs
-NVSentinel (`selfHealing` defaults to `cordon` on existing clusters); the twin, like a fresh bare-metal cluster,
-serves no cert-manager CRDs and has no StorageClass, so the check fails; with cert-manager's CRDs and a
-default StorageClass it passes."""
+"""The NVSentinel preflight on the twin, reading a real API server. The metal stack installs NVSentinel
+(`selfHealing` defaults to `cordon` on existing clusters); the twin, like a fresh bare-metal cluster, serves no
+cert-manager CRDs and has no StorageClass, so the check fails; with cert-manager's CRDs and a default
+StorageClass it passes."""
 
 from __future__ import annotations
 
@@ -44,12 +44,12 @@ def _crd(plural: str, kind: str) -> dict[str, Any]:
 STORAGE_CLASS = {
     "apiVersion": "storage.k8s.io/v1",
     "kind": "StorageClass",
-    "metadata": {"name": "o9-local", "annotations": {DEFAULT_CLASS: "true"}},
+    "metadata": {"name": "nvsentinel-local", "annotations": {DEFAULT_CLASS: "true"}},
     "provisioner": "rancher.io/local-path",
 }
 
 
-def test_o9_without_cert_manager_or_a_default_storage_class_preflight_fails_then_passes(
+def test_without_cert_manager_or_a_default_storage_class_preflight_fails_then_passes(
     metal_twin: Kube,
 ) -> None:
     spec = load_stack(ROOT / "Pulumi.metal.yaml")
@@ -72,8 +72,8 @@ def test_o9_without_cert_manager_or_a_default_storage_class_preflight_fails_then
         )
         after = check_nvsentinel_prerequisites(spec, reader)
         assert {f.severity for f in after} == {Severity.OK}, after
-        assert any("o9-local" in f.message for f in after)
+        assert any("nvsentinel-local" in f.message for f in after)
     finally:
         for obj in crds:
             metal_twin.attempt("delete", "crd", obj["metadata"]["name"], "--ignore-not-found")
-        metal_twin.attempt("delete", "storageclass", "o9-local", "--ignore-not-found")
+        metal_twin.attempt("delete", "storageclass", "nvsentinel-local", "--ignore-not-found")

@@ -1,4 +1,4 @@
-"""Review finding O10 on the twin: what deactivating a Workload (`spec.active: false`) does to each integration
+"""Reclaim on the twin: what deactivating a Workload (`spec.active: false`) does to each integration
 the stack enables, decided by the real Kueue v0.19.2 controller, and reclaim's matching and warning against the
 real objects Kueue and the API server produce. docs/operations.md "Reclaiming idle GPUs" states the results.
 
@@ -84,7 +84,7 @@ def _get(kube: Kube) -> Any:
     return get
 
 
-def test_o10_a_batch_job_is_suspended_on_deactivation_and_resumes_on_reactivation(metal_twin: Kube) -> None:
+def test_a_batch_job_is_suspended_on_deactivation_and_resumes_on_reactivation(metal_twin: Kube) -> None:
     """Kueue v0.19.2 pkg/controller/jobs/job/job_controller.go `Suspend` (spec.suspend: true; the Job controller
     then deletes the pods) and site/content/en/docs/concepts/workload.md ("evicted and not be requeued" while
     inactive); reactivation admits it again and Kueue unsuspends the Job, whose controller creates new pods."""
@@ -133,7 +133,7 @@ def test_o10_a_batch_job_is_suspended_on_deactivation_and_resumes_on_reactivatio
         vision.delete("job", job_name, NS)
 
 
-def test_o10_a_plain_pod_is_deleted_as_end_of_life_and_its_workload_goes_with_it(metal_twin: Kube) -> None:
+def test_a_plain_pod_is_deleted_as_end_of_life_and_its_workload_goes_with_it(metal_twin: Kube) -> None:
     """Kueue v0.19.2 pkg/controller/jobs/pod/pod_controller.go `Stop`: the pod gets the TerminationTarget
     condition and is deleted ("this should mark the pod's end of life"); with its only owner gone the Workload
     is removed as well, so there is nothing left to set back to `spec.active: true` and nothing recreates a
@@ -219,7 +219,7 @@ def _suspended(obj: dict[str, Any]) -> bool:
 
 
 @pytest.mark.parametrize("make", [_pytorchjob, _rayjob], ids=["pytorchjob", "rayjob"])
-def test_o10_framework_jobs_are_suspended_and_resumed_by_kueue(metal_twin: Kube, make: Any) -> None:
+def test_framework_jobs_are_suspended_and_resumed_by_kueue(metal_twin: Kube, make: Any) -> None:
     """Kueue v0.19.2 pkg/controller/jobs/kubeflow/kubeflowjob/kubeflowjob_controller.go (`Suspend` sets
     runPolicy.suspend, `RunWithPodSetsInfo` clears it) and pkg/controller/jobs/rayjob/rayjob_controller.go
     (spec.suspend): deactivation suspends the job object, reactivation readmits and unsuspends it; the
@@ -243,7 +243,7 @@ def test_o10_framework_jobs_are_suspended_and_resumed_by_kueue(metal_twin: Kube,
         metal_twin.delete(kind, job_name, NS)
 
 
-def test_o10_reclaim_matches_pods_and_opt_out_through_the_owner_chain(metal_twin: Kube) -> None:
+def test_reclaim_matches_pods_and_opt_out_through_the_owner_chain(metal_twin: Kube) -> None:
     """Kueue v0.19.2 `jobframework.NewWorkload` (pkg/controller/jobframework/utils.go) copies only
     provreq.kueue.x-k8s.io/ annotations from the job to its Workload, so an opt-out on the job is not on the
     Workload: reclaim finds it through the Workload's owner. The pods are found through their controller

@@ -1,6 +1,6 @@
 """`invoke simulate --stack NAME --twin`, as a user runs it: the trace replayed through the real kube-scheduler
 (the gpu-binpack profile, and FragmentationAware with the extender as its sidecar) on the stack's kwok nodes,
-beside the in-process simulator, same protocol and seeds (issue: placement replayed through the real scheduler).
+beside the in-process simulator, same protocol and seeds: placement replayed through the real scheduler.
 
 The workload is the openb default trace (shared/traces, alibaba-gpu-v2023) on metal's 7 nodes: the protocol
 stops at 100 % of the cluster's GPUs arrived, so one seed is some 150 pods. Ties are broken by each scheduler's

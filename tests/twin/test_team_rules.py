@@ -213,8 +213,8 @@ def test_members_read_the_queues_and_change_no_one_elses(vision: Kube) -> None:
 
 def test_members_pick_workload_priorities_not_system_ones(vision: Kube, metal_twin: Kube) -> None:
     """A job's `kueue.x-k8s.io/priority-class` label selects a WorkloadPriorityClass (Kueue docs "Workload
-    Priority Class"), up to the team's own (`teams[].priority`, vision's is `default`: review scheduling.md
-    MINOR 20, a team labelling its jobs `production` would preempt other teams' borrowed work); the system
+    Priority Class"), up to the team's own (`teams[].priority`, vision's is `default`: a team labelling its
+    jobs `production` would preempt other teams' borrowed work); the system
     PriorityClasses, which any namespace may use by default (kubernetes.io "Pod Priority and Preemption",
     system-node-critical/system-cluster-critical), are refused in team pods."""
     urgent = name("urgent")
@@ -237,7 +237,7 @@ def test_members_pick_workload_priorities_not_system_ones(vision: Kube, metal_tw
     for klass in ("system-node-critical", "system-cluster-critical"):
         refused(vision.create(pod(name("vip"), "vision", {"cpu": "1"}, priorityClassName=klass)), klass)
     # In a Job's template too: refused when the Job is created, before Kueue could admit it and hold quota
-    # for pods its controller would never get created (review scheduling.md MAJOR 4).
+    # for pods its controller would never get created.
     controller = name("vipjob")
     vip = job(
         controller, "vision", {"cpu": "1"}, queue="cpu", pod={"priorityClassName": "system-cluster-critical"}
@@ -248,7 +248,7 @@ def test_members_pick_workload_priorities_not_system_ones(vision: Kube, metal_tw
 
 
 def test_jobs_whose_pods_would_be_refused_are_refused_up_front(vision: Kube, metal_twin: Kube) -> None:
-    """review scheduling.md MAJOR 4: a job kind's templates obey the pod rules at creation, so nothing holds
+    """A job kind's templates obey the pod rules at creation, so nothing holds
     the team's quota while its controller's pods are refused (waitForPodsReady would evict it after 30 min and
     requeue it forever). Jobs, Deployments and the integrations the twin serves (PyTorchJob, RayJob)."""
     two_slices = job(name("twoslice"), "vision", {"cpu": "1", SHARED: 2}, pod=BINPACK)

@@ -5,7 +5,7 @@ runs only on the nodes of this cluster's EFA pools, selected by their pool label
 every node of a pool carries, see scheduler.labels.pool_node_labels), and tolerates the GPU taint and the
 pools' extra taints. Selecting by instance type is not enough: a pool of an EFA-capable type may run without
 EFA (`efa: false`, e.g. example-prod's p5.48xlarge MIG pool), its nodes have no EFA interfaces, and the plugin
-crash-loops there ("No valid EFA devices found", review aws.md N9). The chart turns
+crash-loops there ("No valid EFA devices found"). The chart turns
 `supportedInstanceLabels` into the DaemonSet's required node affinity, one `In` term per key
 (aws/eks-charts stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml), so the key is the pool label and
 the values the EFA pools. Its image comes from the stack's own region's EKS registry (the chart's default

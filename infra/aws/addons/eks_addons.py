@@ -16,7 +16,7 @@ upgrade controller cannot pause it; GPU operator v26.7.0 sets `nvidia.com/gpu.de
 while they work so that third-party GPU clients leave it (controllers/state_manager.go:108, commit 45fb0db6e).
 `dcgmAgent.affinity` (accepted by the add-on schema, configuration.schema.json:98 @v1.6.6) is therefore the
 chart's default affinity (values.yaml:122-147 @v1.6.6) with that label added: `In [true]` or `DoesNotExist`
-(a node the operator has not labelled yet), as NVIDIA's NVSentinel charts do (review aws.md N12).
+(a node the operator has not labelled yet), as NVIDIA's NVSentinel charts do.
 
 The engine is bound to every address (`-b ALL`) and takes commands (diagnostics, configuration) from any
 client, on GPUs that teams share. Its only legitimate clients are on its own node, on the host network: the
@@ -25,7 +25,7 @@ chart's `extraObjects`, in the add-on schema @v1.6.6) isolates the dcgm-server p
 traffic from the pod's own node ("Traffic is allowed to a pod if ... the traffic source is the pod's local
 node", NetworkPolicySpec API reference; the VPC CNI's policy agent allows the node IP,
 aws/aws-network-policy-agent#65), and drops what pods send to its pod IP or, through the host port, to
-node-IP:5555 (review aws.md N17). It only bites where the CNI enforces NetworkPolicies (docs/aws.md, Known
+node-IP:5555. It only bites where the CNI enforces NetworkPolicies (docs/aws.md, Known
 limits).
 """
 

@@ -1,4 +1,6 @@
-"""Review aws.md, minor findings on the EKS add-ons (N9, N10, N11, N12, N17): one regression test each.
+"""The EKS add-ons on GPU nodes: the EFA plugin only on EFA pools, no arm64 GPU pools, the exporter paired
+with the host engine's DCGM, and the DCGM host engine left alone by the GPU operator and reachable from its
+node only.
 
 Each docstring names the upstream source the rule is taken from; nothing here reaches AWS or a GPU node.
 """
@@ -60,12 +62,12 @@ def _schedulable(affinity: dict[str, Any], labels: dict[str, str]) -> bool:
     return any(_matches(t, labels) for t in terms)
 
 
-def test_n9_efa_plugin_only_on_efa_pools() -> None:
+def test_efa_plugin_only_on_efa_pools() -> None:
     """aws/eks-charts stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml turns
     `supportedInstanceLabels` into the DaemonSet's required node affinity, one `<key> In <values>` term per key.
     Selected by instance type, the plugin also lands on example-prod's `h100-mig` (p5.48xlarge, `efa: false`,
     no EFA interfaces) and crash-loops there: "No valid EFA devices found" (aws/sagemaker-hyperpod-cli#367;
-    zalando-incubator/kubernetes-on-aws#8881 selects by an EFA label for this reason). Review aws.md N9."""
+    zalando-incubator/kubernetes-on-aws#8881 selects by an EFA label for this reason)."""
     prod = load_example("example-prod")
     by_name = {p.name: p for p in prod.node_pools}
     assert by_name["h100-mig"].instance_type == by_name["h100-train"].instance_type == "p5.48xlarge"
@@ -81,11 +83,11 @@ def test_n9_efa_plugin_only_on_efa_pools() -> None:
     assert not any(_matches(t, {**node, POOL_LABEL: "h100-mig"}) for t in terms)
 
 
-def test_n10_arm64_gpu_pools_are_refused_on_aws() -> None:
+def test_arm64_gpu_pools_are_refused_on_aws() -> None:
     """aws/eks-node-monitoring-agent charts/eks-node-monitoring-agent/values.yaml:143-147 @v1.6.6: the
     dcgm-server affinity is `kubernetes.io/arch In [amd64]`. On aws dcgm-exporter is pointed at that engine on
     every node (one ClusterPolicy, one DaemonSet: GPU operator v26.7.0 has no per-arch exporter env), so a g5g
-    (arm64) pool would have no host engine to read. Refused, naming the pool's key. Review aws.md N10."""
+    (arm64) pool would have no host engine to read. Refused, naming the pool's key."""
     with pytest.raises(ConfigError) as refused:
         parse_config(_config({"name": "g", "instanceType": "g5g.xlarge", "maxSize": 1}), "t")
     (problem,) = refused.value.problems
@@ -104,13 +106,13 @@ def test_n10_arm64_gpu_pools_are_refused_on_aws() -> None:
         assert arm64_gpu_pool_problems(load_example(stack)) == []
 
 
-def test_n11_exporter_dcgm_matches_the_host_engine() -> None:
+def test_exporter_dcgm_matches_the_host_engine() -> None:
     """NVIDIA DCGM "Installation": exporter releases pair a tested DCGM version with an exporter version; keep
     them paired. The host engine dcgm-exporter talks to on EKS is the node monitoring add-on's dcgm-server,
     image `4.5.2-4.8.1-ubuntu22.04` (charts/eks-node-monitoring-agent/values.yaml:106 @v1.6.6); the GPU
     operator v26.7.0 default exporter is `4.6.0-4.8.3-distroless` (deployments/gpu-operator/values.yaml), a
     newer DCGM client. NVIDIA/dcgm-exporter tag 4.5.2-4.8.1 (hack/VERSION) is built on DCGM 4.5.2. Where both
-    are pinned, the exporter's DCGM major.minor must equal the host engine's. Review aws.md N11."""
+    are pinned, the exporter's DCGM major.minor must equal the host engine's."""
     addon = Versions().node_monitoring_agent_addon.split("-eksbuild")[0]
     assert addon in NODE_MONITORING_DCGM, f"pair dcgm-exporter with the DCGM of add-on {addon}"
     engine = NODE_MONITORING_DCGM[addon].split("-")[0]
@@ -121,12 +123,12 @@ def test_n11_exporter_dcgm_matches_the_host_engine() -> None:
     assert "version" not in gpu_operator_values(load_example("metal"))["dcgmExporter"]  # its own engine
 
 
-def test_n12_dcgm_server_leaves_nodes_the_gpu_operator_reconfigures() -> None:
+def test_dcgm_server_leaves_nodes_the_gpu_operator_reconfigures() -> None:
     """GPU operator v26.7.0 controllers/state_manager.go:108 (commit 45fb0db6e, "add new deploy label to manage
     third-party gpu client pods"): mig-manager and driver upgrades set `nvidia.com/gpu.deploy.client=false` so
     GPU clients that are not operator operands leave the node. dcgm-server's affinity (`dcgmAgent.affinity`,
     charts/configuration.schema.json:98 @v1.6.6) keeps the chart's default (values.yaml:122-147 @v1.6.6) and
-    adds `In [true]` OR `DoesNotExist`, as NVIDIA's NVSentinel charts do. Review aws.md N12."""
+    adds `In [true]` OR `DoesNotExist`, as NVIDIA's NVSentinel charts do."""
     spec = load_example("example-prod")
     affinity = monitoring_agent_values(spec)["dcgmAgent"]["affinity"]
     gpu = {"node.kubernetes.io/instance-type": "p5.48xlarge", "kubernetes.io/arch": "amd64"}
@@ -156,15 +158,14 @@ def test_dcgm_server_runs_on_every_gpu_type_aws_pools_may_use() -> None:
         )
 
 
-def test_n17_dcgm_server_admits_only_its_own_node() -> None:
+def test_dcgm_server_admits_only_its_own_node() -> None:
     """aws/eks-node-monitoring-agent templates/dcgm-daemonset.yaml:48,58-59 @v1.6.6: `nv-hostengine -n -b ALL`,
     `hostPort: 5555`, pod labels `k8s-app: dcgm-server, version: v1`. Any pod could reach it at its pod IP or
     node-IP:5555 and drive DCGM on shared GPUs. A NetworkPolicy with no ingress rule isolates those pods; the
     pod's own node is still admitted (NetworkPolicySpec API reference: "Traffic is allowed to a pod if ... the
     traffic source is the pod's local node"; the VPC CNI policy agent allows the node IP,
     aws/aws-network-policy-agent#65), which is where its clients run (agent and dcgm-exporter, host network,
-    localhost:5555). Shipped through the chart's `extraObjects` (configuration.schema.json @v1.6.6). Review
-    aws.md N17."""
+    localhost:5555). Shipped through the chart's `extraObjects` (configuration.schema.json @v1.6.6)."""
     import json
 
     spec = load_example("example-prod")

@@ -1,4 +1,5 @@
-"""AWS review (aws.md) N14 and N15: spec rules (exit 2, key path named) and the kubeconfig's role."""
+"""AWS spec rules on a pool's instance sizes and the provider's role chain (exit 2, key path named), and the
+kubeconfig's role."""
 
 from __future__ import annotations
 
@@ -35,11 +36,11 @@ def _problems(config: dict[str, Any]) -> list[str]:
 SPOT = {"name": "spot", "capacityType": "SPOT", "minSize": 0, "maxSize": 4}
 
 
-def test_n14_autoscaler_pool_types_must_have_equal_cpu_and_memory() -> None:
-    """aws.md N14. cluster-autoscaler-1.35.2 cloudprovider/aws/README.md:344-346: "instance types should have
-    the same amount of RAM and number of CPU cores", and aws_wrapper.go:768 builds the node template from the
-    first override. g5.2xlarge (8 vCPU, 32 GiB) with g5.8xlarge (32 vCPU, 128 GiB) passed the "same GPU
-    model and count" rule; it is now refused on the pool's instanceTypes key."""
+def test_autoscaler_pool_types_must_have_equal_cpu_and_memory() -> None:
+    """cluster-autoscaler-1.35.2 cloudprovider/aws/README.md:344-346: "instance types should have the same
+    amount of RAM and number of CPU cores", and aws_wrapper.go:768 builds the node template from the first
+    override. g5.2xlarge (8 vCPU, 32 GiB) with g5.8xlarge (32 vCPU, 128 GiB) passes the "same GPU model and
+    count" rule, and is refused on the pool's instanceTypes key."""
     (problem,) = _problems(_config({**SPOT, "instanceTypes": ["g5.2xlarge", "g5.8xlarge"]}))
     assert problem.startswith("gpufleet:nodePools[0].instanceTypes: the cluster autoscaler sizes")
     assert "g5.2xlarge (8 vCPU, 32 GiB), g5.8xlarge (32 vCPU, 128 GiB)" in problem
@@ -49,8 +50,8 @@ def test_n14_autoscaler_pool_types_must_have_equal_cpu_and_memory() -> None:
     assert problem.startswith("gpufleet:nodePools[0].instanceTypes:")
 
 
-def test_n14_equal_sizes_pass_and_karpenter_pools_may_mix() -> None:
-    """aws.md N14: types of one size pass; Karpenter sizes each type itself, so its pools may mix (the
+def test_equal_sizes_pass_and_karpenter_pools_may_mix() -> None:
+    """Types of one size pass; Karpenter sizes each type itself, so its pools may mix (the
     example-karpenter stack lists g5.4xlarge with g5.8xlarge)."""
     spec = parse_config(
         _config({**SPOT, "instanceTypes": ["p5e.48xlarge", "p5en.48xlarge"], "maxSize": 1}), "t"
@@ -60,8 +61,8 @@ def test_n14_equal_sizes_pass_and_karpenter_pools_may_mix() -> None:
         load_example(stack)
 
 
-def test_n14_bad_mixed_pool_is_exit_2_and_nothing_created(tmp_path: Path) -> None:
-    """aws.md N14, as a user meets it: `invoke plan` exits 2 naming the key, before anything runs."""
+def test_bad_mixed_pool_is_exit_2_and_nothing_created(tmp_path: Path) -> None:
+    """Mixed sizes as a user meets them: `invoke plan` exits 2 naming the key, before anything runs."""
     doc = stack_doc("example-prod")
     pools = doc["config"]["gpufleet:nodePools"]
     index = next(i for i, p in enumerate(pools) if p["name"] == "a10g-batch")
@@ -73,8 +74,8 @@ def test_n14_bad_mixed_pool_is_exit_2_and_nothing_created(tmp_path: Path) -> Non
     assert "Traceback" not in result.stderr
 
 
-def test_n15_role_chains_and_external_ids_are_refused(tmp_path: Path) -> None:
-    """aws.md N15. pulumi-aws provider configuration, `assumeRoles`: the roles are assumed in order, so the
+def test_role_chains_and_external_ids_are_refused(tmp_path: Path) -> None:
+    """pulumi-aws provider configuration, `assumeRoles`: the roles are assumed in order, so the
     provider (the cluster's creator and first admin) is the last role. The kubeconfig's exec plugin,
     `aws eks get-token --role-arn`, assumes one role from the profile's credentials and takes no external
     ID, so a chain or an external ID would mint a token for another principal (Unauthorized)."""
@@ -100,9 +101,9 @@ def test_n15_role_chains_and_external_ids_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
-def test_n15_kubeconfig_uses_the_last_role_of_the_chain() -> pulumi.Output[Any]:
-    """aws.md N15 (pulumi-aws provider configuration, `assumeRoles`: applied in order): the provider's identity
-    is the last role, so `get-token --role-arn` names it, not the first."""
+def test_kubeconfig_uses_the_last_role_of_the_chain() -> pulumi.Output[Any]:
+    """pulumi-aws provider configuration, `assumeRoles`: applied in order, so the provider's identity is the
+    last role and `get-token --role-arn` names it, not the first."""
     first, last = "arn:aws:iam::123456789012:role/hop", "arn:aws:iam::123456789012:role/deployer"
     pulumi.runtime.set_config("aws:assumeRoles", json.dumps([{"roleArn": first}, {"roleArn": last}]))
     try:

@@ -1,4 +1,6 @@
-"""AWS review (docs' reviews, aws.md) N13 and N16, against moto's HTTP server on loopback (see fakeaws.py)."""
+"""Preflight on EKS node groups and access entries: a capacity block's launch template changes only while the
+group is empty, and admin roles are looked up by their whole ARN, against moto's HTTP server on loopback (see
+fakeaws.py)."""
 
 from __future__ import annotations
 
@@ -45,13 +47,13 @@ def _seed_group(aws: FakeAws, spec: ClusterSpec, desired: int, fingerprint: str)
 
 
 @pytest.mark.parametrize(("desired", "refused"), [(2, True), (0, False)])
-def test_n13_capacity_block_launch_template_change_refused_while_running(
+def test_capacity_block_launch_template_change_refused_while_running(
     aws: FakeAws, tmp_path: Path, desired: int, refused: bool
 ) -> None:
-    """aws.md N13. EKS User Guide, "Create a managed node group with Capacity Blocks for ML": a capacity-block
-    group is updated only at desired size 0. A user tag (it flows into the launch template's
-    tag_specifications) makes a new launch template version with the same AMI release and Kubernetes version,
-    and that rolls the whole block just the same; the old guard compared only release and version."""
+    """EKS User Guide, "Create a managed node group with Capacity Blocks for ML": a capacity-block group is
+    updated only at desired size 0. A user tag (it flows into the launch template's tag_specifications) makes
+    a new launch template version with the same AMI release and Kubernetes version, and that rolls the whole
+    block just the same, so the guard compares the template's fingerprint, not only release and version."""
     before = load_example("example-prod")
     doc = stack_doc("example-prod")
     doc["config"]["gpufleet:cluster"]["tags"]["owner"] = "research"
@@ -72,19 +74,19 @@ def test_n13_capacity_block_launch_template_change_refused_while_running(
         )
 
 
-def test_n13_unchanged_launch_template_passes(aws: FakeAws) -> None:
-    """aws.md N13: the same template (same fingerprint) at desired > 0 is no update, and passes."""
+def test_unchanged_launch_template_passes(aws: FakeAws) -> None:
+    """The same template (same fingerprint) at desired > 0 is no update, and passes."""
     spec = load_example("example-prod")
     aws.seed_clean(spec)
     _seed_group(aws, spec, 2, planned_fingerprint(spec, POOL) or "")
     assert f"pool {POOL}" not in by_subject(run_preflight(spec), Severity.ERROR)
 
 
-def test_n16_admin_role_in_other_account_not_found(aws: FakeAws, tmp_path: Path) -> None:
-    """aws.md N16. IAM GetRole takes a role *name* and looks in the caller's account only, so a role of the same
-    name in the deploying account said nothing about `arn:aws:iam::<other>:role/...`. A STANDARD access
-    entry may name another account's role (EKS User Guide, "Create access entries"), so it is not refused,
-    but it is no longer reported as found; the account comes from sts:GetCallerIdentity."""
+def test_admin_role_in_other_account_not_found(aws: FakeAws, tmp_path: Path) -> None:
+    """IAM GetRole takes a role *name* and looks in the caller's account only, so a role of the same name in
+    the deploying account says nothing about `arn:aws:iam::<other>:role/...`. A STANDARD access entry may name
+    another account's role (EKS User Guide, "Create access entries"), so it is not refused, but it is not
+    reported as found either: a warning names the other account, which comes from sts:GetCallerIdentity."""
     doc = stack_doc("example-prod")
     other = "arn:aws:iam::210987654321:role/platform-admins"
     doc["config"]["gpufleet:cluster"]["adminRoleArns"] = [other]
@@ -97,8 +99,8 @@ def test_n16_admin_role_in_other_account_not_found(aws: FakeAws, tmp_path: Path)
     assert "gpufleet:cluster.adminRoleArns[0]" in finding.fix
 
 
-def test_n16_admin_role_path_must_match(aws: FakeAws, tmp_path: Path) -> None:
-    """aws.md N16: an access entry names the role's whole ARN, path included (EKS User Guide, "Create access
+def test_admin_role_path_must_match(aws: FakeAws, tmp_path: Path) -> None:
+    """An access entry names the role's whole ARN, path included (EKS User Guide, "Create access
     entries": a role ARN "can include a path"); a role of that name at another path is another principal."""
     doc = stack_doc("example-prod")
     arn = "arn:aws:iam::123456789012:role/teams/platform-admins"
