@@ -123,8 +123,9 @@ def plan(c: Context, stack: str = "dev", out: str = "") -> None:
 
 @task(help={"pytest_args": "extra arguments for pytest, e.g. '-k spec -x'"})
 def test(c: Context, pytest_args: str = "") -> None:
-    """Lint (ruff), type-check (mypy), check import contracts, then run every test (the twin's toolchain builds
-    meanwhile where it is missing); prints each phase's time (tests/phases.py)."""
+    """Lint, type-check, check import contracts, then run every test, timing each phase (tests/phases.py).
+
+    The twin's toolchain builds meanwhile where it is missing."""
     from tests.phases import run
 
     run(c, pytest_args)
