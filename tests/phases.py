@@ -9,8 +9,9 @@ The order is chosen for the 2-core machine CI uses:
 4. the tests that need no toolchain (`not e2e and not toolchain`), two workers (pytest-xdist; tests that share a
    machine-wide resource carry an `xdist_group`, run with `--dist loadgroup`);
 5. the toolchain build joined (its failure ends the run under CI=true; elsewhere the tests that need it skip);
-6. the tests on the toolchain (`e2e or toolchain`): the twin tier, serial, since several modules are calibrated
-   on timings and run with no other twin up.
+6. the tests on the toolchain (`e2e or toolchain`), two workers, each with twins of its own;
+7. the modules whose bounds are calibrated on timings (`alone`: the dynamic replay, the monitoring chain), one
+   after the other with no other twin up.
 
 Each phase prints a line when it starts and the run ends with the seconds each took.
 """
@@ -41,6 +42,14 @@ PHASES = (
     "pytest without the toolchain",
     "twin toolchain (joined)",
     "pytest on the toolchain",
+    "pytest calibrated, alone",
+)
+# The tiers: (phase, marker expression, workers). Tests that share a machine-wide resource (a folder of the clone,
+# the Slurm daemons, a Debian root) carry an `xdist_group` and run on one worker (`--dist loadgroup`).
+TIERS = (
+    ("pytest without the toolchain", "not e2e and not toolchain and not alone", 2),
+    ("pytest on the toolchain", "(e2e or toolchain) and not alone", 2),
+    ("pytest calibrated, alone", "alone", 1),
 )
 # pytest's exit code when a selection collects nothing (a -k that names tests of one tier only)
 NO_TESTS = 5
@@ -142,8 +151,9 @@ def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_b
         c.run(f"{py} -m mypy infra scheduler twin")
         clock.phase("import contracts")
         c.run(f"{Path(py).parent / 'lint-imports'}")
-        clock.phase("pytest without the toolchain")
-        first = _pytest(c, py, "not e2e and not toolchain", pytest_args, shared, workers=2)
+        name, selection, workers = TIERS[0]
+        clock.phase(name)
+        codes = [_pytest(c, py, selection, pytest_args, shared, workers)]
         clock.phase("twin toolchain (joined)")
         built = building.join()
     except BaseException:
@@ -156,9 +166,10 @@ def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_b
         print("\n".join(["twin toolchain: the build failed:", *tail]), file=sys.stderr, flush=True)
         if os.environ.get("CI", "").lower() == "true":
             raise Exit("twin toolchain: the build failed (see above)", code=1)
-    clock.phase("pytest on the toolchain")
-    second = _pytest(c, py, "e2e or toolchain", pytest_args, shared, workers=1)
+    for name, selection, workers in TIERS[1:]:
+        clock.phase(name)
+        codes.append(_pytest(c, py, selection, pytest_args, shared, workers))
     print(clock.summary(), flush=True)
-    codes = [code for code in (first, second) if code not in (0, NO_TESTS)]
-    if codes or (first == NO_TESTS and second == NO_TESTS):
-        raise Exit("some tests failed (see above)", code=codes[0] if codes else NO_TESTS)
+    failed = [code for code in codes if code not in (0, NO_TESTS)]
+    if failed or all(code == NO_TESTS for code in codes):
+        raise Exit("some tests failed (see above)", code=failed[0] if failed else NO_TESTS)

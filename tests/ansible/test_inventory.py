@@ -21,6 +21,8 @@ from infra.metal.inventory import (
 from infra.versions import Versions
 from tests.ansible.support import venv_tool
 
+pytestmark = pytest.mark.xdist_group("build-metal")
+
 GROUPS = [
     {"name": "gpu-h100", "hosts": ["h100-01", "h100-02"], "gpuModel": "h100-80gb", "gpusPerNode": 8},
     {"name": "gpu_l40s", "hosts": ["l40s-01"], "gpuModel": "l40s", "gpusPerNode": 4},

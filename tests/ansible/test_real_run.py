@@ -41,7 +41,7 @@ PINS = (
     "/etc/apt/preferences.d/gpufleet-00-nvidia-fabricmanager.pref",
 )
 # One root per test run: with pytest-xdist, `--dist loadgroup` keeps these tests on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ansible-real-run")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ansible-gpu-roles")]
 
 
 @pytest.fixture(scope="module")

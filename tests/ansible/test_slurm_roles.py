@@ -29,7 +29,7 @@ from tests.ansible.slurmhosts import SlurmHosts, slurm_hosts, write_inventory
 from tests.ansible.support import ANSIBLE_DIR, venv_tool
 from tests.preflight.helpers import stack_doc, write_stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ansible-real-run")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 PLAYBOOK = ANSIBLE_DIR / "playbooks/slurm-cluster.yml"
 
 

@@ -12,6 +12,8 @@ import pytest
 from infra.simulate.stack import cluster_from_spec
 from tests.conftest import ROOT, load_example
 
+pytestmark = pytest.mark.xdist_group("build-metal")
+
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -19,6 +19,8 @@ from tests.preflight.helpers import run_task
 from tests.slurm.cluster import SlurmCluster, ensure_packages, slurm_cluster
 from tests.slurm.daemon_stack import daemon_stack, daemon_stack_file
 
+pytestmark = pytest.mark.xdist_group("slurm")
+
 ASSOC = ("sacctmgr", "-nP", "show", "assoc", "format=cluster,account,user,share,grptres,qos,defaultqos")
 
 

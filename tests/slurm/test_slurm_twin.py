@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.slurm.cluster import ensure_packages
 from tests.slurm.daemon_stack import daemon_stack, daemon_stack_file
+
+pytestmark = pytest.mark.xdist_group("slurm")
 
 
 def invoke(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,8 @@ from invoke import Exit, MockContext, Result
 import tasks
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.xdist_group("build-metal")
+
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -37,16 +37,16 @@ def test_each_phase_is_announced_in_order_and_timed(capsys: pytest.CaptureFixtur
     phases.run(c, build=no_build)
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("==> ")]
-    names = [re.sub(r"^==> \[\d/9\] (.*) \(\d+ s\)$", r"\1", line) for line in lines]
+    names = [re.sub(r"^==> \[\d+/10\] (.*) \(\d+ s\)$", r"\1", line) for line in lines]
     assert names == list(phases.PHASES)
-    assert [int(re.search(r"\[(\d)/9\]", line).group(1)) for line in lines] == list(range(1, 10))  # type: ignore[union-attr]
+    assert [int(re.search(r"\[(\d+)/10\]", line).group(1)) for line in lines] == list(range(1, 11))  # type: ignore[union-attr]
     assert "phase times:" in out and all(f"  {name}" in out for name in phases.PHASES)
     commands = [call.args[0] for call in c.run.call_args_list]
     tiers = [command for command in commands if " -m pytest " in command]
-    assert ['-m "not e2e and not toolchain" -n 2' in tiers[0], '-m "e2e or toolchain"' in tiers[1]] == [
-        True,
-        True,
-    ]
+    assert [(selection, workers) for _, selection, workers in phases.TIERS] == [
+        ("not e2e and not toolchain and not alone", 2), ("(e2e or toolchain) and not alone", 2), ("alone", 1)]  # fmt: skip
+    assert [f'-m "{t[1]}"' in command for t, command in zip(phases.TIERS, tiers, strict=True)] == [True] * 3
+    assert "-n 2" in tiers[0] and "-n 2" in tiers[1] and "-n" not in tiers[2]
     assert any("mypy infra scheduler twin" in command for command in commands)
 
 
@@ -61,14 +61,14 @@ def test_a_failing_tier_fails_the_run_after_both_tiers_ran() -> None:
     with pytest.raises(Exit) as stopped:
         phases.run(c, build=no_build)
     assert stopped.value.code == 1
-    assert sum(" -m pytest " in call.args[0] for call in c.run.call_args_list) == 2
+    assert sum(" -m pytest " in call.args[0] for call in c.run.call_args_list) == 3
 
 
 def test_a_selection_that_one_tier_does_not_reach_is_not_a_failure() -> None:
     """`invoke test --pytest-args '-k spec'` selects no test of the twin tier: pytest's exit 5 there is fine."""
     c = MockContext(
         run={
-            re.compile(r'.*pytest -m "e2e.*'): Result(exited=phases.NO_TESTS),
+            re.compile(r'.*pytest -m "(\(e2e|alone).*'): Result(exited=phases.NO_TESTS),
             re.compile(r".*"): Result(stdout="/d\n"),
         },
         repeat=True,

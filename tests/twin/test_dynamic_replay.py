@@ -22,6 +22,8 @@ from tests.twin.conftest import stack_variant, start_twin
 from tests.twin.kube import Kube
 from twin.dynamic_replay import compare, jittered, replay_on_twin, scaled_trace, simulate, write_trace
 
+pytestmark = pytest.mark.alone
+
 JOBS = 200
 RATE_PER_S = 1.0
 DURATION_S = (5.0, 20.0)

@@ -34,6 +34,8 @@ from tests.twin.conftest import start_twin
 from tests.twin.kube import Kube, job, name
 from twin.launch import RunningTwin
 
+pytestmark = pytest.mark.alone
+
 SCRAPE_S = 5
 UTIL = "gpufleet.io/twin-gpu-util"
 DURATION = "gpufleet.io/twin-duration"

@@ -19,6 +19,8 @@ from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.conftest import toolchain
 
+pytestmark = pytest.mark.xdist_group("build-metal-twin")
+
 STACK = "metal"
 FOLDER = ROOT / "build" / STACK / "twin"
 SLEEPER = "import time; time.sleep(600)"

@@ -17,6 +17,8 @@ from tests.twin.conftest import start_twin, toolchain
 from tests.twin.kube import Kube, name, pod
 from twin.kwok import DURATION_ANNOTATION
 
+pytestmark = pytest.mark.xdist_group("build-metal-twin")
+
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
