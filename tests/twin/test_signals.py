@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,7 +28,9 @@ SLEEPER = "import time; time.sleep(600)"
 
 
 def launch(tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
-    """`invoke twin --stack metal --bare ...` as a user starts it, with a lock of the test's own."""
+    """`invoke twin --stack metal --bare ...` as a user starts it, with a lock of the test's own, from a folder
+    with nothing of an earlier twin in it (whose ready.json would say "up" too early)."""
+    shutil.rmtree(FOLDER, ignore_errors=True)
     env = {**os.environ, "GPUFLEET_TWIN_LOCK": str(tmp / "lock")}
     log = (tmp / "invoke.log").open("wb")
     return subprocess.Popen([sys.executable, "-m", "invoke", "twin", "--stack", STACK, "--bare", *extra],
