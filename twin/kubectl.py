@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +72,7 @@ class Kubectl:
         crds = [o for o in items if o["kind"] == "CustomResourceDefinition"]
         self.apply(crds)
         if crds:
-            names = [f"crd/{o['metadata']['name']}" for o in crds]
-            self.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+            self.established([str(o["metadata"]["name"]) for o in crds])
         self.apply([o for o in items if o["kind"] != "CustomResourceDefinition"])
 
     def apply_crd_files(self, paths: Iterable[Path]) -> None:
@@ -84,9 +84,33 @@ class Kubectl:
         args = [a for f in files for a in ("-f", str(f))]
         out = self.run("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
                        *args, "-o", "name")  # fmt: skip
-        names = [n for n in out.split() if n.startswith("customresourcedefinition")]
+        names = [n.split("/", 1)[1] for n in out.split() if n.startswith("customresourcedefinition")]
         if names:
-            self.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+            self.established(names)
+
+    def established(self, names: Sequence[str], timeout: float = 60) -> None:
+        """Wait until every named CRD has the condition Established=True. Polled rather than `kubectl wait
+        --for=condition=Established`, which fails at once on a CRD the API server has not given conditions yet
+        (`.status.conditions accessor error: <nil>`) instead of waiting for them."""
+        deadline = time.monotonic() + timeout
+        waiting, said = set(names), ""
+        while waiting:
+            got = self.attempt("get", "crd", *sorted(waiting), "-o", "json", "--ignore-not-found")
+            if got.ok and got.out.strip():
+                doc = json.loads(got.out)  # one name gives the object, several a List
+                for crd in doc.get("items", [doc] if doc.get("kind") == "CustomResourceDefinition" else []):
+                    conditions = crd.get("status", {}).get("conditions") or []
+                    if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                        waiting.discard(crd["metadata"]["name"])
+            said = got.err.strip() or said
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise CheckFailed(
+                    f"CRDs not Established after {timeout:.0f} s: {', '.join(sorted(waiting))}"
+                    + (f" (kubectl: {said})" if said else "")
+                )
+            time.sleep(0.2)
 
     def get(self, kind: str, name: str = "", namespace: str = "") -> dict[str, Any]:
         args = ["get", kind, *([name] if name else []), "-o", "json"]

@@ -123,14 +123,12 @@ class EntryPoint:
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
-        """A stop only sets the event (the program's own loop notices it and stops in order)."""
+        """From here on a stop only sets the event: the program's own loop notices it and stops in order, and
+        a second signal while it stops does not cut the stopping short."""
         self.interrupting = False
-        try:
-            if self.stop.is_set():
-                raise Interrupted(signal.SIGTERM)
-            yield
-        finally:
-            self.interrupting = True
+        if self.stop.is_set():
+            raise Interrupted(signal.SIGTERM)
+        yield
 
 
 def watch_parent(fd: int) -> None:

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.errors import ToolMissing
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from infra.versions import TWIN_PROMETHEUS
 from tests.conftest import ROOT
 from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
 from tests.support import require
-from twin.toolchain.build import BUILD_HINT, program
+from twin.toolchain.build import BUILD_HINT, find_program
 
 MIN_MAJOR = 3
 
@@ -35,7 +36,10 @@ def major_version(path: Path) -> int | None:
 
 
 def _tool(name: str) -> str:
-    path = program(TWIN_PROMETHEUS, name)
+    try:
+        path = find_program(TWIN_PROMETHEUS, name)
+    except ToolMissing as exc:  # found, but not the release the chart runs (a distribution's 2.x, say)
+        require(f"{name} {TWIN_PROMETHEUS.note} from the toolchain is needed: {exc}")
     major = major_version(path) if path else None
     if path is None or major is None or major < MIN_MAJOR:
         found = f"found {path} (version {major})" if path else "not found"

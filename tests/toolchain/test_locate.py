@@ -68,7 +68,8 @@ def test_a_binary_of_another_release_is_refused_with_its_name(isolated: Path) ->
     with pytest.raises(ToolMissing) as refused:
         locate(MINOR, lambda _line: None)
     said = str(refused.value)
-    assert f"{fake} is not etcd {TWIN_ETCD.version}" in said and "3.5.21" in said
+    assert f"the twin needs etcd (etcd {TWIN_ETCD.version})" in said
+    assert f"found instead: {fake} is not etcd {TWIN_ETCD.version}" in said and "3.5.21" in said
 
 
 def test_a_binary_of_the_pinned_release_is_used(isolated: Path) -> None:

@@ -244,7 +244,7 @@ def test_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
     utilisation each job was given): allocated, used and idle GPU-hours per team, cost and quota GPU-hours, each
     within a scrape interval per workload edge: GPU series mapped to pods (time-sliced ones too), one Kueue
     replica counted, MIG slices and replicas in whole GPUs, MIG use read from GR_ENGINE_ACTIVE."""
-    seconds = 75
+    seconds = 45
     runs = {  # team, requests, whole GPUs, utilisation
         name("busy"): ("vision", {"nvidia.com/gpu": 2}, 2.0, 90),
         name("share"): ("vision", {"nvidia.com/gpu.shared": 1}, 0.5, 40),
@@ -253,7 +253,7 @@ def test_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
     }
     # The report's window starts once the earlier tests' GPUs are released (the pod-mapping test's job holds 2
     # of vision's H100 until its deletion lands), so the usage counted is these four jobs' only.
-    window_s = 180
+    window_s = 120
 
     def released() -> bool:
         rows = chain.query(

@@ -5,13 +5,14 @@ and its port on the machine's loopback is free."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,23 @@ FOLDER = ROOT / "build" / STACK / "twin"
 SLEEPER = "import time; time.sleep(600)"
 
 
+@pytest.fixture(autouse=True)
+def no_twin_before_or_after() -> Iterator[None]:
+    """Each case starts with no twin of the folder running and leaves none, whatever it asserted: a failed case
+    must not make the next one fail."""
+    sweep()
+    yield
+    sweep()
+
+
+def sweep() -> None:
+    for line in twin_processes("gpufleet-signal-test-"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+
+
 def launch(tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
-    """`invoke twin --stack metal --bare ...` as a user starts it, with a lock of the test's own, from a folder
-    with nothing of an earlier twin in it (whose ready.json would say "up" too early)."""
-    shutil.rmtree(FOLDER, ignore_errors=True)
+    """`invoke twin --stack metal --bare ...` as a user starts it, with a lock of the test's own."""
     env = {**os.environ, "GPUFLEET_TWIN_LOCK": str(tmp / "lock")}
     log = (tmp / "invoke.log").open("wb")
     return subprocess.Popen([sys.executable, "-m", "invoke", "twin", "--stack", STACK, "--bare", *extra],
@@ -67,6 +81,17 @@ def session_port() -> int:
     return int(json.loads((FOLDER / "session.json").read_text())["port"])
 
 
+def ours(name: str, invoked: subprocess.Popen[bytes]) -> bool:
+    """The folder's `name` (session.json, ready.json) was written for the session `invoked` started (an earlier
+    twin's file in the same folder says nothing about this one)."""
+    try:
+        pid = int(json.loads((FOLDER / name).read_text())["pid"])
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError, KeyError):
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == invoked.pid  # the parent's pid, after the command's name
+
+
 @pytest.mark.parametrize("phase", ["start-up", "run", "serving"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_stop_signal_at_any_phase_stops_every_component(
@@ -79,13 +104,17 @@ def test_a_stop_signal_at_any_phase_stops_every_component(
     try:
         if phase == "start-up":  # the session has started components, and is not up yet
             eventually(
-                lambda: (FOLDER / "logs" / "kube-apiserver.log").is_file(), "the API server started", 120, 0.1
+                lambda: ours("session.json", invoked) and (FOLDER / "logs" / "kube-apiserver.log").is_file(),
+                "the API server started",
+                120,
+                0.1,
             )
             assert not (FOLDER / "ready.json").is_file()
         else:
-            eventually(lambda: (FOLDER / "ready.json").is_file(), "the twin up", 300, 0.2)
+            eventually(lambda: ours("ready.json", invoked), "the twin up", 300, 0.2)
         if phase == "run":
-            eventually(lambda: any(marker in p for p in twin_processes(marker)), "the --run command", 30, 0.1)
+            running = lambda: [p for p in twin_processes(marker) if "invoke" not in p and "sh -c" not in p]  # noqa: E731
+            eventually(running, "the --run command", 60, 0.1)
         port = session_port()
         invoked.send_signal(sig)
         code = invoked.wait(120)
@@ -94,7 +123,7 @@ def test_a_stop_signal_at_any_phase_stops_every_component(
             invoked.kill()
     said = (tmp_path / "invoke.log").read_text()
     assert code == 128 + sig, said
-    assert eventually(lambda: not twin_processes(marker), "no twin process left", 30, 0.2)
+    assert eventually(lambda: not twin_processes(marker), "no twin process left", 60, 0.2)
     assert port_free(port)
     again = subprocess.run([sys.executable, "-c", (
         "import sys; from pathlib import Path; from twin import launch;"
@@ -109,7 +138,7 @@ def test_a_killed_launcher_takes_its_twin_with_it_and_its_folder_is_safe_meanwhi
     toolchain("1.35")
     invoked = launch(tmp_path)
     try:
-        eventually(lambda: (FOLDER / "ready.json").is_file(), "the twin up", 300, 0.2)
+        eventually(lambda: ours("ready.json", invoked), "the twin up", 300, 0.2)
         port = session_port()
         pid = json.loads((FOLDER / "ready.json").read_text())["pid"]
         second = subprocess.run(

@@ -376,19 +376,26 @@ def version_problem(c: GoBuild, program: str, path: Path) -> str | None:
     return f"{path} is not {c.name} {c.version} (`{program} {' '.join(argv)}`: {said!r})"
 
 
-def _find(c: GoBuild, program: str) -> Path | None:
+def find_program(c: GoBuild, program: str) -> Path | None:
     """GPUFLEET_TWIN_BIN, the cache, then PATH; a binary the toolchain did not build itself is used only when it
     is the pinned release (ToolMissing naming it otherwise: a different release would run under the pin's
-    name)."""
+    name). None when no candidate exists."""
+    path, problem = _search(c, program)
+    if problem:
+        raise ToolMissing(f"{problem}: {BUILD_HINT}")
+    return path
+
+
+def _search(c: GoBuild, program: str) -> tuple[Path | None, str]:
+    """The first usable candidate, or None and what was wrong with the one found ("" when none was)."""
     usable = [p for p in _candidates(c, program) if p.is_file() and os.access(p, os.X_OK)]
     if not usable:
-        return None
+        return None, ""
     path = usable[0]
-    if path.parent != folder(c):
-        problem = version_problem(c, program, path)
-        if problem:
-            raise ToolMissing(f"{problem}: {BUILD_HINT}")
-    return path
+    if path.parent == folder(c):
+        return path, ""
+    problem = version_problem(c, program, path)
+    return (None, problem) if problem else (path, "")
 
 
 def _candidates(c: GoBuild, program: str) -> list[Path]:
@@ -406,7 +413,7 @@ def program(c: GoBuild, name: str) -> Path | None:
     only), or None: for tests that run a single tool of the toolchain (promtool, prometheus) without locating a
     whole twin."""
     try:
-        return _find(c, name)
+        return find_program(c, name)
     except ToolMissing:
         return None
 
@@ -430,17 +437,20 @@ def locate(minor: str, say: Say = print, *, monitoring: bool = False) -> Toolcha
     data files every twin serves; ToolMissing (exit 3) names what is missing or not the pinned release."""
     programs: dict[str, Path] = {}
     missing: list[str] = []
+    wrong: list[str] = []
     for c in components([minor]):
         if c.name in MONITORING and not monitoring:
             continue
         for program in c.programs:
-            path = _find(c, program)
-            if path is None:
-                missing.append(f"{program} ({c.name} {c.version})")
-            else:
+            path, problem = _search(c, program)
+            if path is not None:
                 programs[program] = path
+            else:
+                missing.append(f"{program} ({c.name} {c.version})")
+                wrong += [problem] if problem else []
     if missing:
-        raise ToolMissing(f"the twin needs {', '.join(missing)}: {BUILD_HINT}")
+        found = f"; found instead: {'; '.join(wrong)}" if wrong else ""
+        raise ToolMissing(f"the twin needs {', '.join(missing)}{found}: {BUILD_HINT}")
     data: dict[str, Path] = {}
     for c in components([minor]):
         data.update(_data(c, say))
