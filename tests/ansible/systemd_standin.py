@@ -66,16 +66,25 @@ def parse(path: Path) -> dict[str, list[str]]:
     return out
 
 
+def _started(pid: int) -> str:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, it names one
+    process, where a pid alone may by now be another's (this machine runs other programs beside the roots)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
 def _pid(unit: str) -> int | None:
     f = STATE / f"{unit}.pid"
     if not f.exists():
         return None
     try:
-        pid = int(f.read_text().strip())
+        pid_text, _, started = f.read_text().strip().partition(" ")
+        pid = int(pid_text)
         os.kill(pid, 0)
-    except (ValueError, ProcessLookupError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ValueError, OSError):
         return None
-    if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+    if stat.rsplit(")", 1)[1].split()[0] == "Z" or (started and _started(pid) != started):
         return None
     return pid
 
@@ -196,7 +205,10 @@ def start(unit: str) -> None:
                 break
             time.sleep(0.1)
         pid = int(pidfile.read_text().strip())
-    (STATE / f"{unit}.pid").write_text(str(pid))
+    try:
+        (STATE / f"{unit}.pid").write_text(f"{pid} {_started(pid)}")
+    except OSError:  # already gone: the next status sees no process
+        (STATE / f"{unit}.pid").write_text(str(pid))
     if listener is not None:
         listener.settimeout(1)
         end = time.monotonic() + 300
