@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +72,7 @@ class Kubectl:
         crds = [o for o in items if o["kind"] == "CustomResourceDefinition"]
         self.apply(crds)
         if crds:
-            names = [f"crd/{o['metadata']['name']}" for o in crds]
-            self.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+            self.wait_established([f"crd/{o['metadata']['name']}" for o in crds])
         self.apply([o for o in items if o["kind"] != "CustomResourceDefinition"])
 
     def apply_crd_files(self, paths: Iterable[Path]) -> None:
@@ -86,7 +86,19 @@ class Kubectl:
                        *args, "-o", "name")  # fmt: skip
         names = [n for n in out.split() if n.startswith("customresourcedefinition")]
         if names:
-            self.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+            self.wait_established(names)
+
+    def wait_established(self, names: Sequence[str], tries: int = 5) -> None:
+        """Wait for CRDs to be Established. kubectl's condition wait gives up at once, instead of waiting, on a
+        CRD whose status has no conditions yet (".status.conditions accessor error: <nil>"), which a CRD just
+        created can show while the API server's controller has not written them: asked again, it waits."""
+        for attempt in range(tries):
+            done = self.attempt("wait", "--for=condition=Established", "--timeout=60s", *names)
+            if done.ok:
+                return
+            if "accessor error" not in done.err or attempt == tries - 1:
+                raise CheckFailed(f"kubectl wait --for=condition=Established failed: {done.err.strip()}")
+            time.sleep(1)
 
     def get(self, kind: str, name: str = "", namespace: str = "") -> dict[str, Any]:
         args = ["get", kind, *([name] if name else []), "-o", "json"]
