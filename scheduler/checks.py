@@ -250,12 +250,32 @@ def _scheduling_problems(policy: SchedulingPolicy) -> list[str]:
                 f"{key}.waitForPodsReadyTimeout: {policy.wait_for_pods_ready_timeout} is shorter than GPU node "
                 "provisioning (up to 15m from zero); gangs would be requeued before their nodes arrive; use >= 15m"
             )
+    out += _team_pod_problems(policy)
     if not re.match(r"^1\.\d+$", policy.kubernetes_version):
         out.append(f"{ROOT}:cluster.kubernetesVersion: {policy.kubernetes_version!r}; expected e.g. 1.35")
     elif not policy.kube_scheduler_image_tag.startswith(f"v{policy.kubernetes_version}."):
         out.append(
             f"{ROOT}:versions.kubeSchedulerImage: {policy.kube_scheduler_image_tag!r} must match the cluster's "
             f"Kubernetes minor (v{policy.kubernetes_version}.x)"
+        )
+    return out
+
+
+def _team_pod_problems(policy: SchedulingPolicy) -> list[str]:
+    """What the team admission rules take from the stack: the PriorityClasses team pods may name, and the
+    longest termination grace of a GPU pod."""
+    key = f"{ROOT}:scheduling"
+    out = [
+        f"{key}.podPriorityClasses[{i}]: {name!r} is a Kubernetes system PriorityClass (system- names are "
+        "reserved for the cluster's own critical pods); team pods may not use it"
+        for i, name in enumerate(policy.pod_priority_classes)
+        if name.startswith("system-")
+    ]
+    try:
+        seconds(policy.max_termination_grace_period)
+    except ValueError:
+        out.append(
+            f"{key}.maxTerminationGracePeriod: {policy.max_termination_grace_period!r}; accepted: e.g. 30s, 5m"
         )
     return out
 

@@ -75,6 +75,14 @@ CASES = {
         _team(PROD, 0, name="inference-topology"),
         "gpufleet:teams[0].name: 'inference-topology' is the name of teams[2]'s topology ClusterQueue",
     ),
+    "a system PriorityClass for team pods": (
+        replace(PROD, pod_priority_classes=("batch-low", "system-node-critical")),
+        "gpufleet:scheduling.podPriorityClasses[1]: 'system-node-critical' is a Kubernetes system PriorityClass",
+    ),
+    "a grace cap that is no duration": (
+        replace(PROD, max_termination_grace_period="forever"),
+        "gpufleet:scheduling.maxTerminationGracePeriod: 'forever'; accepted: e.g. 30s, 5m",
+    ),
     "a group that means every authenticated identity": (
         _team(PROD, 1, groups=("researchers", "system:authenticated")),
         "gpufleet:teams[1].groups[1]: 'system:authenticated' is a Kubernetes system group",
