@@ -417,6 +417,8 @@ class TeamReclaim(Model):
     after: Duration | None = None  # idle this long before the warning (default: the team's idleAfter)
     grace: Duration = "1h"  # from the warning to the deactivation
     min_age: Duration | None = None  # admitted at least this long (default: twice `after`)
+    # The team's members may keep a workload with `gpufleet.io/reclaim: never` (the platform's decision).
+    allow_opt_out: bool = False
 
     @model_validator(mode="before")
     @classmethod
