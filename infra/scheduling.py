@@ -168,6 +168,8 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         ),
         platform_namespaces=platform_namespaces(spec),
         kuberay_namespace=s.kuberay_namespace,
+        pod_priority_classes=tuple(s.pod_priority_classes),
+        max_termination_grace_period=s.max_termination_grace_period,
         cpu_node_labels=dict(s.cpu_node_labels),
     )
     return policy, [pool_view(spec, p) for p in spec.node_pools]

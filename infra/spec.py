@@ -417,6 +417,8 @@ class TeamReclaim(Model):
     after: Duration | None = None  # idle this long before the warning (default: the team's idleAfter)
     grace: Duration = "1h"  # from the warning to the deactivation
     min_age: Duration | None = None  # admitted at least this long (default: twice `after`)
+    # The team's members may keep a workload with `gpufleet.io/reclaim: never` (the platform's decision).
+    allow_opt_out: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -499,6 +501,12 @@ class Scheduling(Model):
     kuberay_namespace: Name = "ray-system"
     # Node labels of the nodes CPU-only work runs on (the `cpu-only` flavor); unset: any untainted node.
     cpu_node_labels: dict[str, str] = Field(default_factory=dict)
+    # Kubernetes PriorityClasses team pods may name (a cluster's globalDefault class, which the API server writes
+    # into every pod that names none, must be listed); none by default.
+    pod_priority_classes: list[Name] = Field(default_factory=list)
+    # The longest terminationGracePeriodSeconds of a team GPU pod: how long a stopped or preempted pod may keep
+    # its GPUs.
+    max_termination_grace_period: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "5m"
 
 
 # A host name as Slurm's NodeName, SlurmctldHost and AccountingStorageHost take it (no commas: hostlists).

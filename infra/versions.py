@@ -257,6 +257,8 @@ TWIN_TRAINING_OPERATOR_CRDS = GoBuild(
     "training-operator-crds", "v1.9.3", "", (), "github.com/kubeflow/training-operator"
 )
 TWIN_KUBERAY_CRDS = GoBuild("kuberay-crds", "v1.5.0", "", (), "github.com/ray-project/kuberay/ray-operator")
+# JobSet's CRD at the release Kueue v0.19.2 is built against (its go.mod requires sigs.k8s.io/jobset v0.12.0).
+TWIN_JOBSET_CRDS = GoBuild("jobset-crds", "v0.12.0", "", (), "sigs.k8s.io/jobset")
 
 
 # The ProvisioningRequest CRD (autoscaling.x-k8s.io), served on twins of stacks with

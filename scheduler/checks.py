@@ -27,6 +27,14 @@ DURATION = re.compile(r"^(\d+)(s|m|h)$")
 CPU_FLAVOR = "cpu-only"  # the ResourceFlavor for CPU-only work (the `cpu` queue); no pool may take this name
 GPU_CORES_FLAVOR = "gpu-cores"  # the cores and memory that come with GPUs (the GPU queue); nor this one
 RESERVED_FLAVORS = (CPU_FLAVOR, GPU_CORES_FLAVOR)
+# Each team's ClusterQueues: `<team>` (GPU work), `<team>-cpu` (CPU-only work), `<team>-topology` (where a pool is
+# topology-aware). A team may not be named like another team's queue.
+CPU_SUFFIX = "-cpu"
+TOPOLOGY_SUFFIX = "-topology"
+QUEUE_SUFFIXES = {CPU_SUFFIX: "CPU-only", TOPOLOGY_SUFFIX: "topology"}
+# Kubernetes reserves the `system:` prefix for its own identities: a group such as `system:authenticated` or
+# `system:serviceaccounts` means every user or every ServiceAccount (kubernetes.io "Using RBAC Authorization").
+SYSTEM_PREFIX = "system:"
 RESERVED_NAMESPACES = frozenset(
     {"default", "kube-system", "kube-public", "kube-node-lease", KUEUE_NAMESPACE, GPU_OPERATOR_NAMESPACE,
      SCHEDULER_NAMESPACE, AUTOSCALER_NAMESPACE}
@@ -167,6 +175,7 @@ def _team_problems(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[
                 f"{key}.namespace: {team.namespace!r} is already used by teams[{namespaces[team.namespace]}]"
             )
         namespaces.setdefault(team.namespace, i)
+        out += _generated_name_problems(policy, i, team) + _group_problems(i, team)
         for pool, gpus in team.quotas.items():
             if pool not in pool_names:
                 out.append(f"{key}.quotas.{pool}: unknown pool; accepted: {', '.join(pool_names)}")
@@ -184,6 +193,28 @@ def _team_problems(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[
         if team.cpu_quota < 0 or team.memory_quota_gib < 0:
             out.append(f"{key}: CPU and memory quotas must be >= 0")
     return out
+
+
+def _generated_name_problems(policy: SchedulingPolicy, i: int, team: TeamPolicy) -> list[str]:
+    """A team named like another team's CPU or topology ClusterQueue (`vision-cpu` beside `vision`) would make
+    two teams share one queue and two objects one rendered file."""
+    return [
+        f"{ROOT}:teams[{i}].name: {team.name!r} is the name of teams[{j}]'s {what} ClusterQueue "
+        f"({other.name}{suffix}); choose a name that does not end in {suffix!r} after another team's name"
+        for j, other in enumerate(policy.teams)
+        if j != i
+        for suffix, what in QUEUE_SUFFIXES.items()
+        if team.name == other.name + suffix
+    ]
+
+
+def _group_problems(i: int, team: TeamPolicy) -> list[str]:
+    return [
+        f"{ROOT}:teams[{i}].groups[{k}]: {group!r} is a Kubernetes system group (every user, or every "
+        f"ServiceAccount, may be in it): name the team's own identity-provider group"
+        for k, group in enumerate(team.groups)
+        if group.startswith(SYSTEM_PREFIX)
+    ]
 
 
 def _scheduling_problems(policy: SchedulingPolicy) -> list[str]:
@@ -219,12 +250,32 @@ def _scheduling_problems(policy: SchedulingPolicy) -> list[str]:
                 f"{key}.waitForPodsReadyTimeout: {policy.wait_for_pods_ready_timeout} is shorter than GPU node "
                 "provisioning (up to 15m from zero); gangs would be requeued before their nodes arrive; use >= 15m"
             )
+    out += _team_pod_problems(policy)
     if not re.match(r"^1\.\d+$", policy.kubernetes_version):
         out.append(f"{ROOT}:cluster.kubernetesVersion: {policy.kubernetes_version!r}; expected e.g. 1.35")
     elif not policy.kube_scheduler_image_tag.startswith(f"v{policy.kubernetes_version}."):
         out.append(
             f"{ROOT}:versions.kubeSchedulerImage: {policy.kube_scheduler_image_tag!r} must match the cluster's "
             f"Kubernetes minor (v{policy.kubernetes_version}.x)"
+        )
+    return out
+
+
+def _team_pod_problems(policy: SchedulingPolicy) -> list[str]:
+    """What the team admission rules take from the stack: the PriorityClasses team pods may name, and the
+    longest termination grace of a GPU pod."""
+    key = f"{ROOT}:scheduling"
+    out = [
+        f"{key}.podPriorityClasses[{i}]: {name!r} is a Kubernetes system PriorityClass (system- names are "
+        "reserved for the cluster's own critical pods); team pods may not use it"
+        for i, name in enumerate(policy.pod_priority_classes)
+        if name.startswith("system-")
+    ]
+    try:
+        seconds(policy.max_termination_grace_period)
+    except ValueError:
+        out.append(
+            f"{key}.maxTerminationGracePeriod: {policy.max_termination_grace_period!r}; accepted: e.g. 30s, 5m"
         )
     return out
 

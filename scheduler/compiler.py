@@ -93,5 +93,5 @@ def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[st
         objects += secondary_scheduler_objects(policy, pools)
     objects += kueue_objects(policy, pools)
     objects += gpu_guard()
-    objects += team_admission(policy)
+    objects += team_admission(policy, pools)
     return sorted(objects, key=listing_key)

@@ -16,24 +16,14 @@ from typing import Any
 
 from scheduler.kueue_config import QUEUE_MANAGED_LABEL
 from scheduler.labels import GPU_OPERATOR_NAMESPACE
+from scheduler.podcel import no_gpu_request
 from scheduler.vap import validating, validation
 
 NAME = "gpufleet-gpu-pods-through-kueue"
 ALLOWED_NAMESPACES = ("kube-system", GPU_OPERATOR_NAMESPACE)
 
 
-def _no_gpu(containers: str) -> str:
-    resources = " && ".join(
-        f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, !r.startsWith('nvidia.com/')))"
-        for kind in ("requests", "limits")
-    )
-    return f"{containers}.all(c, !has(c.resources) || ({resources}))"
-
-
-EXPRESSION = (
-    f"{_no_gpu('object.spec.containers')} && "
-    f"(!has(object.spec.initContainers) || {_no_gpu('object.spec.initContainers')})"
-)
+EXPRESSION = no_gpu_request("object")  # a zero quantity is no request, as in the team rules
 
 
 def gpu_guard() -> list[dict[str, Any]]:

@@ -35,7 +35,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.checks import CPU_FLAVOR, GPU_CORES_FLAVOR, leftover_gpus, lendable
+from scheduler.checks import (
+    CPU_FLAVOR,
+    CPU_SUFFIX,
+    GPU_CORES_FLAVOR,
+    TOPOLOGY_SUFFIX,
+    leftover_gpus,
+    lendable,
+)
 from scheduler.labels import EFA_RESOURCE, POOL_LABEL
 from scheduler.labels import metadata as _meta
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
@@ -52,7 +59,6 @@ LOCAL_QUEUE = (
     "default"  # Kueue gives jobs without a queue-name label the namespace's LocalQueue named "default"
 )
 CPU_QUEUE = "cpu"  # the LocalQueue of each team for CPU-only work
-CPU_SUFFIX = "-cpu"  # its ClusterQueue: <team>-cpu
 PROVISIONING_CHECK = "gpufleet-provisioning"
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 # Scales the node groups up for the whole job at once, or not at all (check-capacity only checks).
@@ -130,7 +136,6 @@ def as_stored(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 TOPOLOGY_QUEUE = "topology"  # the LocalQueue of each team for topology-aware gangs
-TOPOLOGY_SUFFIX = "-topology"  # its ClusterQueue: <team>-topology
 
 
 def topologies(pools: Sequence[PoolView]) -> list[dict[str, Any]]:

@@ -117,6 +117,10 @@ class SchedulingPolicy:
     # The nodes CPU-only work runs on (the `cpu-only` flavor's node labels); empty: any untainted node.
     cpu_node_labels: dict[str, str] = field(default_factory=dict)
     kuberay_namespace: str = "ray-system"  # the KubeRay operator's: it reaches each Ray head's dashboard
+    # Kubernetes PriorityClasses team pods may name (none: any PriorityClass is refused in team namespaces).
+    pod_priority_classes: tuple[str, ...] = ()
+    # The longest terminationGracePeriodSeconds a team GPU pod may ask (a duration: 30s, 5m).
+    max_termination_grace_period: str = "5m"
 
     @property
     def uses_secondary_scheduler(self) -> bool:

@@ -1,11 +1,15 @@
-"""Team namespaces: Pod Security `baseline`, a GPU ceiling quota, container defaults, RBAC for the team's groups.
+"""Team namespaces: Pod Security `baseline`, a ceiling quota (GPUs, cores, memory), container defaults, RBAC for the team's groups.
 
 Why the ResourceQuota is a ceiling and not a zero: Kueue-admitted pods are ordinary pods, so a quota of "0"
 GPUs would block the admitted jobs too. What keeps unqueued pods off GPUs is Kueue itself
-(manageJobsWithoutQueueName for namespaces labelled queue-managed, see kueue_config). The quota caps the
-namespace at the most Kueue could ever admit for the team (quota + borrowing limit, within the pools), so it
-never blocks admitted work but bounds the damage if Kueue is bypassed (e.g. a job created while Kueue's
-webhook was down and its failure policy let it through).
+(manageJobsWithoutQueueName for namespaces labelled queue-managed, see kueue_config) and the admission rules
+that keep work inside it (scheduler.ownership, scheduler.job_control). The quota caps the namespace at the most
+Kueue could ever admit for the team, so it never blocks admitted GPU work but bounds the damage if Kueue is
+bypassed (e.g. a job created while Kueue's webhook was down and its failure policy let it through): GPUs at
+quota + borrowing limit, within the pools; cores and memory at what those GPUs may ask (their share of the
+pools' nodes, the bound scheduler.gpu_share puts on every GPU pod) plus every team's CPU-only allowance (the
+most the team's `cpu` queue can hold, borrowing included). A GPU job's pods that ask no GPU (a Ray head, an MPI
+launcher) share that allowance.
 
 Network: every team namespace denies ingress by default and allows it from its own pods and from the
 platform's namespaces (Prometheus's, the ingress controller's), and lets the KubeRay operator reach each Ray
@@ -22,9 +26,11 @@ ResourceFlavors, WorkloadPriorityClasses, Cohorts), which the chart's batch-user
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import ceil
 from typing import Any
 
 from scheduler.checks import max_admitted_gpus
+from scheduler.gpu_share import unit_shares
 from scheduler.kueue_config import QUEUE_MANAGED_LABEL, RELEASE_NAME
 from scheduler.labels import metadata as _meta
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
@@ -69,8 +75,22 @@ def gpu_ceiling(team: TeamPolicy, pools: Sequence[PoolView]) -> dict[str, int]:
     return ceiling
 
 
-def resource_quota(team: TeamPolicy, pools: Sequence[PoolView]) -> dict[str, Any]:
+def cpu_ceiling(policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView]) -> tuple[int, int]:
+    """Cores and GiB: what the team's most admitted GPUs may ask, and the most its `cpu` queue can hold."""
+    shares = unit_shares(pools)
+    cpu = memory = 0
+    for pool in pools:
+        units = gpu_units(pool, max_admitted_gpus(team, pool))
+        per_cpu, per_gib = shares[gpu_resource(pool)]
+        cpu, memory = cpu + ceil(units * per_cpu), memory + ceil(units * per_gib)
+    cpu_only = sum(t.cpu_quota for t in policy.teams), sum(t.memory_quota_gib for t in policy.teams)
+    return cpu + cpu_only[0], memory + cpu_only[1]
+
+
+def resource_quota(policy: SchedulingPolicy, team: TeamPolicy, pools: Sequence[PoolView]) -> dict[str, Any]:
     hard = {f"requests.{name}": str(units) for name, units in gpu_ceiling(team, pools).items()}
+    cpu, memory = cpu_ceiling(policy, team, pools)
+    hard |= {"requests.cpu": str(cpu), "requests.memory": f"{memory}Gi"}
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -161,6 +181,11 @@ def queue_reader(policy: SchedulingPolicy) -> list[dict[str, Any]]:
 def team_objects(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for team in policy.teams:
-        out += [namespace(policy, team), resource_quota(team, pools), limit_range(team), *role_bindings(team)]
+        out += [
+            namespace(policy, team),
+            resource_quota(policy, team, pools),
+            limit_range(team),
+            *role_bindings(team),
+        ]
         out += network_policies(policy, team)
     return out + queue_reader(policy)

@@ -1,8 +1,19 @@
-"""CEL over a pod (or a pod template): what its containers ask for and tolerate. Used by every team rule."""
+"""CEL over a pod (or a pod template): what its containers ask for and tolerate. Used by every team rule.
+
+Quantities are read with the Kubernetes CEL quantity library (`quantity()`, kubernetes.io "Common Expression
+Language in Kubernetes", Kubernetes quantity library), so `0`, `0k` and `000` are all zero and `1e3` is a
+thousand, however the user wrote them (the API server keeps a quantity's own spelling unless it is zero).
+A zero GPU quantity is no GPU request: `nvidia.com/gpu: 0` neither lets a pod tolerate the GPU taint nor sends
+CPU work to a GPU queue.
+"""
 
 from __future__ import annotations
 
-from scheduler.labels import GPU_TAINT_KEY
+from scheduler.labels import GPU_TAINT_KEY, SHARED_GPU_RESOURCE
+
+GPU_PREFIX = "nvidia.com/"
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+SIDECAR = "(has(c.restartPolicy) && c.restartPolicy == 'Always')"  # a restartable init container
 
 
 def containers(var: str, check: str) -> str:
@@ -13,12 +24,72 @@ def containers(var: str, check: str) -> str:
     return " && ".join(parts)
 
 
+def positive(amount: str) -> str:
+    """A quantity (as the object holds it: a string, or an integer in a custom resource's template) above zero."""
+    return f"quantity(string({amount})).isGreaterThan(quantity('0'))"
+
+
 def no_gpu_request(var: str) -> str:
+    """No container asks (requests or limits) a positive amount of an `nvidia.com/` resource."""
     resources = " && ".join(
-        f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, !r.startsWith('nvidia.com/')))"
+        f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, !r.startsWith('{GPU_PREFIX}') "
+        f"|| !({positive(f'c.resources.{kind}[r]')})))"
         for kind in ("requests", "limits")
     )
     return containers(var, f"!has(c.resources) || ({resources})")
+
+
+def amount(resource: str) -> str:
+    """Container `c`'s request of `resource` as a float: its limit where it sets no request (the API server
+    copies limits to unset requests of a pod, kubernetes.io "Resource Management for Pods and Containers"; job
+    templates are not defaulted), zero where it sets neither."""
+    key = f"'{resource}'"
+    request = f"quantity(string(c.resources.requests[{key}])).asApproximateFloat()"
+    limit = f"quantity(string(c.resources.limits[{key}])).asApproximateFloat()"
+    return (
+        f"(has(c.resources) && has(c.resources.requests) && {key} in c.resources.requests ? {request} : "
+        f"has(c.resources) && has(c.resources.limits) && {key} in c.resources.limits ? {limit} : 0.0)"
+    )
+
+
+def pod_request(var: str, resource: str) -> str:
+    """What the pod `var` requests of `resource`, as the scheduler and Kueue count it: the pod-level request if
+    set, else the larger of its containers plus restartable init containers (sidecars) and its largest other
+    init container (kubernetes.io "Init Containers", resource sharing within containers)."""
+    each = amount(resource)
+    init = f"{var}.spec.initContainers"
+    sidecars = f"(has({init}) ? {init}.filter(c, {SIDECAR}).map(c, {each}) : []) + [0.0]"
+    others = f"(has({init}) ? {init}.filter(c, !{SIDECAR}).map(c, {each}) : [])"
+    running = f"{var}.spec.containers.map(c, {each}).sum() + ({sidecars}).sum()"
+    pod_level = f"{var}.spec.resources.requests['{resource}']"
+    return (
+        f"(has({var}.spec.resources) && has({var}.spec.resources.requests) && '{resource}' in "
+        f"{var}.spec.resources.requests ? quantity(string({pod_level})).asApproximateFloat() : "
+        f"([{running}] + {others}).max())"
+    )
+
+
+def no_visible_devices(var: str) -> str:
+    """No container names `NVIDIA_VISIBLE_DEVICES` in `env` (what `envFrom` or the image sets, admission cannot
+    see: docs/scheduling.md, threat model)."""
+    return containers(var, f"!has(c.env) || c.env.all(e, e.name != '{VISIBLE_DEVICES}')")
+
+
+def at_most_one_shared(var: str) -> str:
+    """Time-sliced GPUs: the device plugin refuses more than one replica per container
+    (failRequestsGreaterThanOne, scheduler.sharing), but only on the node, after Kueue admitted the job."""
+    return containers(
+        var,
+        " && ".join(
+            f"(!has(c.resources) || !has(c.resources.{kind}) || !('{SHARED_GPU_RESOURCE}' in c.resources.{kind}) "
+            f"|| !quantity(string(c.resources.{kind}['{SHARED_GPU_RESOURCE}'])).isGreaterThan(quantity('1')))"
+            for kind in ("requests", "limits")
+        ),
+    )
+
+
+def gated(var: str, gate: str) -> str:
+    return f"(has({var}.spec.schedulingGates) && {var}.spec.schedulingGates.exists(g, g.name == '{gate}'))"
 
 
 def tolerates_gpu_taint(var: str) -> str:

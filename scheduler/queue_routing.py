@@ -14,7 +14,9 @@ The rule reads the queue label as admission sees it after Kueue's webhook, which
 the namespace's LocalQueue `default` (LocalQueueDefaulting, kueue v0.19.2 pkg/controller/jobframework/defaults.go);
 an absent label counts as `default`. It runs on CREATE, and on UPDATE only when the label changes (a suspended
 job may be moved to another queue; Kueue's own updates never touch it). Pods are routed only when nothing owns
-them (bare pods): a controller's pods belong to a job whose template was checked.
+them (bare pods): a controller's pods belong to a job whose template was checked, and only the cluster's
+controllers may own a team pod (scheduler.ownership). A CronJob is routed by its job template's label, which its
+Jobs carry.
 """
 
 from __future__ import annotations
@@ -30,22 +32,27 @@ ROUTE_QUEUE = "gpufleet-team-cpu-queue"
 
 
 def _queue(var: str) -> str:
+    nested = "" if var in ("object", "oldObject") else f"has({var}.metadata) && "
     return (
-        f"(has({var}.metadata.labels) && '{QUEUE_LABEL}' in {var}.metadata.labels ? "
+        f"({nested}has({var}.metadata.labels) && '{QUEUE_LABEL}' in {var}.metadata.labels ? "
         f"{var}.metadata.labels['{QUEUE_LABEL}'] : '{LOCAL_QUEUE}')"
     )
 
 
-CHANGES_QUEUE = f"(request.operation == 'CREATE' || {_queue('oldObject')} != {_queue('object')})"
+def _changes_queue(holder: str) -> str:
+    old = holder.replace("object", "oldObject", 1)
+    return f"(request.operation == 'CREATE' || {_queue(old)} != {_queue(holder)})"
+
+
 CPU_ONLY_JOB = f"variables.templates.all(t, {no_gpu_request('t')})"
 CPU_ONLY_POD = no_gpu_request("object")
 OWNED = "(has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) > 0)"
 MOVE = f"label it {QUEUE_LABEL}: {CPU_QUEUE}"
 
 
-def _checks(cpu_only: str, exempt: str) -> list[dict[str, Any]]:
-    skip = f"!{CHANGES_QUEUE}" + (f" || {exempt}" if exempt else "")
-    in_cpu = f"{_queue('object')} == '{CPU_QUEUE}'"
+def _checks(cpu_only: str, exempt: str, holder: str = "object") -> list[dict[str, Any]]:
+    skip = f"!{_changes_queue(holder)}" + (f" || {exempt}" if exempt else "")
+    in_cpu = f"{_queue(holder)} == '{CPU_QUEUE}'"
     return [
         validation(
             f"{skip} || !({cpu_only}) || {in_cpu}",
@@ -60,9 +67,10 @@ def _checks(cpu_only: str, exempt: str) -> list[dict[str, Any]]:
     ]
 
 
-def template_routing() -> list[dict[str, Any]]:
-    """For the job kinds' policies (their `variables.templates` lists the job's pod templates)."""
-    return _checks(CPU_ONLY_JOB, "")
+def template_routing(holder: str = "object") -> list[dict[str, Any]]:
+    """For the job kinds' policies (their `variables.templates` lists the job's pod templates); `holder` is
+    where the queue label is (a CronJob's is on its job template, which its Jobs are made from)."""
+    return _checks(CPU_ONLY_JOB, "", holder)
 
 
 def pod_routing() -> list[dict[str, Any]]:

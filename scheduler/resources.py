@@ -51,6 +51,17 @@ def memory_gib_for_gpus(pool: PoolView, gpus: int) -> int:
     return math.ceil(gpus * per_node / pool.gpus_per_node)
 
 
+def cpus_per_unit(pool: PoolView) -> float:
+    """Cores of a node per GPU unit of the pool (per whole GPU, time-sliced replica or MIG instance)."""
+    per_node = pool.cpus_per_node or FALLBACK_CPUS_PER_GPU * pool.gpus_per_node
+    return per_node / (pool.gpus_per_node * units_per_gpu(pool))
+
+
+def memory_gib_per_unit(pool: PoolView) -> float:
+    per_node = pool.memory_gib_per_node or FALLBACK_MEMORY_GIB_PER_GPU * pool.gpus_per_node
+    return per_node / (pool.gpus_per_node * units_per_gpu(pool))
+
+
 def covered_gpu_resources(pools: Sequence[PoolView]) -> list[str]:
     """Every GPU resource name the pools expose, whole GPUs first, in a stable order."""
     names = [GPU_RESOURCE]

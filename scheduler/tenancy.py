@@ -5,11 +5,19 @@
   LoadBalancer Service would (the default `edit` role grants
   networking.k8s.io ingresses, kubernetes.io "Using RBAC Authorization", user-facing roles). The Gateway API
   kinds are matched by name whether or not their CRDs are installed.
-- A PodDisruptionBudget may not forbid every eviction (`maxUnavailable: 0`, `0%`, or `minAvailable: 100%`): the
-  cluster-autoscaler, Karpenter and EKS node-group updates honour PDBs, so one such budget on a long-running
-  GPU Deployment pins its GPU nodes (kubernetes.io "Specifying a Disruption Budget": with
-  maxUnavailable 0 or minAvailable 100% no voluntary eviction is ever allowed). Kueue's preemption deletes
-  pods and is not affected.
+- A PodDisruptionBudget may not forbid every eviction (`maxUnavailable: 0`, `0%`, or `minAvailable: 100%`, in
+  any spelling the API accepts: `00%`, `0100%`): the cluster-autoscaler, Karpenter and EKS node-group updates
+  honour PDBs, so one such budget on a long-running GPU Deployment pins its GPU nodes (kubernetes.io
+  "Specifying a Disruption Budget": with maxUnavailable 0 or minAvailable 100% no voluntary eviction is ever
+  allowed). The values are read as numbers: a percentage is `[0-9]+%` with leading zeros allowed
+  (kubernetes/apimachinery v0.35.8 pkg/util/validation/validation.go, IsValidPercent). A `minAvailable` equal
+  to the replica count of the pods it selects does the same, and admission cannot see that count: that one
+  is the platform's to find (docs/scheduling.md). Kueue's preemption deletes pods and is not affected.
+- A team pod or pod template may name a Kubernetes PriorityClass only from the stack's list
+  (`scheduling.podPriorityClasses`, none by default; never `system-node-critical` / `system-cluster-critical`):
+  Kueue takes a Workload's priority from its pods' PriorityClass when the job names no WorkloadPriorityClass
+  (kueue v0.19.2 pkg/controller/jobframework/reconciler.go, ExtractPriority), which would lift it past the cap
+  below, and kube-scheduler preempts lower-priority pods of any namespace for it.
 - A job may name a WorkloadPriorityClass (`kueue.x-k8s.io/priority-class`) only up to its team's default
   (`teams[].priority`, the namespace's `gpufleet.io/default-priority` label): otherwise any team labels its
   jobs `production` and, while borrowing, preempts other teams' work.
@@ -28,6 +36,7 @@ PRIORITY_CAP = "gpufleet-team-priority-cap"
 EXTERNAL_SERVICES_LABEL = "gpufleet.io/external-services"
 PRIORITY_LABEL = "gpufleet.io/default-priority"  # on each team namespace: the team's default priority class
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+SYSTEM_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
 GATEWAY_ROUTES = ("httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes")
 
 EXTERNAL_ALLOWED = (
@@ -49,18 +58,37 @@ def ingress_policy() -> list[dict[str, Any]]:
     return validating(INGRESSES, rules, TEAM_NAMESPACES, [check])
 
 
-def _blocks_all(field: str, values: list[str]) -> str:
-    return f"has(object.spec.{field}) && string(object.spec.{field}) in {values!r}"
+def _blocks_all(field: str, pattern: str) -> str:
+    """An int-or-string field whose value (an integer, or a percentage with leading zeros) matches `pattern`."""
+    return f"has(object.spec.{field}) && string(object.spec.{field}).matches('{pattern}')"
+
+
+NO_EVICTION = f"{_blocks_all('maxUnavailable', '^0+%?$')} || {_blocks_all('minAvailable', '^0*100%$')}"
 
 
 def disruption_budget_policy() -> list[dict[str, Any]]:
     rules = [rule("policy", ["poddisruptionbudgets"], ["CREATE", "UPDATE"])]
     check = validation(
-        f"!({_blocks_all('maxUnavailable', ['0', '0%'])}) && !({_blocks_all('minAvailable', ['100%'])})",
+        f"!({NO_EVICTION})",
         "a PodDisruptionBudget in a team namespace may not forbid every eviction (maxUnavailable 0 or "
         "minAvailable 100%): node drains, autoscaler scale-down and node updates would wait on it forever",
     )
     return validating(DISRUPTION_BUDGETS, rules, TEAM_NAMESPACES, [check])
+
+
+def pod_priority_allowed(var: str, policy: SchedulingPolicy) -> str:
+    """The pod (or template) `var` names no PriorityClass, or one of `scheduling.podPriorityClasses`."""
+    name = f"{var}.spec.priorityClassName"
+    return f"!has({name}) || {name} == '' || {name} in {list(policy.pod_priority_classes)!r}"
+
+
+def pod_priority_message(policy: SchedulingPolicy) -> str:
+    allowed = ", ".join(policy.pod_priority_classes) or "none"
+    return (
+        f"team pods may name only the PriorityClasses the platform allows (gpufleet:scheduling.podPriorityClasses: "
+        f"{allowed}), never {' or '.join(SYSTEM_PRIORITY_CLASSES)}: a PriorityClass would set the Workload's "
+        "priority past the team's WorkloadPriorityClass and let the scheduler preempt other teams' pods"
+    )
 
 
 def priority_values(policy: SchedulingPolicy) -> str:

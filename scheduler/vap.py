@@ -9,6 +9,7 @@ from scheduler.kueue_config import QUEUE_MANAGED_LABEL
 from scheduler.labels import metadata
 
 API = "admissionregistration.k8s.io/v1"
+MUTATING_ADMISSION_POLICY_SINCE = (1, 36)  # admissionregistration.k8s.io/v1, on by default
 TEAM_NAMESPACES = {"matchExpressions": [{"key": QUEUE_MANAGED_LABEL, "operator": "In", "values": ["true"]}]}
 
 
@@ -21,10 +22,15 @@ def validation(expression: str, message: str) -> dict[str, Any]:
 
 
 def validating(
-    name: str, rules: list[dict[str, Any]], selector: dict[str, Any], validations: list[dict[str, Any]]
+    name: str,
+    rules: list[dict[str, Any]],
+    selector: dict[str, Any],
+    validations: list[dict[str, Any]],
+    variables: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy (failurePolicy Fail) and its Deny binding."""
-    policy = {
+    """A ValidatingAdmissionPolicy (failurePolicy Fail) and its Deny binding; `variables` (name -> CEL) are
+    evaluated once per request and read as `variables.<name>`."""
+    policy: dict[str, Any] = {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicy",
         "metadata": metadata(name),
@@ -34,6 +40,8 @@ def validating(
             "validations": validations,
         },
     }
+    if variables:
+        policy["spec"]["variables"] = [{"name": k, "expression": v} for k, v in variables.items()]
     binding = {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicyBinding",
@@ -41,6 +49,12 @@ def validating(
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
     return [policy, binding]
+
+
+def supports_mutating_policies(kubernetes_version: str) -> bool:
+    """MutatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1, served by default) from 1.36 on."""
+    major, minor = (int(x) for x in kubernetes_version.split(".")[:2])
+    return (major, minor) >= MUTATING_ADMISSION_POLICY_SINCE
 
 
 def mutating(name: str, rules: list[dict[str, Any]], condition: str, apply: str) -> list[dict[str, Any]]:

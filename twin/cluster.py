@@ -250,9 +250,10 @@ class Twin:
 
     def _frameworks(self) -> None:
         """The CRDs of the job frameworks Kueue integrates beyond the built-in kinds (PyTorchJob, MPIJob, ...,
-        RayJob, RayCluster), served before Kueue starts so it sets those integrations up."""
+        RayJob, RayCluster, JobSet), served before Kueue starts so it sets those integrations up."""
         self._crds("training-crds")
         self._crds("kuberay-crds")
+        self._crds("jobset-crds")
 
     def _gpu_operator(self) -> None:
         assert self.kubectl

@@ -5,13 +5,18 @@ Deactivation is Kueue's own mechanism: `spec.active: false` on the Workload (v1b
 a batch Job is suspended and its pods get only their termination grace, so reclaim is built to be safe first:
 
 - opt-in per team (`teams[].reclaimIdle`), with `monitoring.reclaimIdle` as the master switch for `--apply`;
-- opt-out per workload: `gpufleet.io/reclaim: "never"` on the Workload, its job or any owner of its pods.
-  Kueue does not copy a job's annotations to its Workload (v0.19.2 `jobframework.NewWorkload` keeps only
-  `provreq.kueue.x-k8s.io/` ones, plus `metrics.customLabels` sources), so the owner chain is read too;
+- opt-out per workload: `gpufleet.io/reclaim: "never"` on the Workload, its job or any owner of its pods,
+  honoured only for teams the platform lets opt out (`teams[].reclaimIdle.allowOptOut`, off by default): a
+  member may annotate their own pods and jobs at any time (role `edit`), so an opt-out is the platform's
+  decision, not theirs. Where it is not honoured, the warning and the deactivation say so. Kueue does not copy a
+  job's annotations to its Workload (v0.19.2 `jobframework.NewWorkload` keeps only `provreq.kueue.x-k8s.io/`
+  ones, plus `metrics.customLabels` sources), so the owner chain is read too;
 - every pod of the workload that holds a GPU has been below 5% on all its GPUs for the team's `after`, and the
   workload has been admitted for at least `minAge`;
 - the first run warns (an annotation on the Workload and a Kubernetes Event); only a run `grace` later, still
-  idle, deactivates. A workload busy again loses its warning;
+  idle, deactivates. A workload busy again loses its warning. The platform team reactivates a deactivated
+  workload (team groups may only read Workloads: Kueue v0.19.2 charts/kueue/templates/rbac/
+  workload_viewer_role.yaml); a member may delete and resubmit the job instead;
 - only integrations whose job Kueue suspends and resumes on reactivation. For pod-based ones (plain pods,
   pod groups, and Deployment, StatefulSet and LeaderWorkerSet, which Kueue manages as pods or pod groups)
   Kueue's Stop deletes the pods as "end of life" (v0.19.2 pkg/controller/jobs/pod/pod_controller.go), so
@@ -82,6 +87,7 @@ class TeamPolicy:
     after: str
     grace: str
     min_age: str
+    allow_opt_out: bool = False  # the platform lets the team's members opt workloads out
 
 
 def team_policies(spec: ClusterSpec) -> list[TeamPolicy]:
@@ -92,7 +98,8 @@ def team_policies(spec: ClusterSpec) -> list[TeamPolicy]:
             continue
         after = opt.after or team.idle_after or spec.cluster.monitoring.idle_after
         min_age = opt.min_age or f"{seconds(after) * MIN_AGE_FACTOR}s"
-        out.append(TeamPolicy(team.name, team.namespace or team.name, after, opt.grace, min_age))
+        namespace = team.namespace or team.name
+        out.append(TeamPolicy(team.name, namespace, after, opt.grace, min_age, opt.allow_opt_out))
     return out
 
 
@@ -321,8 +328,14 @@ def decide(
         f"pods {', '.join(gpu)} held their GPUs below {m.IDLE_UTIL_PERCENT}% utilisation for more than "
         f"{policy.after}"
     )
+    not_honoured = ""
     if opted_out(workload, pods, owners):
-        return say("skip", f"{idle_text}, but it opts out ({OPT_OUT}: {OPT_OUT_VALUE})")
+        if policy.allow_opt_out:
+            return say("skip", f"{idle_text}, but it opts out ({OPT_OUT}: {OPT_OUT_VALUE})")
+        not_honoured = (
+            f" Its {OPT_OUT}: {OPT_OUT_VALUE} is not honoured: the platform does not let team {policy.team} opt "
+            "out (teams[].reclaimIdle.allowOptOut)."
+        )
     kind = integration(workload)
     if kind not in RESUMING:
         what = "/".join(k for k in kind if k) if kind else "unknown"
@@ -336,21 +349,38 @@ def decide(
             "skip",
             f"{idle_text}, but it was admitted only {_ago(at - admitted)} ago (minAge {policy.min_age})",
         )
+    return _warn_or_deactivate(policy, say, idle_text, kind, warned, at, not_honoured)
+
+
+def _warn_or_deactivate(
+    policy: TeamPolicy,
+    say: Callable[[Action, str], Decision],
+    idle_text: str,
+    kind: tuple[str, str],
+    warned: float | None,
+    at: float,
+    note: str,
+) -> Decision:
+    """An idle, reclaimable workload: warned first, deactivated only a `grace` after the warning."""
     if warned is None:
         deadline = rfc3339(at + seconds(policy.grace))
+        keep = (
+            f"Keep it: annotate its job {OPT_OUT}={OPT_OUT_VALUE}."
+            if policy.allow_opt_out
+            else "To keep it, ask the platform team."
+        )
         return say(
             "warn",
             f"GPUs idle: {idle_text} (team {policy.team}). gpufleet reclaim deactivates this workload at the "
-            f"first run after {deadline} if they are still idle. Keep it: annotate its job "
-            f"{OPT_OUT}={OPT_OUT_VALUE}.",
+            f"first run after {deadline} if they are still idle. {keep}{note}",
         )
     if at - warned < seconds(policy.grace):
-        return say("skip", f"{idle_text}; warned {_ago(at - warned)} ago, grace {policy.grace}")
+        return say("skip", f"{idle_text}; warned {_ago(at - warned)} ago, grace {policy.grace}{note}")
     return say(
         "deactivate",
         f"GPUs idle: {idle_text} (team {policy.team}), still idle {_ago(at - warned)} after the warning; "
-        f"deactivated by gpufleet reclaim. Reactivate with spec.active: true (Kueue resumes the "
-        f"{kind[1]} through {RESUMING[kind]}).",
+        f"deactivated by gpufleet reclaim.{note} The platform team reactivates it with spec.active: true "
+        f"(Kueue resumes the {kind[1]} through {RESUMING[kind]}); a team member may delete and resubmit the job.",
     )
 
 

@@ -21,6 +21,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +255,9 @@ def test_the_first_run_warns_and_only_a_run_after_the_grace_deactivates() -> Non
     assert act.action == "deactivate" and act.event(T)["reason"] == "GpuIdleReclaimed"
     patch = act.patch(T)
     assert patch["spec"] == {"active": False} and patch["metadata"]["annotations"][WARNED] is None
-    assert "Reactivate with spec.active: true" in patch["metadata"]["annotations"][ANNOTATION]
+    reason = patch["metadata"]["annotations"][ANNOTATION]
+    assert "The platform team reactivates it with spec.active: true" in reason
+    assert "delete and resubmit" in reason  # team groups may not patch Workloads
 
 
 def test_never_while_one_gpu_pod_is_busy_and_a_busy_again_workload_loses_its_warning() -> None:
@@ -275,14 +278,32 @@ def test_too_young_inactive_or_not_admitted_workloads_are_left_alone() -> None:
 
 def test_the_opt_out_annotation_counts_on_the_workload_its_job_or_the_pods_owners() -> None:
     """Kueue v0.19.2 `jobframework.NewWorkload` does not copy a job's annotations to its Workload (only
-    provreq.kueue.x-k8s.io/ ones): the opt-out is looked up along the owner chain."""
+    provreq.kueue.x-k8s.io/ ones): the opt-out is looked up along the owner chain (for a team the platform
+    lets opt out)."""
     never = {OPT_OUT: "never"}
-    assert _decide(_workload("job-train", JOB, annotations=never)).action == "skip"
+    allowed = replace(POLICY, allow_opt_out=True)
+    wl = _workload("job-train", JOB, annotations=never)
+    assert decide(allowed, wl, workload_pods(wl, PODS, {}), GPU_PODS, GPU_PODS, {}, T).action == "skip"
     job = _obj("Job", "train", "uid-train", api="batch/v1", annotations=never)
-    skipped = _decide(_workload("job-train", JOB), owners={"uid-train": job})
+    wl = _workload("job-train", JOB)
+    skipped = decide(allowed, wl, workload_pods(wl, PODS, {}), GPU_PODS, GPU_PODS, {"uid-train": job}, T)
     assert skipped.action == "skip" and OPT_OUT in skipped.reason
     other = _obj("Job", "train", "uid-train", api="batch/v1", annotations={OPT_OUT: "later"})
     assert _decide(_workload("job-train", JOB), owners={"uid-train": other}).action == "warn"
+
+
+def test_an_opt_out_is_the_platforms_decision() -> None:
+    """A member may annotate their own jobs at any time (role `edit`), also after the warning: without
+    `reclaimIdle.allowOptOut` the annotation is not honoured, and the warning and the deactivation say so."""
+    never = {OPT_OUT: "never"}
+    first = _decide(_workload("job-train", JOB, annotations=never))
+    assert (
+        first.action == "warn"
+        and "is not honoured" in first.reason
+        and "ask the platform team" in first.reason
+    )
+    late = _decide(_workload("job-train", JOB, annotations={**never, WARNED: rfc3339(T - H)}))
+    assert late.action == "deactivate" and "allowOptOut" in late.reason
 
 
 def test_pod_based_integrations_are_never_reclaimed() -> None:
@@ -312,6 +333,8 @@ def test_team_reclaim_defaults() -> None:
     assert team_policies(parse_config(_config({"reclaimIdle": True}), "dev")) == [
         TeamPolicy("alpha", "alpha", "3h", "1h", "21600s")
     ]
+    allowing = parse_config(_config({"reclaimIdle": {"allowOptOut": True}}), "dev")
+    assert team_policies(allowing) == [TeamPolicy("alpha", "alpha", "3h", "1h", "21600s", allow_opt_out=True)]
     spec = parse_config(_config({"idleAfter": "30m", "reclaimIdle": {"after": "4h", "grace": "2h"}}), "dev")
     assert team_policies(spec) == [TeamPolicy("alpha", "alpha", "4h", "2h", "28800s")]
     assert team_policies(parse_config(_config({"reclaimIdle": False}), "dev")) == []
@@ -385,7 +408,7 @@ def _ctx() -> MockContext:
 
 
 def _stack(tmp_path: Path, master: bool, team: Any = "default") -> str:
-    opt = {"after": "2h", "grace": "1h"} if team == "default" else team
+    opt = {"after": "2h", "grace": "1h", "allowOptOut": True} if team == "default" else team
     doc = {"config": _config({"namespace": "team-alpha", "reclaimIdle": opt})}
     doc["config"]["gpufleet:cluster"]["monitoring"]["reclaimIdle"] = master
     doc["config"]["gpufleet:teams"][1]["namespace"] = "team-beta"

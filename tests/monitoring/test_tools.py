@@ -30,7 +30,9 @@ def test_a_2x_promtool_is_refused(bin_dir: Path, monkeypatch: pytest.MonkeyPatch
     """Debian's package is Prometheus 2.42: found, but not the release the chart runs, and named."""
     _fake(bin_dir, "2.42.0")
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match=r"promtool is not prometheus v0\.314\.0 .*version 2\.42\.0"):
+    with pytest.raises(
+        pytest.fail.Exception, match=r"promtool is not prometheus v0\.314\.0 .*version 2\.42\.0"
+    ):
         conftest._tool("promtool")
     monkeypatch.setenv("CI", "false")
     with pytest.raises(pytest.skip.Exception, match="twin-build"):

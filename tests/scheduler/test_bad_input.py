@@ -67,6 +67,30 @@ CASES = {
         _team(PROD, 0, namespace="kube-system"),
         "gpufleet:teams[0].namespace: 'kube-system'",
     ),
+    "a team named like another team's CPU queue": (
+        _team(PROD, 3, name="research-cpu", namespace="team-batch"),
+        "gpufleet:teams[3].name: 'research-cpu' is the name of teams[1]'s CPU-only ClusterQueue (research-cpu)",
+    ),
+    "a team named like another team's topology queue": (
+        _team(PROD, 0, name="inference-topology"),
+        "gpufleet:teams[0].name: 'inference-topology' is the name of teams[2]'s topology ClusterQueue",
+    ),
+    "a system PriorityClass for team pods": (
+        replace(PROD, pod_priority_classes=("batch-low", "system-node-critical")),
+        "gpufleet:scheduling.podPriorityClasses[1]: 'system-node-critical' is a Kubernetes system PriorityClass",
+    ),
+    "a grace cap that is no duration": (
+        replace(PROD, max_termination_grace_period="forever"),
+        "gpufleet:scheduling.maxTerminationGracePeriod: 'forever'; accepted: e.g. 30s, 5m",
+    ),
+    "a group that means every authenticated identity": (
+        _team(PROD, 1, groups=("researchers", "system:authenticated")),
+        "gpufleet:teams[1].groups[1]: 'system:authenticated' is a Kubernetes system group",
+    ),
+    "a group that means every ServiceAccount": (
+        _team(PROD, 2, groups=("system:serviceaccounts",)),
+        "gpufleet:teams[2].groups[0]: 'system:serviceaccounts' is a Kubernetes system group",
+    ),
 }
 
 

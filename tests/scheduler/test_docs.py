@@ -190,3 +190,19 @@ def test_sharing_pools_too_small_for_the_documented_jobs_are_warned_about() -> N
     assert (
         "1.7 cores, fewer than the 3" in warned and "GiB" not in warned and "runs out of CPU before" in warned
     )
+
+
+def test_every_row_of_the_team_table_names_the_twin_tests_that_show_it() -> None:
+    """docs/scheduling.md "What a team can and cannot do": each row names at least one twin test
+    (`test_name` in tests/twin/test_team_rules.py, or `file.py::test_name`), and each named test exists."""
+    text = DOC.read_text()
+    table = text[text.index("### What a team can and cannot do") : text.index("### Threat model")]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| a team")]
+    twin = DOC.parents[1] / "tests" / "twin"
+    assert len(rows) >= 10
+    for row in rows:
+        named = re.findall(r"`(?:(test_\w+\.py)::)?(test_\w+)`", row)
+        assert named, row[:80]
+        for module, test in named:
+            source = (twin / (module or "test_team_rules.py")).read_text()
+            assert f"def {test}(" in source, f"{module or 'test_team_rules.py'}::{test}"

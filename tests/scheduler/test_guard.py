@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import celpy
 import pytest
 
 from scheduler import compile
 from scheduler.guard import ALLOWED_NAMESPACES, EXPRESSION, NAME
 from scheduler.kueue_config import QUEUE_MANAGED_LABEL
+from tests.scheduler.cel import holds
 from tests.scheduler.examples import PROD, PROD_POOLS
 from tests.scheduler.helpers import find, selector_matches
 
 
 def allowed(pod_spec: dict[str, Any]) -> bool:
-    env = celpy.Environment()
-    result = env.program(env.compile(EXPRESSION)).evaluate({"object": celpy.json_to_cel({"spec": pod_spec})})
-    return bool(result)
+    return holds(EXPRESSION, object={"spec": pod_spec})
 
 
 def container(**resources: dict[str, str]) -> dict[str, Any]:
@@ -40,6 +38,8 @@ def container(**resources: dict[str, str]) -> dict[str, Any]:
             False,
         ),
         ({"containers": [container(limits={"example.com/fpga": "1"})]}, True),
+        ({"containers": [container(requests={"nvidia.com/gpu": "0"})]}, True),  # zero is no request
+        ({"containers": [container(limits={"nvidia.com/gpu": "1e0"})]}, False),
     ],
 )
 def test_expression_denies_pods_that_request_gpus(spec: dict[str, Any], expected: bool) -> None:

@@ -59,6 +59,35 @@ def test_render_bad_stack_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+TEAM_INPUT = {
+    "a team named like another team's CPU queue": (
+        {"name": "vision-cpu", "quotas": {}},
+        "gpufleet:teams[2].name: 'vision-cpu' is the name of teams[0]'s CPU-only ClusterQueue (vision-cpu)",
+    ),
+    "a group that means everyone": (
+        {"name": "audit", "quotas": {}, "groups": ["system:authenticated"]},
+        "gpufleet:teams[2].groups[0]: 'system:authenticated' is a Kubernetes system group",
+    ),
+}
+
+
+@pytest.mark.parametrize("task", ["plan", "render"])
+@pytest.mark.parametrize("case", sorted(TEAM_INPUT))
+def test_bad_team_input_is_refused_before_anything_renders(tmp_path: Path, task: str, case: str) -> None:
+    """Refused by the spec rules (scheduler.checks) with the key path, in one line, exit 2: before this rule a
+    team `vision-cpu` beside `vision` passed `invoke plan` and crashed `invoke render` with a traceback."""
+    team, message = TEAM_INPUT[case]
+    config = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())
+    config["config"]["gpufleet:teams"].append(team)
+    stack = tmp_path / "Pulumi.bad-team.yaml"
+    stack.write_text(yaml.safe_dump(config))
+    result = invoke(task, "--stack", str(stack), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def _ctx(playbook_exit: int, collection: str = "community.general 11.4.2") -> MockContext:
     return MockContext(
         run={

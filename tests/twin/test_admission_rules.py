@@ -78,6 +78,22 @@ def test_team_pod_rules(metal_twin: Kube, case: str, spec: dict[str, Any], allow
     assert admits(member, pod("vision", **spec)) is allowed, case
 
 
+def test_visible_devices_through_env_from_are_left_to_the_container_toolkit(metal_twin: Kube) -> None:
+    """`env` naming NVIDIA_VISIBLE_DEVICES is refused; a ConfigMap's keys through `envFrom` (with or without a
+    prefix) are not read by admission, like an image's own ENV, so they are admitted: what keeps them from
+    exposing GPUs is the container toolkit refusing the variable from unprivileged containers (docs/scheduling.md,
+    threat model)."""
+    member = metal_twin.as_member(("vision-team",))
+    for env_from in (
+        [{"configMapRef": {"name": "gpu-env"}}],
+        [{"prefix": "NVIDIA_", "configMapRef": {"name": "x"}}],
+    ):
+        obj = pod("vision")
+        obj["spec"]["containers"][0]["envFrom"] = env_from
+        assert admits(member, obj)
+    assert not admits(member, pod("vision", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
+
+
 def test_init_containers_cannot_set_visible_devices(metal_twin: Kube) -> None:
     member = metal_twin.as_member(("vision-team",))
     obj = pod("vision")
@@ -141,12 +157,17 @@ def test_ingresses_and_gateway_routes_are_external_exposure(prod_twin: Kube) -> 
 @pytest.mark.parametrize(
     ("budget", "allowed"),
     [({"maxUnavailable": 1}, True), ({"minAvailable": 1}, True), ({"minAvailable": "50%"}, True),
-     ({"maxUnavailable": 0}, False), ({"maxUnavailable": "0%"}, False), ({"minAvailable": "100%"}, False)],
+     ({"maxUnavailable": 0}, False), ({"maxUnavailable": "0%"}, False), ({"minAvailable": "100%"}, False),
+     ({"maxUnavailable": "00%"}, False), ({"minAvailable": "0100%"}, False), ({"maxUnavailable": "010%"}, True)],
 )  # fmt: skip
 def test_disruption_budgets_may_not_forbid_every_eviction(
     prod_twin: Kube, budget: dict, allowed: bool
 ) -> None:
-    """A budget that allows no eviction pins its nodes against drains and scale-down (kubernetes.io "Specifying a Disruption Budget for your Application")."""
+    """A budget that allows no eviction pins its nodes against drains and scale-down (kubernetes.io "Specifying a
+    Disruption Budget for your Application"). The values are compared as numbers: the API accepts a percentage
+    with leading zeros (kubernetes/apimachinery v0.35.8 IsValidPercent), so `00%` and `0100%` are 0 and 100%.
+    `minAvailable: 1` is allowed: whether it equals the replicas it selects is not known at admission
+    (docs/scheduling.md)."""
     member = prod_twin.as_member(("researchers",))
     pdb = {
         "apiVersion": "policy/v1",

@@ -15,8 +15,8 @@ import pytest
 from scheduler.kueue import CPU_QUEUE
 from scheduler.queue_routing import QUEUE_LABEL
 from tests.support import eventually
-from tests.twin.kube import Kube, job, name
-from tests.twin.test_team_rules import BINPACK, GPU, condition, pods_of, refused, workload_of
+from tests.twin.kube import Kube, job, name, pod
+from tests.twin.test_team_rules import BINPACK, GPU, TOLERATE_GPU, condition, pods_of, refused, workload_of
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +99,45 @@ def test_a_gpu_job_in_the_cpu_queue_is_refused(vision: Kube) -> None:
 
 def test_bare_cpu_pods_are_routed_and_a_jobs_pods_are_not(vision: Kube, metal_twin: Kube) -> None:
     """A bare pod is checked itself; a Job's pods (owned by it) are not, their Job was."""
-    from tests.twin.kube import pod
-
     refused(vision.create(pod(name("bare"), "vision", {"cpu": "1"})), CPU_QUEUE)
     labelled = pod(name("bare"), "vision", {"cpu": "1"}, metadata={"labels": {QUEUE_LABEL: CPU_QUEUE}})
     made = vision.attempt("create", "--dry-run=server", "-f", "-", "-o", "json", stdin=json.dumps(labelled))
     assert made.ok, made.err
+
+
+def test_a_zero_gpu_request_is_cpu_work(vision: Kube, metal_twin: Kube) -> None:
+    """`nvidia.com/gpu: 0` asks for no GPU (a Helm chart rendering `{{ .Values.gpus }}` with 0 writes it): such
+    a job may neither tolerate the GPU taint nor use the GPU queue's cores, which are on GPU nodes."""
+    zero = {"cpu": "16", "memory": "8Gi", GPU: 0}
+    tolerating = job(name("zero"), "vision", zero, pod={**BINPACK, "tolerations": TOLERATE_GPU})
+    refused(vision.create(tolerating), "without a GPU request")
+    refused(vision.create(job(name("zero"), "vision", zero, pod=BINPACK)), f"{QUEUE_LABEL}: {CPU_QUEUE}")
+    in_cpu = job(name("zero"), "vision", zero, queue=CPU_QUEUE)
+    assert vision.create(in_cpu).ok
+    eventually(lambda: condition(workload_of(metal_twin, "vision", in_cpu["metadata"]["name"]), "Admitted"),
+               "the zero-GPU job's admission in the cpu queue")  # fmt: skip
+    assert flavors(workload_of(metal_twin, "vision", in_cpu["metadata"]["name"]))["cpu"] == "cpu-only"
+    vision.delete("job", in_cpu["metadata"]["name"], "vision")
+
+
+def test_cores_cannot_strand_another_teams_guaranteed_gpus(vision: Kube, metal_twin: Kube) -> None:
+    """vision runs its 16 guaranteed H100s on two hosts; cores-heavy pods aimed at the other two hosts (190 of
+    192 cores with no GPU, or with one GPU) would leave nlp's admitted 16-GPU job Pending with every quota
+    respected (Kueue admits by quota, with no view of nodes). Each is refused: a GPU pod asks at most 24 cores
+    and 256 GiB per GPU there, and CPU work cannot tolerate the GPU taint. nlp's job is then bound in full."""
+    own = job(name("own"), "vision", {"cpu": "8", "memory": "64Gi", GPU: 8}, pod=BINPACK, parallelism=2)
+    assert vision.create(own).ok
+    eventually(lambda: len([p for p in pods_of(metal_twin, "vision", own["metadata"]["name"])
+                            if p["spec"].get("nodeName")]) == 2, "vision's 16 GPUs bound")  # fmt: skip
+    pinned = {**BINPACK, "tolerations": TOLERATE_GPU, "nodeSelector": {"gpufleet.io/pool": "h100"}}
+    for ask, words in (({"cpu": "190", "memory": "64Gi", GPU: 0}, "tolerates the nvidia.com/gpu=true taint"),
+                       ({"cpu": "190", "memory": "64Gi", GPU: 1}, "more cores or memory per GPU")):  # fmt: skip
+        refused(vision.create(job(name("heavy"), "vision", ask, pod=pinned)), words)
+        refused(vision.create(pod(name("heavy"), "vision", ask, **pinned)), words)
+    nlp = metal_twin.as_member(("nlp-team",), user="bob@example.com")
+    theirs = job(name("theirs"), "nlp", {"cpu": "8", "memory": "64Gi", GPU: 8}, pod=BINPACK, parallelism=2)
+    assert nlp.create(theirs).ok
+    eventually(lambda: len([p for p in pods_of(metal_twin, "nlp", theirs["metadata"]["name"])
+                            if p["spec"].get("nodeName")]) == 2, "nlp's guaranteed 16 GPUs bound", 90)  # fmt: skip
+    vision.delete("job", own["metadata"]["name"], "vision")
+    nlp.delete("job", theirs["metadata"]["name"], "nlp")

@@ -18,8 +18,11 @@ from infra.monitoring.reclaim import (
     OPT_OUT,
     WARNED,
     Decision,
+    TeamPolicy,
+    decide,
     opted_out,
     resolve_owners,
+    rfc3339,
     workload_pods,
 )
 from tests.support import eventually
@@ -289,5 +292,59 @@ def test_reclaim_matches_pods_and_opt_out_through_the_owner_chain(metal_twin: Ku
             metal_twin.get("workloads.kueue.x-k8s.io", meta["name"], NS)["metadata"].get("annotations") or {}
         )
         assert WARNED not in after
+    finally:
+        vision.delete("job", job_name, NS)
+
+
+def test_a_member_cannot_opt_a_workload_out_of_reclaim_the_platform_decides(metal_twin: Kube) -> None:
+    """Role `edit` lets a member annotate their own job at any time, also after reclaim's warning (the API server
+    accepts it). Reclaim reads the annotation through the Workload's real owner chain, and honours it only for
+    a team the platform lets opt out (`teams[].reclaimIdle.allowOptOut`): otherwise the idle workload is still
+    deactivated, and the decision says the opt-out was not honoured."""
+    vision = metal_twin.as_member(("vision-team",))
+    job_name = name("rc-late")
+    assert vision.create(job(job_name, NS, ONE, pod=BINPACK)).ok
+    try:
+        wl = _admitted(metal_twin, job_name)
+        warned = {"metadata": {"annotations": {WARNED: rfc3339(time.time() - 7200)}}}
+        metal_twin.ok("patch", "workloads.kueue.x-k8s.io", wl["metadata"]["name"], "-n", NS, "--type", "merge",
+                      "-p", json.dumps(warned))  # fmt: skip
+        annotated = vision.attempt("annotate", "job", job_name, "-n", NS, f"{OPT_OUT}=never")
+        assert annotated.ok, annotated.err
+        wl = metal_twin.get("workloads.kueue.x-k8s.io", wl["metadata"]["name"], NS)
+        selector = f"batch.kubernetes.io/job-name={job_name}"
+        pods = eventually(lambda: metal_twin.items("pods", NS, selector), "the job's pod")
+        owners = resolve_owners(pods, [wl], _get(metal_twin))
+        gpu = {(NS, p["metadata"]["name"]) for p in pods}
+        decisions = {
+            allowed: decide(TeamPolicy("vision", NS, "1h", "1h", "0s", allowed), wl,
+                            workload_pods(wl, pods, owners), gpu, gpu, owners, time.time())
+            for allowed in (False, True)
+        }  # fmt: skip
+        assert decisions[False].action == "deactivate" and "not honoured" in decisions[False].reason
+        assert decisions[True].action == "skip" and "opts out" in decisions[True].reason
+    finally:
+        vision.delete("job", job_name, NS)
+
+
+def test_a_member_cannot_reactivate_a_workload_the_platform_team_does(metal_twin: Kube) -> None:
+    """Team groups may only get, list and watch Workloads (Kueue v0.19.2
+    charts/kueue/templates/rbac/workload_viewer_role.yaml, the only Workload role aggregated into
+    kueue-batch-user-role and `edit`): the patch docs/operations.md gives the platform team is forbidden to a
+    member, and works for the platform (here the admin)."""
+    vision = metal_twin.as_member(("vision-team",))
+    job_name = name("rc-back")
+    assert vision.create(job(job_name, NS, ONE, pod=BINPACK)).ok
+    try:
+        wl = _admitted(metal_twin, job_name)["metadata"]["name"]
+        _deactivate(metal_twin, wl, False)
+        _evicted_deactivated(metal_twin, job_name)
+        back = json.dumps({"spec": {"active": True}})
+        tried = vision.attempt(
+            "patch", "workloads.kueue.x-k8s.io", wl, "-n", NS, "--type", "merge", "-p", back
+        )
+        assert not tried.ok and "forbidden" in tried.err.lower(), tried.err
+        _deactivate(metal_twin, wl, True)
+        _admitted(metal_twin, job_name)
     finally:
         vision.delete("job", job_name, NS)

@@ -25,6 +25,11 @@ GPU = "nvidia.com/gpu"
 SHARED = "nvidia.com/gpu.shared"
 TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 BINPACK = {"schedulerName": "gpu-binpack"}
+QUEUE = "kueue.x-k8s.io/queue-name"
+EIGHT = {"cpu": "8", "memory": "64Gi", GPU: 8}
+IN_CPU = {"labels": {QUEUE: "cpu"}}
+NOT_OWNED = "only the cluster's controllers set a controller ownerReference"
+NOT_STARTED = "only Kueue starts a job"
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +155,236 @@ def test_nothing_runs_in_a_team_namespace_outside_the_queue(vision: Kube, metal_
         vision.delete(kind, obj, "vision")
 
 
+def owner(obj: dict[str, Any]) -> dict[str, Any]:
+    """A controller ownerReference to `obj` as the API server returned it."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"],
+            "controller": True}  # fmt: skip
+
+
+def test_a_member_cannot_take_a_pod_out_of_the_queue_with_an_owner_reference(
+    vision: Kube, metal_twin: Kube
+) -> None:
+    """Kueue's pod webhook adds no gate to a pod whose controller chain reaches a Kueue-managed object, and a
+    Pod is one while the pod integration is on (kueue v0.19.2 pkg/controller/jobs/pod/pod_webhook.go,
+    jobframework FindAncestorJobManagedByKueue, which calls same-namespace ownership spoofing out of scope):
+    an 8-GPU pod owned by the member's own CPU Job, or an executor owned by its driver pod (what Spark does),
+    would be bound with no Workload and no quota. Refused at creation, and a controller reference cannot be
+    added to a pod later either."""
+    anchor = vision.create(job(name("anchor"), "vision", {"cpu": "1", "memory": "1Gi"}, queue="cpu"))
+    assert anchor.ok, anchor.err
+    forged = {"ownerReferences": [owner(json.loads(anchor.out))]}
+    for _ in range(3):
+        refused(vision.create(pod(name("ghost"), "vision", EIGHT, metadata=forged, **BINPACK)), NOT_OWNED)
+    driver = vision.create(pod(name("driver"), "vision", {"cpu": "1", "memory": "1Gi"},
+                               metadata=IN_CPU))  # fmt: skip
+    assert driver.ok, driver.err
+    by_driver = {"ownerReferences": [owner(json.loads(driver.out))]}
+    executor = pod(
+        name("exec"), "vision", {"cpu": "4", "memory": "16Gi", GPU: 1}, metadata=by_driver, **BINPACK
+    )
+    refused(vision.create(executor), NOT_OWNED)
+    adopt = json.dumps({"metadata": {"ownerReferences": by_driver["ownerReferences"]}})
+    loose = vision.create(pod(name("loose"), "vision", {"cpu": "1", "memory": "1Gi"},
+                              metadata=IN_CPU))  # fmt: skip
+    assert loose.ok, loose.err
+    loose_name = json.loads(loose.out)["metadata"]["name"]
+    refused(
+        vision.attempt("patch", "pod", loose_name, "-n", "vision", "--type=merge", "-p", adopt), NOT_OWNED
+    )
+    for kind, obj in (("job", anchor), ("pod", driver), ("pod", loose)):
+        vision.delete(kind, json.loads(obj.out)["metadata"]["name"], "vision")
+
+
+def test_a_member_cannot_take_a_job_out_of_the_queue_with_an_owner_reference(
+    vision: Kube, metal_twin: Kube
+) -> None:
+    """Kueue's Job webhook does not suspend a Job whose controller is a managed job (kueue v0.19.2
+    pkg/controller/jobframework/utils.go): a GPU Job owned by the member's own admitted Job would run
+    unsuspended, with no Workload. Refused; the Job itself still goes through the queue."""
+    parent = vision.create(job(name("parent"), "vision", {"cpu": "1", "memory": "1Gi"}, queue="cpu"))
+    assert parent.ok, parent.err
+    child = job(name("child"), "vision", EIGHT, pod=BINPACK)
+    child["metadata"]["ownerReferences"] = [owner(json.loads(parent.out))]
+    refused(vision.create(child), NOT_OWNED)
+    assert not workload_of(metal_twin, "vision", child["metadata"]["name"])
+    vision.delete("job", json.loads(parent.out)["metadata"]["name"], "vision")
+
+
+def test_the_clusters_controllers_still_own_team_pods(vision: Kube, metal_twin: Kube) -> None:
+    """An operator (here KubeRay's ServiceAccount, impersonated: no operator runs on the twin) creates the pods of
+    a member's RayCluster with a controller reference to it, as the job controller does for Jobs (its pods run:
+    test_a_member_creates_jobs_and_deployments_and_kueue_queues_them)."""
+    cluster = vision.create(raycluster(name("rc"), "no-such-queue"))
+    assert cluster.ok, cluster.err
+    kuberay = metal_twin.as_member(
+        ("system:masters",), user="system:serviceaccount:ray-system:kuberay-operator"
+    )
+    worker = pod(name("rc-worker"), "vision", {"cpu": "4", "memory": "16Gi", GPU: 1},
+                 metadata={"ownerReferences": [owner(json.loads(cluster.out))]}, **BINPACK)  # fmt: skip
+    made = kuberay.attempt("create", "--dry-run=server", "-f", "-", "-o", "name", stdin=json.dumps(worker))
+    assert made.ok, made.err
+    refused(vision.create(worker), NOT_OWNED)
+    vision.delete("raycluster.ray.io", json.loads(cluster.out)["metadata"]["name"], "vision")
+
+
+def test_only_kueue_starts_a_job(vision: Kube, metal_twin: Kube) -> None:
+    """Kueue stops a job started without admission only after the fact (kueue v0.19.2
+    pkg/controller/jobframework/reconciler.go: "Running job is not admitted by a cluster queue, suspending"),
+    after the job controller made its pods and the scheduler bound them. A member's `suspend: false` on a
+    pending Job, PyTorchJob or RayCluster is refused, and no pod is created."""
+    pending = job(name("unq"), "vision", EIGHT, pod=BINPACK, parallelism=2, queue="no-such-queue")
+    assert vision.create(pending).ok
+    eventually(lambda: workload_of(metal_twin, "vision", pending["metadata"]["name"]), "its Workload")
+    start = json.dumps({"spec": {"suspend": False}})
+    refused(vision.attempt("patch", "job", pending["metadata"]["name"], "-n", "vision", "--type=merge", "-p", start),
+            NOT_STARTED)  # fmt: skip
+    for make, kind, patch in (
+        (pytorchjob, "pytorchjob.kubeflow.org", {"spec": {"runPolicy": {"suspend": False}}}),
+        (raycluster, "raycluster.ray.io", {"spec": {"suspend": False}}),
+    ):
+        obj = make(name("unq"), "no-such-queue")
+        assert vision.create(obj).ok
+        refused(vision.attempt("patch", kind, obj["metadata"]["name"], "-n", "vision", "--type=merge",
+                               "-p", json.dumps(patch)), NOT_STARTED)  # fmt: skip
+        vision.delete(kind, obj["metadata"]["name"], "vision")
+    assert pods_of(metal_twin, "vision", pending["metadata"]["name"]) == []
+    vision.delete("job", pending["metadata"]["name"], "vision")
+
+
+def test_a_member_cannot_grow_a_running_job_outside_kueue(vision: Kube, metal_twin: Kube) -> None:
+    """Growing a running Indexed Job (parallelism and completions, kubernetes.io "Jobs", elastic Indexed Jobs)
+    makes its controller create pods at once, before Kueue stops the Job for no longer matching its Workload.
+    Refused while the Job runs; a member may still suspend it."""
+    grow = job(name("grow"), "vision", EIGHT, pod=BINPACK)
+    grow["spec"]["completionMode"] = "Indexed"
+    assert vision.create(grow).ok
+    job_name = grow["metadata"]["name"]
+    eventually(lambda: [p for p in pods_of(metal_twin, "vision", job_name) if p["spec"].get("nodeName")],
+               "the running Job's pod")  # fmt: skip
+    resize = json.dumps({"spec": {"parallelism": 3, "completions": 3}})
+    refused(vision.attempt("patch", "job", job_name, "-n", "vision", "--type=merge", "-p", resize),
+            "a running job keeps its size")  # fmt: skip
+    assert len(pods_of(metal_twin, "vision", job_name)) == 1
+    suspend = json.dumps({"spec": {"suspend": True}})
+    assert vision.attempt("patch", "job", job_name, "-n", "vision", "--type=merge", "-p", suspend).ok
+    vision.delete("job", job_name, "vision")
+
+
+def test_a_gpu_pod_gives_its_gpus_back_within_the_grace_cap(vision: Kube, metal_twin: Kube) -> None:
+    """A deleted pod runs on for its termination grace (kubernetes.io "Termination of Pods"), holding its GPUs
+    after Kueue stopped or preempted it: a team GPU pod, a GPU job template, and a member's deletion may ask at
+    most the stack's `maxTerminationGracePeriod` (5m)."""
+    long = {"terminationGracePeriodSeconds": 3600, **BINPACK}
+    refused(
+        vision.create(pod(name("linger"), "vision", {"cpu": "1", GPU: 1}, **long)),
+        "terminationGracePeriodSeconds",
+    )
+    refused(
+        vision.create(job(name("linger"), "vision", {"cpu": "1", GPU: 1}, pod=long)),
+        "terminationGracePeriodSeconds",
+    )
+    running = job(name("run"), "vision", {"cpu": "1", "memory": "1Gi", GPU: 1}, pod=BINPACK)
+    assert vision.create(running).ok
+    bound = eventually(lambda: [p for p in pods_of(metal_twin, "vision", running["metadata"]["name"])
+                                if p["spec"].get("nodeName")], "the GPU job's pod to be bound")  # fmt: skip
+    # (The API server deletes a pod no node runs at once, whatever grace is asked: only a bound pod lingers.)
+    refused(vision.attempt("delete", "pod", bound[0]["metadata"]["name"], "-n", "vision", "--grace-period=3600",
+                           "--wait=false"), "grace")  # fmt: skip
+    vision.delete("job", running["metadata"]["name"], "vision")
+
+
+def test_kinds_kueue_does_not_queue_as_one_job_are_refused(vision: Kube) -> None:
+    """Role `edit` and kueue-batch-user-role (its TFJob, XGBoostJob... editors, kueue v0.19.2
+    charts/kueue/templates/rbac/*_editor_role.yaml) let a member create kinds the stack does not queue as one
+    job: Kueue would meet their pods one by one. Refused; a CronJob is queued (its Jobs are Jobs) and its
+    template checked when it is created."""
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}  # fmt: skip
+    kubeflow = {"replicas": 1, "restartPolicy": "Never", "template": template}
+    serving = {"metadata": template["metadata"], "spec": {**template["spec"], "restartPolicy": "Always"}}
+    objects = [
+        {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "spec": {"tfReplicaSpecs": {"Worker": kubeflow}}},
+        {"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "spec": {"xgbReplicaSpecs": {"Master": kubeflow}}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "spec": {"selector": {"matchLabels": {"app": "x"}},
+                                                                  "template": serving}},
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "spec": {"selector": {"matchLabels": {"app": "x"}},
+                                                                   "template": serving}},
+        {"apiVersion": "v1", "kind": "ReplicationController", "spec": {"selector": {"app": "x"}, "template": serving}},
+    ]  # fmt: skip
+    for obj in objects:
+        obj["metadata"] = {"name": name(obj["kind"].lower()), "namespace": "vision"}
+        refused(vision.create(obj), "Kueue does not queue this kind")
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name("cron"), "namespace": "vision"},
+            "spec": {"schedule": "0 * * * *", "jobTemplate": {"metadata": {"labels": {QUEUE: "cpu"}},
+                                                              "spec": {"template": template}}}}  # fmt: skip
+    refused(vision.create(cron), "NVIDIA_VISIBLE_DEVICES")
+    template["spec"]["containers"][0].pop("env")
+    made = vision.attempt("create", "--dry-run=server", "-f", "-", "-o", "name", stdin=json.dumps(cron))
+    assert made.ok, made.err
+
+
+# ---- the normal paths: each kind admitted and started by Kueue ---------------------------------------------
+
+
+def pytorchjob(name_: str, queue: str = "") -> dict[str, Any]:
+    container = {"name": "pytorch", "image": "registry.example/train:1",
+                 "resources": {"requests": EIGHT, "limits": EIGHT}}  # fmt: skip
+    template = {"spec": {**BINPACK, "restartPolicy": "Never", "containers": [container]}}
+    labels = {QUEUE: queue} if queue else {}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name_, "namespace": "vision", "labels": labels},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}}}}  # fmt: skip
+
+
+def raycluster(name_: str, queue: str = "") -> dict[str, Any]:
+    head = {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.49.0",
+            "resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}}]}}  # fmt: skip
+    one = {"cpu": "8", "memory": "64Gi", GPU: 1}
+    worker = {"spec": {**BINPACK, "containers": [{"name": "ray-worker", "image": "rayproject/ray:2.49.0",
+              "resources": {"requests": one, "limits": one}}]}}  # fmt: skip
+    labels = {QUEUE: queue} if queue else {}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name_, "namespace": "vision", "labels": labels},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": head},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
+                                           "rayStartParams": {}, "template": worker}]}}  # fmt: skip
+
+
+def jobset(name_: str) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.example/train:1",
+                 "resources": {"requests": EIGHT, "limits": EIGHT}}  # fmt: skip
+    template = {"spec": {"parallelism": 1, "completions": 1, "template": {"spec": {
+        **BINPACK, "restartPolicy": "Never", "containers": [container]}}}}  # fmt: skip
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name_, "namespace": "vision"},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": template}]}}  # fmt: skip
+
+
+def started(obj: dict[str, Any]) -> bool:
+    spec = obj["spec"]
+    flag = spec.get("runPolicy", {}).get("suspend") if obj["kind"] == "PyTorchJob" else spec.get("suspend")
+    return not flag
+
+
+@pytest.mark.parametrize("make", [jobset, pytorchjob, raycluster], ids=["jobset", "pytorchjob", "raycluster"])
+def test_framework_jobs_are_admitted_and_started_by_kueue(vision: Kube, metal_twin: Kube, make: Any) -> None:
+    """No operator runs on the twin, so what is observed is Kueue's part: a member's JobSet (CRD of jobset
+    v0.12.0), PyTorchJob and RayCluster are suspended at creation, admitted to the team's queue with their GPUs
+    on a pool's flavor, and started by Kueue lifting the suspend flag the rules keep for it."""
+    obj = make(name("fw"))
+    made = vision.create(obj)
+    assert made.ok, made.err
+    assert not started(json.loads(made.out))
+    kind = f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}"
+    job_name = obj["metadata"]["name"]
+    eventually(lambda: condition(workload_of(metal_twin, "vision", job_name), "Admitted"), "admission", 90)
+    wl = workload_of(metal_twin, "vision", job_name)
+    flavors = {f for ps in wl["status"]["admission"]["podSetAssignments"] for f in ps["flavors"].values()}
+    assert "h100" in flavors, wl["status"]["admission"]
+    eventually(lambda: started(metal_twin.get(kind, job_name, "vision")), "Kueue to start it")
+    vision.delete(kind, job_name, "vision")
+
+
 # ---- row 2: quota, borrowing, and the namespace's ceiling ------------------------------------------------
 
 
@@ -188,6 +423,14 @@ def test_the_gpu_ceiling_holds_even_without_kueue(vision: Kube) -> None:
     refused(over, "exceeded quota", "gpu-ceiling")
     for p in made:
         vision.delete("pod", p, "vision")
+
+
+def test_the_ceiling_caps_cores_and_memory_too(vision: Kube) -> None:
+    """The `gpu-ceiling` quota also caps `requests.cpu` and `requests.memory` at what the team's GPUs may ask
+    plus every team's CPU-only allowance (vision: 832 cores), so work that escaped the queue could not take the
+    other team's cores either."""
+    huge = pod(name("huge"), "vision", {"cpu": "900", "memory": "1Gi"}, metadata={"labels": {QUEUE: "cpu"}})
+    refused(vision.create(huge), "exceeded quota", "requests.cpu")
 
 
 # ---- row 3: read the queues, change nothing of others -----------------------------------------------------
@@ -245,6 +488,25 @@ def test_members_pick_workload_priorities_not_system_ones(vision: Kube, metal_tw
     refused(vision.create(vip), "system-cluster-critical")
     assert not workload_of(metal_twin, "vision", controller)
     vision.delete("job", urgent, "vision")
+
+
+def test_a_priority_class_does_not_lift_a_workload_past_the_teams_cap(vision: Kube, metal_twin: Kube) -> None:
+    """Kueue takes a Workload's priority from its pods' PriorityClass when the job names no WorkloadPriorityClass
+    (kueue v0.19.2 pkg/controller/jobframework/reconciler.go ExtractPriority), and kube-scheduler preempts
+    lower-priority pods for it: with a chart's `high-priority` class on the cluster, a job or pod naming it is
+    refused unless the stack lists it (`scheduling.podPriorityClasses`, none on metal)."""
+    metal_twin.ok("create", "priorityclass", "high-priority", "--value=1000000")
+    try:
+        lifted = job(
+            name("lift"), "vision", {"cpu": "1"}, queue="cpu", pod={"priorityClassName": "high-priority"}
+        )
+        refused(vision.create(lifted), "podPriorityClasses")
+        assert not workload_of(metal_twin, "vision", lifted["metadata"]["name"])
+        bare = pod(name("lift"), "vision", {"cpu": "1"}, priorityClassName="high-priority",
+                   metadata={"labels": {QUEUE: "cpu"}})  # fmt: skip
+        refused(vision.create(bare), "podPriorityClasses")
+    finally:
+        metal_twin.ok("delete", "priorityclass", "high-priority")
 
 
 def test_jobs_whose_pods_would_be_refused_are_refused_up_front(vision: Kube, metal_twin: Kube) -> None:

@@ -30,6 +30,7 @@ from infra.versions import (
     TWIN_ALERTMANAGER,
     TWIN_ETCD,
     TWIN_HELM,
+    TWIN_JOBSET_CRDS,
     TWIN_KARPENTER_CRDS,
     TWIN_KUBE_STATE_METRICS,
     TWIN_KUBERAY_CRDS,
@@ -63,6 +64,7 @@ DATA: dict[str, tuple[tuple[str, str], ...]] = {
     "karpenter-crds": (("pkg/apis/crds", "karpenter-crds"),),
     "training-operator-crds": (("manifests/base/crds", "training-crds"),),
     "kuberay-crds": (("config/crd/bases", "kuberay-crds"),),
+    "jobset-crds": (("config/components/crd/bases", "jobset-crds"),),
     "provisioningrequest-crd": (("config/crd", "provisioning-crds"),),
 }
 Say = Callable[[str], None]
@@ -92,6 +94,7 @@ def components(minors: Iterable[str] = TWIN_MINORS) -> list[GoBuild]:
         TWIN_KARPENTER_CRDS,
         TWIN_TRAINING_OPERATOR_CRDS,
         TWIN_KUBERAY_CRDS,
+        TWIN_JOBSET_CRDS,
         TWIN_PROVISIONING_CRD,
     ]
 
