@@ -512,6 +512,8 @@ class SlurmPartition(Model):
 
     max_time: SlurmTime = "UNLIMITED"  # MaxTime: the longest a job in this partition may run
     default: bool = False  # Default=YES: jobs that name no partition run here
+    # DefaultTime: the time limit of a job that names none (unset: MaxTime); backfill plans with it
+    default_time: SlurmTime | None = None
 
 
 class Slurm(Model):
@@ -523,6 +525,11 @@ class Slurm(Model):
     ]  # slurmctld: primary, backup
     accounting_host: HostName  # slurmdbd (with its MariaDB)
     partitions: dict[str, SlurmPartition] = Field(default_factory=dict)  # by pool name
+    # A node's RealMemory is its pool's memoryGiBPerNode less this share: hosts report less memory than their
+    # nominal size (kernel, firmware), and slurmctld drains a node that reports less than RealMemory.
+    memory_margin_percent: Annotated[int, Field(ge=0, le=50)] = 5
+    # slurmctld's state; with a backup controller required, on storage both controllers mount
+    state_save_location: Annotated[str, Field(pattern=r"^/[^\s,]*$")] | None = None
 
 
 class AwsRole(BaseModel):

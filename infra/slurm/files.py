@@ -1,5 +1,6 @@
-"""The files a Slurm stack is made of: slurm.conf, gres.conf, cgroup.conf and the sacctmgr script (`invoke render`,
-installed by the Slurm roles), and the inventory and command of `playbooks/slurm-cluster.yml` (`invoke metal`)."""
+"""The files a Slurm stack is made of: slurm.conf, gres.conf, cgroup.conf, job_submit.lua and the sacctmgr script
+(`invoke render`, installed by the Slurm roles), and the inventory and command of `playbooks/slurm-cluster.yml`
+(`invoke metal`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from infra.scheduling import scheduler_inputs
 from infra.slurm.site import slurm_site
 from infra.spec import ClusterSpec
-from scheduler.slurm import cgroup_conf, gres_conf, sacctmgr_script, slurm_conf
+from scheduler.slurm import cgroup_conf, gres_conf, job_submit_lua, sacctmgr_script, slurm_conf
+from scheduler.slurm.config import real_memory_mib
 
 SUBDIR = "slurm"
 
@@ -21,6 +23,7 @@ def slurm_files(spec: ClusterSpec) -> dict[str, str]:
         "slurm.conf": slurm_conf(site, policy, pools),
         "gres.conf": gres_conf(site, pools),
         "cgroup.conf": cgroup_conf(),
+        "job_submit.lua": job_submit_lua(site, pools),
         "sacctmgr.sh": sacctmgr_script(site, policy, pools),
     }
 
@@ -46,8 +49,9 @@ INVENTORY_GROUPS = ("slurm_accounting", "slurm_controllers", "slurm_nodes")
 
 def slurm_inventory(spec: ClusterSpec, config_dir: Path) -> dict[str, object]:
     """The inventory of playbooks/slurm-cluster.yml: the accounting host (slurmdbd, MariaDB), the controllers
-    (slurmctld) and one child group of `slurm_nodes` per pool, whose hosts must have the pool's GPUs; every
-    role reads the configuration `render_slurm` wrote to `config_dir` (its `slurm` folder)."""
+    (slurmctld) and one child group of `slurm_nodes` per pool, whose hosts must have the pool's GPUs and at
+    least its NodeName line's CPUs and RealMemory; every role reads the configuration `render_slurm` wrote to
+    `config_dir` (its `slurm` folder)."""
     s = spec.slurm
     assert s is not None, "checked by slurm_problems"
     roles: dict[str, dict[str, bool]] = {}
@@ -57,11 +61,17 @@ def slurm_inventory(spec: ClusterSpec, config_dir: Path) -> dict[str, object]:
             "slurm_controller_slurmctld": host in s.controller_hosts,
         }
     nodes = {}
+    site = slurm_site(spec)
+    views = {v.name: v for v in scheduler_inputs(spec)[1]}
     for pool in spec.node_pools:
         gpus = 0 if pool.sharing.mode == "mig" else pool.gpus_per_node  # MIG: NVML finds the instances
+        size = {
+            "slurm_node_cpus": pool.cpus_per_node or 0,
+            "slurm_node_real_memory": real_memory_mib(site, views[pool.name]) or 0,
+        }
         nodes[f"slurm_{pool.name.replace('-', '_')}"] = {
             "hosts": dict.fromkeys(pool.hosts or ()),
-            "vars": {"slurm_node_expected_gpus": gpus},
+            "vars": {"slurm_node_expected_gpus": gpus, **size},
         }
     return {
         "all": {"vars": {"slurm_common_config_dir": str(config_dir.resolve() / SUBDIR)}},

@@ -26,6 +26,7 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
     if spec.slurm is None:
         problems.append("gpufleet:slurm: required with orchestrator slurm (controllerHosts, accountingHost)")
         return
+    _controller_problems(spec, problems)
     names = [p.name for p in spec.node_pools]
     for name in spec.slurm.partitions:
         if name not in names:
@@ -47,6 +48,15 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
             problems.append(f"{where}.topologyLabels: not carried over to Slurm (topology.conf); remove them")
         if pool.taints:
             problems.append(f"{where}.taints: Kubernetes taints have no Slurm meaning; remove them")
+        for key, value in (
+            ("cpusPerNode", pool.cpus_per_node),
+            ("memoryGiBPerNode", pool.memory_gi_b_per_node),
+        ):
+            if value is None:
+                problems.append(
+                    f"{where}.{key}: required on a Slurm stack: a node's CPUs and RealMemory in slurm.conf, and "
+                    "its jobs' default memory and cores per GPU, come from it"
+                )
     for i in shared[1:]:
         problems.append(
             f"gpufleet:nodePools[{i}].sharing: Slurm's shard GRES has no type, so only one time-sliced pool "
@@ -77,3 +87,18 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
             "gpufleet:scheduling.placement.strategy: FragmentationAware is a Kubernetes scheduler extender; "
             "Slurm places with select/cons_tres"
         )
+
+
+def _controller_problems(spec: ClusterSpec, problems: list[str]) -> None:
+    """A backup controller takes over from the primary's saved state, so both must reach one StateSaveLocation
+    (slurm.conf(5) StateSaveLocation: "must be readable and writable from both the primary and backup
+    controllers"); without a shared one the backup starts from empty state and the running jobs are lost."""
+    s = spec.slurm
+    assert s is not None
+    if len(s.controller_hosts) > 1 and s.state_save_location is None:
+        problems.append(
+            "gpufleet:slurm.controllerHosts: a backup controller needs gpufleet:slurm.stateSaveLocation, a folder "
+            "on storage both controllers mount (slurm.conf StateSaveLocation); name it or keep one controller"
+        )
+    if len(set(s.controller_hosts)) != len(s.controller_hosts):
+        problems.append("gpufleet:slurm.controllerHosts: the primary and the backup must be different hosts")
