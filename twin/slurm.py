@@ -80,6 +80,8 @@ class SlurmCluster:
     script: Path | None = None
     # the nodes report the stack's cores and memory (SlurmdParameters=config_overrides), not this machine's
     stack_hardware: bool = True
+    # gres.conf lines of the hosts' own, after the rendered ones (a MIG host's instances: roles/slurm_common)
+    host_gres: tuple[str, ...] = ()
 
     # -- commands --------------------------------------------------------------------------------------
     def run(
@@ -201,8 +203,10 @@ class SlurmCluster:
             **({"SlurmdParameters": "config_overrides"} if self.stack_hardware else {}),
         })  # fmt: skip
         (r / "etc" / "slurm.conf").write_text(conf)
-        (r / "etc" / "gres.conf").write_text(gres_conf(site, pools))
-        (r / "etc" / "cgroup.conf").write_text(cgroup_conf())
+        (r / "etc" / "gres.conf").write_text(
+            gres_conf(site, pools) + "".join(f"{ln}\n" for ln in self.host_gres)
+        )
+        (r / "etc" / "cgroup.conf").write_text(cgroup_conf(site))
         (r / "etc" / "job_submit.lua").write_text(job_submit_lua(site, pools))
         self.script = r / "etc" / "sacctmgr.sh"
         self.script.write_text(sacctmgr_script(site, policy, pools))
@@ -279,11 +283,15 @@ def _hosts(spec: ClusterSpec) -> tuple[list[str], dict[str, int]]:
 
 
 @contextmanager
-def slurm_cluster(spec: ClusterSpec, root: Path, stack_hardware: bool = True) -> Iterator[SlurmCluster]:
+def slurm_cluster(
+    spec: ClusterSpec, root: Path, stack_hardware: bool = True, host_gres: tuple[str, ...] = ()
+) -> Iterator[SlurmCluster]:
     """The stack's cluster, stopped on exit. `stack_hardware=False`: the nodes report this machine's cores and
-    memory, and slurmctld checks them against the rendered NodeName lines as it would on real hosts."""
+    memory, and slurmctld checks them against the rendered NodeName lines as it would on real hosts.
+    `host_gres`: gres.conf lines the hosts add to the rendered ones (a MIG host's instances)."""
     hosts, gpus = _hosts(spec)
-    cluster = SlurmCluster(spec=spec, root=root, hosts=hosts, gpus=gpus, stack_hardware=stack_hardware)
+    cluster = SlurmCluster(spec=spec, root=root, hosts=hosts, gpus=gpus, stack_hardware=stack_hardware,
+                           host_gres=host_gres)  # fmt: skip
     try:
         cluster.start()
         yield cluster

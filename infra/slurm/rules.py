@@ -7,7 +7,7 @@ from collections import Counter
 
 from infra.slurm.site import uses_slurm
 from infra.spec import ClusterSpec
-from scheduler.slurm.policy import borrow_qos
+from scheduler.slurm.policy import borrow_qos, slurm_version
 
 # Slurm's own account (every association tree's top, sacctmgr(1)): a team may not take its name.
 RESERVED_ACCOUNTS = ("root",)
@@ -27,6 +27,7 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
         problems.append("gpufleet:slurm: required with orchestrator slurm (controllerHosts, accountingHost)")
         return
     _controller_problems(spec, problems)
+    _version_problems(spec, problems)
     names = [p.name for p in spec.node_pools]
     for name in spec.slurm.partitions:
         if name not in names:
@@ -102,3 +103,31 @@ def _controller_problems(spec: ClusterSpec, problems: list[str]) -> None:
         )
     if len(set(s.controller_hosts)) != len(s.controller_hosts):
         problems.append("gpufleet:slurm.controllerHosts: the primary and the backup must be different hosts")
+
+
+def _version_problems(spec: ClusterSpec, problems: list[str]) -> None:
+    """What the hosts' Slurm release cannot do. 21.08 (Ubuntu 22.04) has no `shard` GRES (gres.html "Sharding",
+    new in 22.05) and neither gres.conf MultipleFiles (new in 22.05: gres.conf(5) at slurm-22-05-8-1, absent
+    at slurm-21-08-5-1) nor an NVML plugin package on Ubuntu 22.04, so a MIG instance cannot be bound to its
+    device files. GraceTime is honoured for preemption by requeue only from 23.11 (preempt.html at
+    slurm-22-05-8-1: "only honored if PreemptMode=CANCEL"; the restriction is gone at slurm-23-11-4-1)."""
+    s = spec.slurm
+    assert s is not None
+    version = slurm_version(s.version)
+    if version < (22, 5):
+        for i, pool in enumerate(spec.node_pools):
+            if pool.sharing.mode == "timeSlicing":
+                problems.append(
+                    f"gpufleet:nodePools[{i}].sharing: time-slicing is Slurm's shard GRES, new in 22.05; "
+                    f"gpufleet:slurm.version {s.version} has none"
+                )
+            if pool.sharing.mode == "mig":
+                problems.append(
+                    f"gpufleet:nodePools[{i}].sharing: a MIG instance is bound to its device files by NVML or "
+                    f"gres.conf MultipleFiles (22.05 and later); gpufleet:slurm.version {s.version} has neither"
+                )
+    if s.preempt_grace_seconds and version < (23, 11):
+        problems.append(
+            f"gpufleet:slurm.preemptGraceSeconds: Slurm {s.version} honours GraceTime only for cancelled jobs, "
+            "not requeued ones (from 23.11 on); remove it, or have jobs ask for a signal (sbatch --signal)"
+        )

@@ -31,6 +31,9 @@ def slurm_site(spec: ClusterSpec) -> SlurmSite:
             for n, o in s.partitions.items()
         },
         memory_margin_percent=s.memory_margin_percent,
+        private_data=tuple(dict.fromkeys(s.private_data)),
+        version=s.version,
+        preempt_grace_seconds=s.preempt_grace_seconds,
     )
     if s.state_save_location:
         site = replace(site, state_save_location=s.state_save_location)

@@ -56,18 +56,19 @@ def _modify(kind: str, name: str, *where_set: str) -> str:
     return _cmd("modify", kind, "where", f"name={name}", *where_set)
 
 
-def _qos_commands(policy: SchedulingPolicy, limits: Sequence[TeamLimit]) -> list[str]:
-    """One borrow QOS per team (its GrpTRES the borrowing allowance, requeued when preempted), then one QOS per
+def _qos_commands(site: SlurmSite, policy: SchedulingPolicy, limits: Sequence[TeamLimit]) -> list[str]:
+    """One borrow QOS per team (its GrpTRES the borrowing allowance, requeued when preempted, after its
+    GraceTime where the site gives one: preempt.html, honoured for REQUEUE from 23.11), then one QOS per
     workload priority class (its `Priority` the class's value, weighed by PriorityWeightQOS), each preempting
     every borrow QOS (preempt.html: preempt/qos, a QOS preempts those in its Preempt list), the team's own too."""
     out = []
+    grace = [f"GraceTime={site.preempt_grace_seconds}"] if site.preempt_grace_seconds else []
     for team in policy.teams:
         qos = borrow_qos(team.name)
         mine = [lim for lim in limits if lim.team == team.name]
+        borrowable = f"GrpTRES={tres_list(mine, 'borrowable')}"
         out.append(_cmd("add", "qos", qos))
-        out.append(
-            _modify("qos", qos, "set", f"GrpTRES={tres_list(mine, 'borrowable')}", "PreemptMode=requeue")
-        )
+        out.append(_modify("qos", qos, "set", borrowable, "PreemptMode=requeue", *grace))
     if policy.teams:  # a QOS per priority class: its Priority orders the queue, and it reclaims lent GPUs
         preempt = ",".join(borrow_qos(t.name) for t in policy.teams)
         for pc in policy.priority_classes:
@@ -104,7 +105,7 @@ def sacctmgr_commands(site: SlurmSite, policy: SchedulingPolicy, pools: Sequence
     limits)."""
     limits = team_limits(policy, pools)
     cluster = site.cluster_name
-    out = [_cmd("add", "cluster", cluster), *_qos_commands(policy, limits)]
+    out = [_cmd("add", "cluster", cluster), *_qos_commands(site, policy, limits)]
     for team in policy.teams:
         out += _account_commands(cluster, team, policy, limits)
     for team in policy.teams:  # the team's people: members of its groups become users of its two accounts

@@ -55,9 +55,10 @@ local function typed(value, part, where)
       if part.shared then
         return nil, "partition " .. where .. " shares its GPUs: request shards (--gres=shard:N), not whole GPUs"
       end
+      -- untyped: "gpu" or "gpu:COUNT" (a count is digits and a unit at most: "gpu:1g.10gb" names a MIG type)
       if tail == "" then
         item = prefix .. "gpu:" .. part.type
-      elseif string.match(tail, "^%%d") then
+      elseif string.match(tail, "^%%d+[kKmMgGtTpP]?$") then
         item = prefix .. "gpu:" .. part.type .. ":" .. tail
       end
     end

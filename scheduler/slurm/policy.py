@@ -68,6 +68,10 @@ class SlurmSite:
     node_ports: dict[str, int] = field(default_factory=dict)
     memory_margin_percent: int = 5
     state_save_location: str = "/var/spool/slurmctld"  # slurmctld's state (shared by a backup controller)
+    # slurm.conf(5) PrivateData: what users see only of their own (jobs, usage, ...); operators see everything
+    private_data: tuple[str, ...] = ("jobs", "usage")
+    version: str = "22.05"  # the Slurm release of the hosts, major.minor (`slurm_version`)
+    preempt_grace_seconds: int = 0  # the borrow QOS's GraceTime (honoured for requeue from 23.11)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,12 @@ def tres_name(pool: PoolView) -> str:
     if pool.sharing == "timeSlicing":
         return SHARD_TRES
     return f"{GPU_TRES}:{gres_type(pool)}"
+
+
+def slurm_version(version: str) -> tuple[int, int]:
+    """ "22.05" -> (22, 5): Slurm's release numbers compare as (year, month)."""
+    year, month = version.split(".")
+    return int(year), int(month)
 
 
 def borrow_qos(team: str) -> str:
