@@ -515,11 +515,20 @@ HostName = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9]
 SlurmTime = Annotated[str, Field(pattern=r"^(UNLIMITED|INFINITE|\d+|(\d+-)?\d+(:\d{2}){1,2}|\d+-\d+)$")]
 
 
+# slurm.conf(5) PrivateData's values (Slurm 21.08 to 24.11), and what gpufleet keeps private by default.
+SlurmPrivateData = Literal[
+    "accounts", "events", "jobs", "nodes", "partitions", "reservations", "usage", "users"
+]
+DEFAULT_PRIVATE_DATA: tuple[SlurmPrivateData, ...] = ("jobs", "usage")
+
+
 class SlurmPartition(Model):
     """Options of the partition a pool becomes that the pool itself does not say (slurm.conf(5) PartitionName)."""
 
     max_time: SlurmTime = "UNLIMITED"  # MaxTime: the longest a job in this partition may run
     default: bool = False  # Default=YES: jobs that name no partition run here
+    # DefaultTime: the time limit of a job that names none (unset: MaxTime); backfill plans with it
+    default_time: SlurmTime | None = None
 
 
 class Slurm(Model):
@@ -531,6 +540,19 @@ class Slurm(Model):
     ]  # slurmctld: primary, backup
     accounting_host: HostName  # slurmdbd (with its MariaDB)
     partitions: dict[str, SlurmPartition] = Field(default_factory=dict)  # by pool name
+    # The Slurm release the hosts run (major.minor): the configuration adapts to it, and the roles check it.
+    # 21.08 Ubuntu 22.04, 22.05 Debian 12 and EPEL 9, 23.11 Ubuntu 24.04, 24.11 SchedMD's packages.
+    version: Literal["21.08", "22.05", "23.11", "24.11"] = "22.05"
+    # Seconds a preempted borrowed job has between SIGTERM and SIGKILL (the borrow QOS's GraceTime); Slurm
+    # honours it for requeued jobs from 23.11 on. 0: slurm.conf's KillWait (default 30 s).
+    preempt_grace_seconds: Annotated[int, Field(ge=0, le=86400)] = 0
+    # A node's RealMemory is its pool's memoryGiBPerNode less this share: hosts report less memory than their
+    # nominal size (kernel, firmware), and slurmctld drains a node that reports less than RealMemory.
+    memory_margin_percent: Annotated[int, Field(ge=0, le=50)] = 5
+    # slurm.conf PrivateData: what a user sees only of their own; [] shows every team everything
+    private_data: list[SlurmPrivateData] = Field(default_factory=lambda: list(DEFAULT_PRIVATE_DATA))
+    # slurmctld's state; with a backup controller required, on storage both controllers mount
+    state_save_location: Annotated[str, Field(pattern=r"^/[^\s,]*$")] | None = None
 
 
 class AwsRole(BaseModel):

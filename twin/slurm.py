@@ -26,7 +26,14 @@ from infra.errors import CheckFailed, ToolMissing
 from infra.scheduling import scheduler_inputs
 from infra.slurm.site import slurm_site
 from infra.spec import ClusterSpec
-from scheduler.slurm import cgroup_conf, gres_conf, sacctmgr_script, slurm_conf
+from scheduler.slurm import (
+    borrow_account,
+    cgroup_conf,
+    gres_conf,
+    job_submit_lua,
+    sacctmgr_script,
+    slurm_conf,
+)
 from twin.processes import with_parent_death
 
 # Debian 12 packages, and one binary of each that says whether it is installed (Slurm 22.05, MUNGE, MariaDB)
@@ -71,6 +78,10 @@ class SlurmCluster:
     devices: list[Path] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     script: Path | None = None
+    # the nodes report the stack's cores and memory (SlurmdParameters=config_overrides), not this machine's
+    stack_hardware: bool = True
+    # gres.conf lines of the hosts' own, after the rendered ones (a MIG host's instances: roles/slurm_common)
+    host_gres: tuple[str, ...] = ()
 
     # -- commands --------------------------------------------------------------------------------------
     def run(
@@ -187,12 +198,16 @@ class SlurmCluster:
             "AccountingStoragePort": str(ports["dbd"]), "AuthInfo": auth,
             # the munged that slurmdbd traffic is signed with (slurm.conf(5) AccountingStoragePass)
             "AccountingStoragePass": str(sock),
+            "ReturnToService": "2",
             # the stand-in hosts have this machine's cores and memory, not the stack's (slurm.conf(5))
-            "SlurmdParameters": "config_overrides", "ReturnToService": "2",
+            **({"SlurmdParameters": "config_overrides"} if self.stack_hardware else {}),
         })  # fmt: skip
         (r / "etc" / "slurm.conf").write_text(conf)
-        (r / "etc" / "gres.conf").write_text(gres_conf(site, pools))
-        (r / "etc" / "cgroup.conf").write_text(cgroup_conf())
+        (r / "etc" / "gres.conf").write_text(
+            gres_conf(site, pools) + "".join(f"{ln}\n" for ln in self.host_gres)
+        )
+        (r / "etc" / "cgroup.conf").write_text(cgroup_conf(site))
+        (r / "etc" / "job_submit.lua").write_text(job_submit_lua(site, pools))
         self.script = r / "etc" / "sacctmgr.sh"
         self.script.write_text(sacctmgr_script(site, policy, pools))
         dbd = r / "etc" / "slurmdbd.conf"
@@ -268,9 +283,15 @@ def _hosts(spec: ClusterSpec) -> tuple[list[str], dict[str, int]]:
 
 
 @contextmanager
-def slurm_cluster(spec: ClusterSpec, root: Path) -> Iterator[SlurmCluster]:
+def slurm_cluster(
+    spec: ClusterSpec, root: Path, stack_hardware: bool = True, host_gres: tuple[str, ...] = ()
+) -> Iterator[SlurmCluster]:
+    """The stack's cluster, stopped on exit. `stack_hardware=False`: the nodes report this machine's cores and
+    memory, and slurmctld checks them against the rendered NodeName lines as it would on real hosts.
+    `host_gres`: gres.conf lines the hosts add to the rendered ones (a MIG host's instances)."""
     hosts, gpus = _hosts(spec)
-    cluster = SlurmCluster(spec=spec, root=root, hosts=hosts, gpus=gpus)
+    cluster = SlurmCluster(spec=spec, root=root, hosts=hosts, gpus=gpus, stack_hardware=stack_hardware,
+                           host_gres=host_gres)  # fmt: skip
     try:
         cluster.start()
         yield cluster
@@ -302,7 +323,7 @@ def check_twin_prerequisites() -> None:
 
 def start_twin(spec: ClusterSpec, folder: Path) -> SlurmCluster:
     """The stack's Slurm cluster on loopback with its accounts applied; the invoking user is added to every
-    team's account so that `sbatch --account=TEAM` works from `--run`."""
+    team's accounts so that `sbatch --account=TEAM` (and `TEAM-borrow`) works from `--run`."""
     check_twin_prerequisites()
     shutil.rmtree(folder, ignore_errors=True)
     hosts, gpus = _hosts(spec)
@@ -312,7 +333,7 @@ def start_twin(spec: ClusterSpec, folder: Path) -> SlurmCluster:
         assert cluster.script is not None
         cluster.run("sh", str(cluster.script), timeout=120)
         me = pwd.getpwuid(os.getuid()).pw_name
-        teams = ",".join(t.name for t in spec.teams)
+        teams = ",".join(a for t in spec.teams for a in (t.name, borrow_account(t.name)))
         if teams:
             cluster.run("sacctmgr", "-i", "add", "user", me, f"account={teams}", check=False)
     except BaseException:

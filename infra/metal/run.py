@@ -46,10 +46,9 @@ def host_inventory(spec: ClusterSpec) -> dict[str, Any]:
         cdi_enabled=spec.cluster.driver_managed_by == "host"
         and bool(gpu_operator_values(spec)["cdi"]["enabled"]),
     )
-    if uses_slurm(
-        spec
-    ):  # no Kubernetes node to cordon before a driver change: Slurm drains its own (slurm_node)
-        inventory[PARENT_GROUP]["vars"]["nvidia_driver_drain_enabled"] = False
+    if uses_slurm(spec):  # a driver change or reboot drains the host's Slurm node (scontrol), then resumes it
+        inventory[PARENT_GROUP]["vars"]["nvidia_driver_drain_enabled"] = True
+        inventory[PARENT_GROUP]["vars"]["nvidia_driver_drain_scheduler"] = "slurm"
     return inventory
 
 

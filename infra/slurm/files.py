@@ -1,5 +1,6 @@
-"""The files a Slurm stack is made of: slurm.conf, gres.conf, cgroup.conf and the sacctmgr script (`invoke render`,
-installed by the Slurm roles), and the inventory and command of `playbooks/slurm-cluster.yml` (`invoke metal`)."""
+"""The files a Slurm stack is made of: slurm.conf, gres.conf, cgroup.conf, job_submit.lua and the sacctmgr script
+(`invoke render`, installed by the Slurm roles), and the inventory and command of `playbooks/slurm-cluster.yml`
+(`invoke metal`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from pathlib import Path
 from infra.scheduling import scheduler_inputs
 from infra.slurm.site import slurm_site
 from infra.spec import ClusterSpec
-from scheduler.slurm import cgroup_conf, gres_conf, sacctmgr_script, slurm_conf
+from scheduler.model import PoolView
+from scheduler.resources import units_per_gpu
+from scheduler.slurm import SlurmSite, cgroup_conf, gres_conf, job_submit_lua, sacctmgr_script, slurm_conf
+from scheduler.slurm.config import real_memory_mib
 
 SUBDIR = "slurm"
 
@@ -20,7 +24,8 @@ def slurm_files(spec: ClusterSpec) -> dict[str, str]:
     return {
         "slurm.conf": slurm_conf(site, policy, pools),
         "gres.conf": gres_conf(site, pools),
-        "cgroup.conf": cgroup_conf(),
+        "cgroup.conf": cgroup_conf(site),
+        "job_submit.lua": job_submit_lua(site, pools),
         "sacctmgr.sh": sacctmgr_script(site, policy, pools),
     }
 
@@ -44,10 +49,25 @@ SLURM_PLAYBOOK = Path(__file__).resolve().parents[2] / "ansible" / "playbooks" /
 INVENTORY_GROUPS = ("slurm_accounting", "slurm_controllers", "slurm_nodes")
 
 
+def node_group_vars(site: SlurmSite, pool: PoolView) -> dict[str, object]:
+    """A pool's hosts' variables: the GPU device files they must have, the CPUs and RealMemory of their NodeName
+    line, and on a MIG pool its profile and the instances each host must have."""
+    out: dict[str, object] = {
+        "slurm_node_expected_gpus": pool.gpus_per_node,
+        "slurm_node_cpus": pool.cpus_per_node or 0,
+        "slurm_node_real_memory": real_memory_mib(site, pool) or 0,
+    }
+    if pool.sharing == "mig":
+        out["slurm_common_mig_profile"] = pool.mig_profile
+        out["slurm_common_mig_instances"] = pool.gpus_per_node * units_per_gpu(pool)
+    return out
+
+
 def slurm_inventory(spec: ClusterSpec, config_dir: Path) -> dict[str, object]:
     """The inventory of playbooks/slurm-cluster.yml: the accounting host (slurmdbd, MariaDB), the controllers
-    (slurmctld) and one child group of `slurm_nodes` per pool, whose hosts must have the pool's GPUs; every
-    role reads the configuration `render_slurm` wrote to `config_dir` (its `slurm` folder)."""
+    (slurmctld) and one child group of `slurm_nodes` per pool, whose hosts must have the pool's GPUs and at
+    least its NodeName line's CPUs and RealMemory; every role reads the configuration `render_slurm` wrote to
+    `config_dir` (its `slurm` folder)."""
     s = spec.slurm
     assert s is not None, "checked by slurm_problems"
     roles: dict[str, dict[str, bool]] = {}
@@ -57,14 +77,20 @@ def slurm_inventory(spec: ClusterSpec, config_dir: Path) -> dict[str, object]:
             "slurm_controller_slurmctld": host in s.controller_hosts,
         }
     nodes = {}
+    site = slurm_site(spec)
+    views = {v.name: v for v in scheduler_inputs(spec)[1]}
     for pool in spec.node_pools:
-        gpus = 0 if pool.sharing.mode == "mig" else pool.gpus_per_node  # MIG: NVML finds the instances
         nodes[f"slurm_{pool.name.replace('-', '_')}"] = {
             "hosts": dict.fromkeys(pool.hosts or ()),
-            "vars": {"slurm_node_expected_gpus": gpus},
+            "vars": node_group_vars(site, views[pool.name]),
         }
     return {
-        "all": {"vars": {"slurm_common_config_dir": str(config_dir.resolve() / SUBDIR)}},
+        "all": {
+            "vars": {
+                "slurm_common_config_dir": str(config_dir.resolve() / SUBDIR),
+                "slurm_common_slurm_version": s.version,
+            }
+        },
         "slurm_accounting": {"hosts": {s.accounting_host: roles[s.accounting_host]}},
         "slurm_controllers": {"hosts": {h: roles[h] for h in s.controller_hosts}},
         "slurm_nodes": {"children": nodes},

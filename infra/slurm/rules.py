@@ -7,7 +7,7 @@ from collections import Counter
 
 from infra.slurm.site import uses_slurm
 from infra.spec import ClusterSpec
-from scheduler.slurm.policy import borrow_qos
+from scheduler.slurm.policy import borrow_qos, slurm_version
 
 # Slurm's own account (every association tree's top, sacctmgr(1)): a team may not take its name.
 RESERVED_ACCOUNTS = ("root",)
@@ -26,6 +26,8 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
     if spec.slurm is None:
         problems.append("gpufleet:slurm: required with orchestrator slurm (controllerHosts, accountingHost)")
         return
+    _controller_problems(spec, problems)
+    _version_problems(spec, problems)
     names = [p.name for p in spec.node_pools]
     for name in spec.slurm.partitions:
         if name not in names:
@@ -47,6 +49,15 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
             problems.append(f"{where}.topologyLabels: not carried over to Slurm (topology.conf); remove them")
         if pool.taints:
             problems.append(f"{where}.taints: Kubernetes taints have no Slurm meaning; remove them")
+        for key, value in (
+            ("cpusPerNode", pool.cpus_per_node),
+            ("memoryGiBPerNode", pool.memory_gi_b_per_node),
+        ):
+            if value is None:
+                problems.append(
+                    f"{where}.{key}: required on a Slurm stack: a node's CPUs and RealMemory in slurm.conf, and "
+                    "its jobs' default memory and cores per GPU, come from it"
+                )
     for i in shared[1:]:
         problems.append(
             f"gpufleet:nodePools[{i}].sharing: Slurm's shard GRES has no type, so only one time-sliced pool "
@@ -76,4 +87,47 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
         problems.append(
             "gpufleet:scheduling.placement.strategy: FragmentationAware is a Kubernetes scheduler extender; "
             "Slurm places with select/cons_tres"
+        )
+
+
+def _controller_problems(spec: ClusterSpec, problems: list[str]) -> None:
+    """A backup controller takes over from the primary's saved state, so both must reach one StateSaveLocation
+    (slurm.conf(5) StateSaveLocation: "must be readable and writable from both the primary and backup
+    controllers"); without a shared one the backup starts from empty state and the running jobs are lost."""
+    s = spec.slurm
+    assert s is not None
+    if len(s.controller_hosts) > 1 and s.state_save_location is None:
+        problems.append(
+            "gpufleet:slurm.controllerHosts: a backup controller needs gpufleet:slurm.stateSaveLocation, a folder "
+            "on storage both controllers mount (slurm.conf StateSaveLocation); name it or keep one controller"
+        )
+    if len(set(s.controller_hosts)) != len(s.controller_hosts):
+        problems.append("gpufleet:slurm.controllerHosts: the primary and the backup must be different hosts")
+
+
+def _version_problems(spec: ClusterSpec, problems: list[str]) -> None:
+    """What the hosts' Slurm release cannot do. 21.08 (Ubuntu 22.04) has no `shard` GRES (gres.html "Sharding",
+    new in 22.05) and neither gres.conf MultipleFiles (new in 22.05: gres.conf(5) at slurm-22-05-8-1, absent
+    at slurm-21-08-5-1) nor an NVML plugin package on Ubuntu 22.04, so a MIG instance cannot be bound to its
+    device files. GraceTime is honoured for preemption by requeue only from 23.11 (preempt.html at
+    slurm-22-05-8-1: "only honored if PreemptMode=CANCEL"; the restriction is gone at slurm-23-11-4-1)."""
+    s = spec.slurm
+    assert s is not None
+    version = slurm_version(s.version)
+    if version < (22, 5):
+        for i, pool in enumerate(spec.node_pools):
+            if pool.sharing.mode == "timeSlicing":
+                problems.append(
+                    f"gpufleet:nodePools[{i}].sharing: time-slicing is Slurm's shard GRES, new in 22.05; "
+                    f"gpufleet:slurm.version {s.version} has none"
+                )
+            if pool.sharing.mode == "mig":
+                problems.append(
+                    f"gpufleet:nodePools[{i}].sharing: a MIG instance is bound to its device files by NVML or "
+                    f"gres.conf MultipleFiles (22.05 and later); gpufleet:slurm.version {s.version} has neither"
+                )
+    if s.preempt_grace_seconds and version < (23, 11):
+        problems.append(
+            f"gpufleet:slurm.preemptGraceSeconds: Slurm {s.version} honours GraceTime only for cancelled jobs, "
+            "not requeued ones (from 23.11 on); remove it, or have jobs ask for a signal (sbatch --signal)"
         )

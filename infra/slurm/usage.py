@@ -1,4 +1,5 @@
-"""`invoke usage` on a Slurm stack: allocated GPU-hours per team (account) and pool (partition), read from `sacct`.
+"""`invoke usage` on a Slurm stack: allocated GPU-hours per team (its account and its borrow account) and pool
+(partition), read from `sacct`.
 
 A Slurm cluster has no Kueue and no Prometheus of gpufleet's; its accounting database already holds every job's
 allocation. One `sacct` call lists the allocations of the window (sacct(1), Slurm 22.05):
@@ -39,7 +40,7 @@ from infra.monitoring.usage import parse_until, parse_window
 from infra.scheduling import scheduler_inputs
 from infra.spec import ClusterSpec
 from scheduler.model import PoolView
-from scheduler.slurm.policy import BORROW_SUFFIX
+from scheduler.slurm.policy import BORROW_SUFFIX, borrow_account
 
 SACCT_FIELDS = ("jobid", "account", "partition", "qos", "state", "elapsedraw", "alloctres")
 # sacct(1) time formats: YYYY-MM-DDTHH:MM:SS, in the local time zone of the sacct process (ours).
@@ -188,7 +189,8 @@ def usage_from_sacct(
             teams[team.name].quota_h += gpus * hours
             if pool in pools:
                 pools[pool].quota_h += gpus * hours
-    team_of = {name.lower(): name for name in teams}  # the Slurm database keeps names in lower case
+    # a team's own account and its borrow account; the Slurm database keeps names in lower case
+    team_of = {account.lower(): name for name in teams for account in (name, borrow_account(name))}
     others: dict[str, float] = {}
     off_pool: dict[str, float] = {}
     for alloc in parse_sacct(text):

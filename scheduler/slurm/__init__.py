@@ -6,15 +6,26 @@ Pure: the same `PoolView`/`TeamPolicy` views that size the Kueue quotas, and the
 
 from scheduler.slurm.accounting import sacctmgr_script
 from scheduler.slurm.config import cgroup_conf, gres_conf, slurm_conf
-from scheduler.slurm.policy import SlurmSite, TeamLimit, borrow_qos, gres_type, team_limits, tres_name
+from scheduler.slurm.jobsubmit import job_submit_lua
+from scheduler.slurm.policy import (
+    SlurmSite,
+    TeamLimit,
+    borrow_account,
+    borrow_qos,
+    gres_type,
+    team_limits,
+    tres_name,
+)
 
 __all__ = [
     "SlurmSite",
     "TeamLimit",
+    "borrow_account",
     "borrow_qos",
     "cgroup_conf",
     "gres_conf",
     "gres_type",
+    "job_submit_lua",
     "sacctmgr_script",
     "slurm_conf",
     "team_limits",

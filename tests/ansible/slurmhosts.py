@@ -25,8 +25,11 @@ from infra.slurm.files import render_slurm, slurm_inventory
 from infra.spec import ClusterSpec
 from tests.ansible import debroot
 
-# What the roles install from Debian (vars/Debian.yml of slurm_common, slurm_controller, slurm_node).
-PACKAGES = ("munge", "slurm-client", "slurmctld", "slurmdbd", "slurmd", "mariadb-server", "mariadb-client")
+# What the roles install from Debian (vars/Debian.yml of slurm_common, slurm_controller, slurm_node), and what
+# a GPU host has before them (SSH_HOST_PACKAGES: sshd's PAM stack, and pamtester to try it).
+PACKAGES = ("munge", "slurm-client", "slurmctld", "slurmdbd", "slurmd", "mariadb-server", "mariadb-client",
+            "libpam-slurm-adopt", "openssh-server", "pamtester")  # fmt: skip
+SSH_HOST_PACKAGES = ("openssh-server", "pamtester")
 SUBNET = "10.199.0"
 NVIDIA_MAJOR = 195
 STANDIN = Path(__file__).with_name("systemd_standin.py")
@@ -160,6 +163,9 @@ def _prepare(host: Host, tarball: Path, all_hosts: list[Host], stack: ExitStack,
     mounts.append(cgroup)
     for n in range(host.gpus):
         os.mknod(root / f"dev/nvidia{n}", 0o666 | 0o020000, os.makedev(NVIDIA_MAJOR, n))
+    if host.gpus:  # a GPU host has sshd, as real ones do (from the root's apt cache: no network)
+        _chroot(root, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-download",
+                "--no-install-recommends", *SSH_HOST_PACKAGES)  # fmt: skip
 
 
 def write_inventory(

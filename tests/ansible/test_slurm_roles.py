@@ -50,13 +50,13 @@ def small_stack(tmp: Path) -> ClusterSpec:
     return load_stack(write_stack(tmp, "slurm-roles", doc))
 
 
-def run_playbook(hosts: SlurmHosts, env: dict[str, str], inventory: Path | None = None) -> Run:
+def run_playbook(hosts: SlurmHosts, env: dict[str, str], inventory: Path | None = None, *args: str) -> Run:
     """ansible-playbook in the controller's network namespace (a chroot connection runs every task there;
     the daemons move to their own host's namespace when they start)."""
     start = time.monotonic()
     done = subprocess.run(
         ["ip", "netns", "exec", hosts.controller.netns, venv_tool("ansible-playbook"), "-i",
-         str(inventory or hosts.inventory), str(PLAYBOOK)],
+         str(inventory or hosts.inventory), str(PLAYBOOK), *args],
         env=env, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     return Run(done.returncode, done.stdout + done.stderr, time.monotonic() - start)
@@ -137,7 +137,9 @@ def test_the_roles_converge_and_a_second_run_changes_nothing(cluster: Cluster) -
 
 def test_every_host_has_the_controllers_munge_key_and_the_rendered_config(cluster: Cluster) -> None:
     """quickstart_admin.html: "all nodes in your cluster have the same munge.key" (each munge package made
-    its own); slurm.conf(5): the same slurm.conf everywhere, here the renderer's text unchanged."""
+    its own); slurm.conf(5): the same slurm.conf everywhere, here the renderer's text unchanged; SlurmUser has
+    one UID everywhere (slurmdbd trusts only it and root)."""
+    assert {h.run("id", "-u", "slurm").strip() for h in cluster.hosts.hosts} == {"64030"}
     keys = {h.name: (h.root / "etc/munge/munge.key").read_bytes() for h in cluster.hosts.hosts}
     assert len(set(keys.values())) == 1, "hosts have different MUNGE keys"
     rendered = (cluster.hosts.config / "slurm.conf").read_text().rstrip("\n")
@@ -165,12 +167,14 @@ def test_the_daemons_run_and_the_nodes_register_idle(cluster: Cluster) -> None:
 
 def test_the_teams_groups_are_users_of_their_accounts(cluster: Cluster) -> None:
     """The rendered sacctmgr script adds the members of each team's `groups` (primary and supplementary:
-    getent) as users of the team's account; the account carries the guaranteed GrpTRES."""
+    getent) as users of the team's account and its borrow account; the account carries the guaranteed GrpTRES,
+    typed and untyped."""
     out = cluster.hosts.controller.run("sacctmgr", "-nP", "show", "assoc", "format=account,user,grptres")
     rows = {tuple(line.split("|")[:2]): line.split("|")[2] for line in out.splitlines()}
     assert {("vision", "alice"), ("vision", "carol"), ("nlp", "bob")} <= set(rows), out
+    assert {("vision-borrow", "alice"), ("vision-borrow", "carol"), ("nlp-borrow", "bob")} <= set(rows), out
     assert ("nlp", "alice") not in rows
-    assert rows[("vision", "")] == "gres/gpu:h100=2"
+    assert set(rows[("vision", "")].split(",")) == {"gres/gpu=2", "gres/gpu:h100=2"}
 
 
 def test_jobs_as_team_users_within_quota_run_beyond_it_pend(cluster: Cluster) -> None:
@@ -200,26 +204,115 @@ def test_jobs_as_team_users_within_quota_run_beyond_it_pend(cluster: Cluster) ->
     assert rows[str(first)] == ["vision", "alice"] and rows[str(other)] == ["nlp", "bob"], rows
 
 
-def test_a_config_change_rolls_out_on_drained_nodes_and_spares_a_running_job(cluster: Cluster) -> None:
-    """A changed slurm.conf: slurmctld restarts first (its play runs before the nodes'), then each node is
-    drained, waits for its running job, restarts slurmd and resumes (roles/slurm_node). The job completes;
-    both nodes end idle; a run after that changes nothing."""
-    job = cluster.sbatch("bob", "--gres=gpu:h100:1", "-p", "h100", script="sleep 15")
+def test_a_user_sees_only_their_own_jobs(cluster: Cluster) -> None:
+    """slurm.conf(5) PrivateData=jobs,usage: squeue shows bob (nlp) none of alice's (vision) jobs, alice her own;
+    root sees every job."""
+    job = cluster.sbatch("alice", "--gres=gpu:h100:1", "-p", "h100", script="sleep 60")
     cluster.wait_state(job, "RUNNING")
+    ids = {who: cluster.hosts.controller.run("squeue", "-h", "-o", "%i", user=who).split()
+           for who in ("alice", "bob", "root")}  # fmt: skip
+    assert str(job) in ids["alice"] and str(job) in ids["root"] and str(job) not in ids["bob"], ids
+    cluster.hosts.controller.run("scancel", str(job))
+
+
+def test_ssh_reaches_a_gpu_node_only_into_a_job_of_ones_own(cluster: Cluster) -> None:
+    """pam_slurm_adopt in sshd's account stack (pam_slurm_adopt.html), tried with pamtester on gpu-h100-01: carol
+    is refused while she has no job there, and let in once her job runs there (into it: PrologFlags=Contain
+    made its extern step); root is let in without a job."""
+    node = next(h for h in cluster.hosts.nodes if h.name == "gpu-h100-01")
+    refused = node.run("pamtester", "sshd", "carol", "acct_mgmt", check=False)
+    assert "account management done" not in refused and "Permission denied" in refused, refused
+    assert "account management done" in node.run("pamtester", "sshd", "root", "acct_mgmt")
+    job = cluster.sbatch("carol", "--gres=gpu:h100:1", "-p", "h100", "-w", node.name, script="sleep 120")
+    cluster.wait_state(job, "RUNNING")
+    assert "account management done" in node.run("pamtester", "sshd", "carol", "acct_mgmt")
+    cluster.hosts.controller.run("scancel", str(job))
+    cluster.wait_state(job, "CANCELLED")
+
+
+def task_output(run: Run, task: str) -> str:
+    """What the run printed for one task (each TASK header up to the next one: a task runs once per batch of
+    hosts); empty when it did not run."""
+    parts = run.output.split("TASK [")
+    return "".join(part for part in parts if part.startswith(f"{task}]"))
+
+
+ADMIN_REASON = "bad GPU, RMA"
+
+
+def test_a_slurm_conf_change_restarts_slurmd_in_place_and_keeps_an_admins_drain(cluster: Cluster) -> None:
+    """A changed slurm.conf: slurmctld restarts first (its play runs before the nodes'), then each slurmd
+    restarts in place, jobs running (quickstart_admin.html: slurmd may be restarted while jobs run): bob's job
+    keeps running, unrequeued, and its node is never drained. gpu-h100-02, drained by an admin for a bad GPU
+    before the run, keeps its state and reason. A run after that changes nothing."""
+    job = cluster.sbatch("bob", "--gres=gpu:h100:1", "-p", "h100", "-w", "gpu-h100-01", script="sleep 600")
+    cluster.wait_state(job, "RUNNING")
+    cluster.hosts.controller.run("scontrol", "update", "NodeName=gpu-h100-02", "State=DRAIN",
+                                 f"Reason={ADMIN_REASON}")  # fmt: skip
     changed = write_inventory(cluster.hosts, cluster.spec, cluster.work,
                               extra={"slurm_common_local_config": {"MessageTimeout": "20"}})  # fmt: skip
     rollout = run_playbook(cluster.hosts, cluster.env, changed)
     assert rollout.returncode == 0, rollout.output[-6000:] + cluster.hosts.logs()
     out = rollout.output
     assert out.index("Start slurmctld, restarted when the configuration changed") < out.index(
-        "Drain the node"
+        "Restart slurmd with the new configuration"
     )
-    assert re.search(r"changed: \[gpu-h100-0[12]\]", out[out.index("TASK [slurm_node : Drain the node]") :])
-    finished = cluster.wait_state(job, "COMPLETED", "FAILED", "CANCELLED", timeout=30)
-    assert (finished["JobState"], finished["ExitCode"]) == ("COMPLETED", "0:0"), finished
-    cluster.wait("both nodes idle", lambda: set(cluster.nodes().values()) == {"idle"})
+    assert "changed:" not in task_output(rollout, "slurm_node : Drain the node"), out[-6000:]
+    assert "changed:" not in task_output(rollout, "slurm_node : Resume the node it drained")
+    assert re.search(
+        r"changed: \[gpu-h100-01\]",
+        task_output(rollout, "slurm_node : Restart slurmd with the new configuration"),
+    )
+    running = cluster.job(job)
+    assert (running["JobState"], running["Restarts"]) == ("RUNNING", "0"), running
+    assert cluster.nodes()["gpu-h100-01"] in ("mix", "alloc"), cluster.nodes()
     assert "MessageTimeout=20" in cluster.hosts.nodes[0].read("/etc/slurm/slurm.conf")
+    _assert_admin_drain_kept(cluster)
+    cluster.hosts.controller.run("scancel", str(job))
     again = run_playbook(cluster.hosts, cluster.env, changed)
     assert again.returncode == 0 and not any(r["changed"] for r in recaps(again).values()), again.output[
         -4000:
     ]
+
+
+def _assert_admin_drain_kept(cluster: Cluster) -> None:
+    node = cluster.hosts.controller.run("scontrol", "-o", "show", "node", "gpu-h100-02")
+    assert "DRAIN" in node.split("State=", 1)[1].split()[0] and f"Reason={ADMIN_REASON} [" in node, node
+
+
+def test_a_gres_conf_change_waits_for_the_nodes_jobs_on_a_drained_node(cluster: Cluster) -> None:
+    """A changed gres.conf (the devices jobs are given) is applied on a drained node: gpu-h100-01 is drained, its
+    running job finishes, slurmd restarts and the node resumes; gpu-h100-02, which an admin drained, waits
+    with its reason and is not resumed. A run after that changes nothing."""
+    job = cluster.sbatch("bob", "--gres=gpu:h100:1", "-p", "h100", "-w", "gpu-h100-01", script="sleep 15")
+    cluster.wait_state(job, "RUNNING")
+    gres = cluster.hosts.config / "gres.conf"
+    gres.write_text(gres.read_text() + "# a comment: the file changed\n")
+    inventory = write_inventory(cluster.hosts, cluster.spec, cluster.work,
+                                extra={"slurm_common_local_config": {"MessageTimeout": "20"}})  # fmt: skip
+    rollout = run_playbook(cluster.hosts, cluster.env, inventory)
+    assert rollout.returncode == 0, rollout.output[-6000:] + cluster.hosts.logs()
+    drained = task_output(rollout, "slurm_node : Drain the node")
+    assert "changed: [gpu-h100-01]" in drained and "changed: [gpu-h100-02]" not in drained, drained
+    finished = cluster.wait_state(job, "COMPLETED", "FAILED", "CANCELLED", timeout=30)
+    assert (finished["JobState"], finished["ExitCode"]) == ("COMPLETED", "0:0"), finished
+    cluster.wait("gpu-h100-01 idle", lambda: cluster.nodes()["gpu-h100-01"] == "idle")
+    _assert_admin_drain_kept(cluster)
+    cluster.hosts.controller.run("scontrol", "update", "NodeName=gpu-h100-02", "State=RESUME")
+    again = run_playbook(cluster.hosts, cluster.env, inventory)
+    assert again.returncode == 0 and not any(r["changed"] for r in recaps(again).values()), again.output[
+        -4000:
+    ]
+
+
+def test_check_diff_never_prints_the_database_password(cluster: Cluster) -> None:
+    """`invoke metal --check` runs the playbook with --check --diff: a new database password changes
+    slurmdbd.conf, and neither its diff nor any other output shows the password (nor a StoragePass line)."""
+    password = "gpufleet-" + os.urandom(6).hex()
+    inventory = write_inventory(cluster.hosts, cluster.spec, cluster.work,
+                                extra={"slurm_common_local_config": {"MessageTimeout": "20"},
+                                       "slurm_controller_db_password": password})  # fmt: skip
+    check = run_playbook(cluster.hosts, cluster.env, inventory, "--check", "--diff")
+    assert check.returncode == 0, check.output[-6000:]
+    assert "Install slurmdbd.conf" in check.output
+    assert password not in check.output and "StoragePass" not in check.output, check.output[-6000:]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ def daemon_stack_file(tmp: Path) -> Path:
     return tmp / f"Pulumi.{STACK_NAME}.yaml"
 
 
-def daemon_stack(tmp: Path) -> ClusterSpec:
+def daemon_stack(tmp: Path, edit: Callable[[dict[str, Any]], None] | None = None) -> ClusterSpec:
+    """The small stack; `edit` changes its `config` further before it is written and loaded."""
     doc: dict[str, Any] = stack_doc("metal-slurm")
     config = doc["config"]
     # slurmctld runs where SlurmctldHost names it: `localhost` matches any machine
@@ -31,4 +33,6 @@ def daemon_stack(tmp: Path) -> ClusterSpec:
     vision, nlp = config["gpufleet:teams"]
     vision.update(quotas={"h100": 2, "l40s": 1}, borrowingLimit=2)
     nlp.update(quotas={"h100": 2}, borrowingLimit=2)
+    if edit:
+        edit(config)
     return load_stack(write_stack(tmp, STACK_NAME, doc))

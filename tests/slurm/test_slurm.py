@@ -86,14 +86,18 @@ def test_generated_files_carry_the_policy() -> None:
         assert line in conf.splitlines(), line
     assert re.search(r"^NodeName=gpu-l40s-01,gpu-l40s-02,gpu-l40s-03 Gres=gpu:l40s:4,shard:8 ", conf, re.M)
     assert re.search(
-        r"^PartitionName=h100 Nodes=gpu-h100-01,.*gpu-h100-04 MaxTime=7-00:00:00 Default=YES", conf, re.M
+        r"^PartitionName=h100 Nodes=gpu-h100-01,.*gpu-h100-04 MaxTime=7-00:00:00 DefCpuPerGPU=24 "
+        r"DefMemPerGPU=249036 Default=YES",
+        conf,
+        re.M,
     )
     assert "ConstrainDevices=yes" in files["cgroup.conf"].splitlines()
     gres = files["gres.conf"].splitlines()
     assert sum("Name=shard Count=2" in line for line in gres) == 4  # one line per L40S GPU
     script = files["sacctmgr.sh"]
-    qos = "QOS=production,default,preemptible,vision-borrow DefaultQOS=default"
-    assert f"GrpTRES=gres/gpu:h100=16,gres/shard=8 Fairshare=100 {qos}" in script
+    qos = "QOS=production,default,preemptible DefaultQOS=default"
+    assert f"GrpTRES=gres/gpu=16,gres/gpu:h100=16,gres/shard=8 Fairshare=100 {qos}" in script
+    assert "set Fairshare=1 QOS=vision-borrow DefaultQOS=vision-borrow" in script  # the borrow account
     # one QOS per workload priority class, with its value, reclaiming every team's lent GPUs
     assert "modify qos where name=production set Priority=1000 Preempt=vision-borrow,nlp-borrow" in script
     assert "modify qos where name=preemptible set Priority=10 Preempt=vision-borrow,nlp-borrow" in script
@@ -146,9 +150,8 @@ def test_second_run_of_the_script_is_a_no_op_success(tmp_path: Path) -> None:
     result = _run_script(tmp_path, " Nothing modified", 1)
     assert result.returncode == 0, result.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert (
-        all(c.startswith("-i ") for c in calls) and len(calls) == 15
-    )  # cluster, 2 x 2 borrow QOS, 3 x 2 priority-class QOS, 2 x 2 accounts
+    # cluster, 2 x 2 borrow QOS, 3 x 2 priority-class QOS, 2 x 4 accounts (each team's own and its borrow account)
+    assert all(c.startswith("-i ") for c in calls) and len(calls) == 19
 
 
 def test_script_stops_on_a_real_failure(tmp_path: Path) -> None:
@@ -216,7 +219,7 @@ def test_render_writes_the_slurm_files_and_no_kubernetes_objects(
     result = run_task(capsys, "render", "--stack", STACK, "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
-        "cgroup.conf", "gres.conf", "sacctmgr.sh", "slurm.conf"]  # fmt: skip
+        "cgroup.conf", "gres.conf", "job_submit.lua", "sacctmgr.sh", "slurm.conf"]  # fmt: skip
     assert os.access(out / "slurm" / "sacctmgr.sh", os.X_OK)
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,16 @@ from tests.slurm.daemon_stack import daemon_stack, daemon_stack_file
 
 pytestmark = pytest.mark.xdist_group("slurm")
 
+ACCOUNTS = "vision,vision-borrow,nlp,nlp-borrow"
 ASSOC = ("sacctmgr", "-nP", "show", "assoc", "format=cluster,account,user,share,grptres,qos,defaultqos")
+
+
+def _rows(text: str, tres_column: int) -> list[list[Any]]:
+    """sacctmgr -nP's rows, the TRES list in `tres_column` (printed in TRES id order) as a set."""
+    rows: list[list[Any]] = [line.split("|") for line in text.splitlines()]
+    for row in rows:
+        row[tres_column] = set(row[tres_column].split(",")) - {""}
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +50,26 @@ def test_the_sacctmgr_script_applies_and_a_second_run_changes_nothing(cluster: S
     cluster.run("sh", str(cluster.script))
     assoc = cluster.run(*ASSOC)
     qos = cluster.run("sacctmgr", "-nP", "show", "qos", "format=name,grptres,preempt,preemptmode")
-    assert (
-        "|vision||100|gres/gpu:h100=2,gres/shard=2|default,preemptible,production,vision-borrow|default"
-        in assoc
-    )
-    assert "vision-borrow|gres/gpu:h100=2,gres/shard=4||requeue" in qos.splitlines()
+    accounts = {
+        row[1]: row[3:] for row in _rows(assoc, 4) if not row[2]
+    }  # account -> share, grptres, qos, default
+    assert accounts["vision"] == ["100", {"gres/gpu=2", "gres/gpu:h100=2", "gres/shard=2"},
+                                  "default,preemptible,production", "default"]  # fmt: skip
+    assert accounts["vision-borrow"] == [
+        "1",
+        set(),
+        "vision-borrow",
+        "vision-borrow",
+    ]  # an account of its own
+    borrow = next(row for row in _rows(qos, 1) if row[0] == "vision-borrow")
+    assert borrow == ["vision-borrow", {"gres/gpu=2", "gres/gpu:h100=2", "gres/shard=4"}, "", "requeue"]
     for name in ("production", "default", "preemptible"):  # a QOS per priority class reclaims lent GPUs
         assert any(line.startswith(f"{name}||nlp-borrow,vision-borrow|") for line in qos.splitlines()), qos
     cluster.run("sh", str(cluster.script))
     assert cluster.run(*ASSOC) == assoc
     assert cluster.run("sacctmgr", "-nP", "show", "qos", "format=name,grptres,preempt,preemptmode") == qos
     # the host running these tests has no vision-team group: its user is added as an admin would
-    cluster.run("sacctmgr", "-i", "add", "user", "root", "account=vision,nlp", check=False)
+    cluster.run("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNTS}", check=False)
 
 
 def test_within_quota_runs_beyond_it_pends_and_a_job_sees_its_gpus(cluster: SlurmCluster) -> None:
@@ -142,13 +160,13 @@ def borrowing(cluster: SlurmCluster) -> Borrowing:
     completes within the test; every job ends by itself, so sacct's records are final."""
     assert cluster.script is not None
     cluster.run("sh", str(cluster.script))
-    cluster.run("sacctmgr", "-i", "add", "user", "root", "account=vision,nlp", check=False)
+    cluster.run("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNTS}", check=False)
     start = math.ceil(time.time())
     time.sleep(start - time.time())
     jobs = {
         "within": cluster.sbatch("--account=vision", "--gres=gpu:h100:2", "-p", "h100", script=_stamped("8")),
         "borrowed": cluster.sbatch(
-            "--account=vision", "--qos=vision-borrow", "--gres=gpu:h100:2", "-p", "h100",
+            "--account=vision-borrow", "--gres=gpu:h100:2", "-p", "h100",
             script=_stamped('"$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 120 || echo 2)"'),
         ),
         "shard": cluster.sbatch("--account=vision", "--gres=shard:1", "-p", "l40s", script=_stamped("3")),
@@ -185,9 +203,8 @@ def borrowing(cluster: SlurmCluster) -> Borrowing:
 def test_a_borrowed_job_runs_on_idle_gpus_and_is_requeued_when_the_owner_needs_them(
     borrowing: Borrowing,
 ) -> None:
-    """Borrowing that gives way, on real slurmctld. resource_limits.html ("Hierarchy": a limit on the job's QOS
-    is used before the association's): under vision-borrow (GrpTRES gres/gpu:h100=2) vision runs 2 H100s beyond
-    its account's GrpTRES of 2, on nlp's idle GPUs. slurm.conf(5) PreemptType=preempt/qos, sacctmgr(1) QOS
+    """Borrowing that gives way, on real slurmctld. Under the account vision-borrow and its QOS (GrpTRES
+    gres/gpu:h100=2) vision runs 2 H100s beyond its own account's GrpTRES of 2, on nlp's idle GPUs. slurm.conf(5) PreemptType=preempt/qos, sacctmgr(1) QOS
     `Preempt` ("Other QOS' this QOS can preempt") and `PreemptMode`: nlp's job in QOS default (its priority class), whose
     Preempt list holds vision-borrow, preempts the borrowed job and starts; preempt.html (slurm-22-05-8-1,
     doc/html/preempt.shtml, PreemptMode REQUEUE): the job is requeued because JobRequeue=1; vision's job within
@@ -312,3 +329,91 @@ def test_invoke_usage_on_the_slurm_stack_reads_sacct(
     assert run_task(capsys, "usage", "--stack", stack, "--csv", "--since", "1m").stdout.startswith(
         "kind,name,"
     )
+
+
+# ---- every GPU request is counted, a job's default share of a node, borrowing first -------------------------
+
+
+def _reason(cluster: SlurmCluster, job: int, reason: str) -> dict[str, str]:
+    """The job once slurmctld gave it `reason` (a pending job gets its reason at the next scheduling pass)."""
+    cluster.wait(f"job {job} pending with {reason}", lambda: cluster.job(job)["Reason"] == reason, 30)
+    return cluster.job(job)
+
+
+def _cancel_all(cluster: SlurmCluster) -> None:
+    cluster.run("scancel", "--user=root", check=False)
+    cluster.wait("no job left", lambda: not cluster.run("squeue", "-h", check=False).strip(), timeout=30)
+
+
+@pytest.fixture(scope="module")
+def accounts(cluster: SlurmCluster) -> SlurmCluster:
+    """The cluster with its accounts applied and root a user of every team's two accounts."""
+    assert cluster.script is not None
+    cluster.run("sh", str(cluster.script))
+    cluster.run("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNTS}", check=False)
+    return cluster
+
+
+def test_untyped_gpu_requests_count_against_the_teams_limit(accounts: SlurmCluster) -> None:
+    """What ML launchers write, `--gpus=N`, `--gres=gpu:N` and `--gpus-per-node=N`, names no GPU type, and a
+    typed limit counts only jobs that name its type (slurm.conf(5) AccountingStorageTRES). job_submit.lua
+    (JobSubmitPlugins=lua) names the partition's type, so vision's `--gpus=2` holds its 2 guaranteed H100s as
+    gres/gpu:h100=2, and a further `--gres=gpu:1` or `--gpus-per-node=1` pends with AssocGrpGRES although the
+    other node's GPUs are idle. A whole GPU of the time-sliced partition is refused at submission."""
+    cluster = accounts
+    _cancel_all(cluster)
+    first = cluster.sbatch("--account=vision", "--gpus=2", "-p", "h100")
+    held = cluster.wait_state(first, "RUNNING")
+    assert "gres/gpu:h100=2" in held["TRES"].split(","), held
+    for request in ("--gres=gpu:1", "--gpus-per-node=1"):
+        beyond = cluster.sbatch("--account=vision", request, "-p", "h100")
+        job = _reason(cluster, beyond, "AssocGrpGRES")
+        assert job["JobState"] == "PENDING", (request, job)
+    refused = cluster.run("sbatch", "--account=vision", "--gres=gpu:1", "-p", "l40s", "--wrap", "true",
+                          check=False)  # fmt: skip
+    assert "shares its GPUs: request shards" in refused, refused
+    _cancel_all(cluster)
+
+
+def test_jobs_without_mem_get_their_gpus_share_so_two_share_a_node_and_two_shards_a_gpu(
+    accounts: SlurmCluster,
+) -> None:
+    """A job that names no --mem gets DefMemPerGPU per GPU (DefCpuPerGPU cores) on a GPU partition and
+    DefMemPerCPU on the time-sliced one, not the whole node's memory (slurm.conf(5) DefMemPerGPU: "Default real
+    memory size available per allocated GPU"): two 1-GPU jobs run at once on one 2-GPU node, and two shard jobs
+    at once on the L40S host's one GPU."""
+    cluster = accounts
+    _cancel_all(cluster)
+    gpus = [cluster.sbatch("--account=vision", "--gres=gpu:h100:1", "-p", "h100", "-w", "gpu-h100-01")
+            for _ in range(2)]  # fmt: skip
+    shards = [cluster.sbatch("--account=vision", "--gres=shard:1", "-p", "l40s") for _ in range(2)]
+    for job in (*gpus, *shards):
+        ran = cluster.wait_state(job, "RUNNING")
+        assert ran["NodeList"] in ("gpu-h100-01", "gpu-l40s-01"), ran
+    memory = {cluster.job(j)["TRES"] for j in gpus}
+    assert all("mem=486M" in tres.split(",") for tres in memory), memory  # 972 MiB RealMemory / 2 GPUs
+    _cancel_all(cluster)
+
+
+def test_a_team_that_borrowed_first_starts_its_guaranteed_job_by_preempting_its_own_borrowed_work(
+    accounts: SlurmCluster,
+) -> None:
+    """vision borrows first (2 H100s under vision-borrow on gpu-h100-01), nlp takes its guaranteed 2 on the other
+    node, then vision asks for its own guaranteed 2. slurmctld checks limits before it preempts
+    (src/slurmctld/node_scheduler.c, select_nodes, at slurm-22-05-8-1), so the borrowed job must not count
+    against vision's guarantee: it runs under the sibling account vision-borrow. vision's job preempts its own
+    borrowed one (its QOS default lists vision-borrow in Preempt) and starts; the borrowed job is requeued."""
+    cluster = accounts
+    _cancel_all(cluster)
+    borrowed = cluster.sbatch("--account=vision-borrow", "--gres=gpu:h100:2", "-p", "h100", "-w", "gpu-h100-01",
+                              "--requeue")  # fmt: skip
+    cluster.wait_state(borrowed, "RUNNING")
+    owner = cluster.sbatch("--account=nlp", "--gres=gpu:h100:2", "-p", "h100", "-w", "gpu-h100-02")
+    cluster.wait_state(owner, "RUNNING")
+    guaranteed = cluster.sbatch("--account=vision", "--gres=gpu:h100:2", "-p", "h100")
+    started = cluster.wait_state(guaranteed, "RUNNING", timeout=60)
+    assert started["NodeList"] == "gpu-h100-01", started
+    requeued = cluster.job(borrowed)
+    assert (requeued["JobState"], requeued["Restarts"]) == ("PENDING", "1"), requeued
+    assert cluster.job(owner)["JobState"] == "RUNNING"
+    _cancel_all(cluster)

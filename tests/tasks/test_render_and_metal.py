@@ -200,9 +200,9 @@ def test_docs_limit_examples_target_hosts_of_the_metal_stack() -> None:
 
 
 def test_metal_on_a_slurm_stack_prepares_the_gpu_hosts_then_runs_the_slurm_playbook() -> None:
-    """A Slurm stack: the driver play per host group first (no Kubernetes node to drain: Slurm drains its
-    own), then playbooks/slurm-cluster.yml over an inventory whose roles read the rendered configuration;
-    the pool's gpusPerNode is what each GPU host must have."""
+    """A Slurm stack: the driver play per host group first (a driver change drains the host's Slurm node, not a
+    Kubernetes one), then playbooks/slurm-cluster.yml over an inventory whose roles read the rendered
+    configuration; the pool's gpusPerNode, CPUs and RealMemory are what each GPU host must have."""
     ctx = _ctx(0)
     tasks.metal(ctx, stack="metal-slurm", check=True)
     runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
@@ -210,17 +210,20 @@ def test_metal_on_a_slurm_stack_prepares_the_gpu_hosts_then_runs_the_slurm_playb
         (False, True), (False, True), (True, False)]  # fmt: skip
     assert all("--check" in r for r in runs)
     gpu = yaml.safe_load((ROOT / "build/metal-slurm/inventory.yml").read_text())
-    assert gpu["gpu_hosts"]["vars"]["nvidia_driver_drain_enabled"] is False
+    assert gpu["gpu_hosts"]["vars"]["nvidia_driver_drain_enabled"] is True
+    assert gpu["gpu_hosts"]["vars"]["nvidia_driver_drain_scheduler"] == "slurm"
     slurm = yaml.safe_load((ROOT / "build/metal-slurm/slurm-inventory.yml").read_text())
     assert slurm["slurm_accounting"]["hosts"] == {
         "slurm-db-01": {"slurm_controller_slurmdbd": True, "slurm_controller_slurmctld": False}}  # fmt: skip
     assert slurm["slurm_controllers"]["hosts"] == {
         "slurm-ctl-01": {"slurm_controller_slurmdbd": False, "slurm_controller_slurmctld": True}}  # fmt: skip
-    assert slurm["slurm_nodes"]["children"]["slurm_h100"]["vars"] == {"slurm_node_expected_gpus": 8}
+    assert slurm["slurm_nodes"]["children"]["slurm_h100"]["vars"] == {
+        "slurm_node_expected_gpus": 8, "slurm_node_cpus": 192, "slurm_node_real_memory": 2048 * 1024 * 95 // 100}  # fmt: skip
     config = Path(slurm["all"]["vars"]["slurm_common_config_dir"])
     assert sorted(p.name for p in config.iterdir()) == [
         "cgroup.conf",
         "gres.conf",
+        "job_submit.lua",
         "sacctmgr.sh",
         "slurm.conf",
     ]
