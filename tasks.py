@@ -20,31 +20,35 @@ BUILD = ROOT / "build"
 
 def _parse_errors_exit_2() -> None:
     """invoke's own parse errors (`invoke plann`, `invoke plan --nosuch`) exit 2, the README's code for bad
-    input, with a hint, instead of invoke's fixed exit 1. invoke loads this file
+    input, with a hint, instead of invoke's fixed exit 1; a command line that gives an option twice or names a
+    second command is refused before invoke parses it (`infra.command_line`). invoke loads this file
     before it parses the task part of the command line (Program.run: parse_collection, then parse_tasks), and
     Program.run prints an Exit's message and exits with its code; nothing else of invoke changes."""
-    import difflib
-    import re
-
     from invoke.exceptions import ParseError
     from invoke.program import Program
+
+    from infra.command_line import parse_error, refused
 
     original = Program.parse_tasks
     if getattr(original, "gpufleet", False):
         return
 
     def parse_tasks(self: Program) -> None:
+        if self.collection is not None:
+            contexts = {
+                name: context
+                for context in self.collection.to_contexts()
+                for name in (context.name, *context.aliases)
+            }
+            reason = refused(self.core.unparsed, contexts)
+            if reason:
+                raise Exit(f"error: {reason}", code=2)
         try:
             original(self)
         except ParseError as exc:
-            said = str(exc)
-            unknown = re.fullmatch(r"No idea what '(.+)' is!", said)
-            hint = "`invoke --list` lists the tasks, `invoke --help TASK` a task's options"
-            if unknown and not unknown.group(1).startswith("-") and self.collection is not None:
-                close = difflib.get_close_matches(unknown.group(1), self.collection.task_names, n=1)
-                if close:
-                    hint = f"did you mean `invoke {close[0]}`? {hint}"
-            raise Exit(f"error: {said} ({hint})", code=2) from None
+            names = list(self.collection.task_names) if self.collection is not None else []
+            stacks = [p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml")]
+            raise Exit(f"error: {parse_error(str(exc), names, stacks)}", code=2) from None
 
     parse_tasks.gpufleet = True  # type: ignore[attr-defined]
     Program.parse_tasks = parse_tasks  # type: ignore[method-assign]
@@ -70,26 +74,29 @@ if _CLI:
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn the toolkit's user-facing errors into a message and an exit code."""
-    from infra.errors import GpufleetError, Interrupted
+    from infra.errors import STOPS, GpufleetError, stop_message
     from scheduler.errors import SchedulerConfigError
 
     try:
         yield
     except (GpufleetError, SchedulerConfigError) as exc:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
-    except KeyboardInterrupt:
-        raise Exit("interrupted", code=130) from None
-    except Interrupted as stopped:
-        raise Exit(f"{stopped}", code=stopped.exit_code) from None
+    except STOPS as stop:
+        message, code = stop_message(stop)
+        raise Exit(message, code=code) from None
 
 
 STACK_HELP = "stack name (reads Pulumi.<stack>.yaml) or a path to a stack file; default: dev"
 
 
 def stack_file(stack: str) -> Path:
-    """A stack name (`dev` -> Pulumi.dev.yaml in the project) or a path to a stack file."""
+    """A stack name (`dev` -> Pulumi.dev.yaml in the project) or a path to a stack file; a relative path that
+    is not there but is in the project (`Pulumi.dev.yaml` typed in a subfolder of it) is the project's."""
     if stack.endswith(".yaml") or "/" in stack:
-        return Path(stack)
+        path = Path(stack)
+        return (
+            ROOT / path if not path.is_absolute() and not path.exists() and (ROOT / path).is_file() else path
+        )
     return ROOT / f"Pulumi.{stack}.yaml"
 
 
@@ -118,7 +125,7 @@ def plan(c: Context, stack: str = "dev", out: str = "") -> None:
 
     with user_errors():
         spec = load(stack)
-    report_plan(spec, Path(out) if out else BUILD / spec.stack, console())
+        report_plan(spec, Path(out) if out else BUILD / spec.stack, console())
 
 
 @task(help={"pytest_args": "extra arguments for pytest, e.g. '-k spec -x'"})
@@ -343,7 +350,7 @@ def kubeconfig(c: Context, stack: str = "dev", backend: str = "", out: str = "")
     with user_errors():
         spec = load(stack)
         text = lifecycle.kubeconfig_text(lifecycle.outputs(spec, ROOT, backend or None), spec.stack)
-    path = lifecycle.write_kubeconfig(text, Path(out) if out else BUILD / spec.stack / "kubeconfig")
+        path = lifecycle.write_kubeconfig(text, Path(out) if out else BUILD / spec.stack / "kubeconfig")
     print(f"wrote {path}\nexport KUBECONFIG={path}")
 
 
@@ -398,7 +405,8 @@ def render(c: Context, stack: str = "dev", out: str = "") -> None:
         "stack": STACK_HELP,
         "since": "the window: 90m, 24h, 7d, 2w (default 7d)",
         "until": "end of the window: ISO 8601 time or Unix timestamp (default: now)",
-        "prometheus": "Prometheus URL (default http://localhost:9090, e.g. a kubectl port-forward)",
+        "prometheus": "Prometheus URL (default http://localhost:9090, e.g. a kubectl port-forward; required "
+        "when the stack has monitoring.prometheus: none)",
         "json": "print JSON instead of the table",
         "csv": "print CSV instead of the table",
         "price_file": "YAML/JSON map of pool name -> USD per GPU-hour (overrides catalog prices)",
@@ -412,7 +420,7 @@ def usage(
     stack: str = "dev",
     since: str = "7d",
     until: str = "",
-    prometheus: str = "http://localhost:9090",
+    prometheus: str = "",
     json: bool = False,
     csv: bool = False,
     price_file: str = "",

@@ -15,7 +15,11 @@ is filtered to those rows, byte for byte, before the checksum. ``optional`` file
 A mirror (``--mirror file:///srv/mirror`` or ``https://...``) replaces ``https://`` in every URL by its base, so
 ``https://raw.githubusercontent.com/o/r/c/p`` is read from ``<mirror>/raw.githubusercontent.com/o/r/c/p``.
 
-Usage: python benchmarks/reference_data.py [--mirror URL] [--dest DIR]   (prints the folder)
+``--only PREFIX`` asks for the files under one folder of the layout (``--only traces/alibaba-gpu-v2023``: the
+openb trace the docs' simulate examples read) and fetches nothing else. A file that cannot be had says how to
+work offline: ``GPUFLEET_SHARED`` pointing at a copy, or a mirror.
+
+Usage: python benchmarks/reference_data.py [--only PREFIX] [--mirror URL] [--dest DIR]   (prints the folder)
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ def fetch(
         except OSError as exc:
             if entry.get("optional"):
                 continue
-            raise ReferenceDataError(f"{entry['path']}: cannot download {url}: {exc}") from None
+            raise ReferenceDataError(f"{entry['path']}: cannot download {url}: {exc}; {OFFLINE}") from None
         if "keep_rows" in entry:
             data = keep_rows(data, entry["keep_rows"]["column"], entry["keep_rows"]["values"])
         got = _digest(data)
@@ -120,21 +124,48 @@ def fetch(
     return written
 
 
-def locate(lock: Path = LOCK) -> Path | None:
-    """An offline copy: GPUFLEET_SHARED (as is), or ../shared beside the clone when complete."""
+OFFLINE = (
+    "offline? set GPUFLEET_SHARED to a copy of the reference data, or pass --mirror URL (file:// or https://) "
+    "of a mirror"
+)
+
+
+def selected(prefix: str | None, lock: Path = LOCK) -> list[dict[str, Any]]:
+    """The lock's entries under `prefix` (all without one); none is an error naming the folders there are."""
+    files = [e for e in entries(lock) if prefix is None or e["path"].startswith(prefix.rstrip("/") + "/")]
+    if not files:
+        folders = sorted({e["path"].rsplit("/", 1)[0] for e in entries(lock)})
+        raise ReferenceDataError(f"--only {prefix}: no reference file there; folders: {', '.join(folders)}")
+    return files
+
+
+def locate(lock: Path = LOCK, prefix: str | None = None) -> Path | None:
+    """An offline copy: GPUFLEET_SHARED (as is, once it is known to hold the files asked for), or ../shared
+    beside the clone when it has them all."""
+    files = selected(prefix, lock)
     if os.environ.get("GPUFLEET_SHARED"):
-        return Path(os.environ["GPUFLEET_SHARED"])
+        shared = Path(os.environ["GPUFLEET_SHARED"])
+        if prefix is not None and not complete(shared, files):
+            missing = next(e["path"] for e in files if not (shared / e["path"]).is_file())
+            raise ReferenceDataError(
+                f"GPUFLEET_SHARED={shared} has no {missing}: point it at a copy of the reference data, or "
+                "unset it to download the files"
+            )
+        return shared
     beside = ROOT.parent / "shared"
-    return beside if complete(beside, entries(lock)) else None
+    return beside if complete(beside, files) else None
 
 
-def ensure(*, mirror: str | None = None, dest: Path | None = None, lock: Path = LOCK) -> Path:
-    """A folder with every reference file: an offline copy, or the verified cache (fetched as needed)."""
-    found = locate(lock) if dest is None and mirror is None else None
+def ensure(
+    *, mirror: str | None = None, dest: Path | None = None, lock: Path = LOCK, only: str | None = None
+) -> Path:
+    """A folder with every reference file (those under `only` when given): an offline copy, or the verified
+    cache (fetched as needed)."""
+    found = locate(lock, only) if dest is None and mirror is None else None
     if found is not None:
         return found
     target = dest or default_cache()
-    fetch(target, mirror=mirror, lock=lock)
+    fetch(target, mirror=mirror, lock=lock, only=[e["path"] for e in selected(only, lock)])
     return target
 
 
@@ -144,9 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mirror", help="read https://host/path from MIRROR/host/path (file:// or https://)")
     parser.add_argument("--dest", type=Path, help="cache folder (default: outside the clone)")
+    parser.add_argument("--only", metavar="PREFIX", help="only the files under this folder, e.g. traces")
     args = parser.parse_args(argv)
     try:
-        print(ensure(mirror=args.mirror, dest=args.dest))
+        print(ensure(mirror=args.mirror, dest=args.dest, only=args.only))
     except ReferenceDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

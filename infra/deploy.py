@@ -5,7 +5,7 @@ holds the stack's configuration, so nothing is generated. State goes to a local 
 `file://<project>/.pulumi-state`, unless `--backend` names another (`s3://`, `gs://`, `azblob://`, a folder, or
 Pulumi Cloud at `https://api.pulumi.com`); self-managed backends encrypt secrets with
 `PULUMI_CONFIG_PASSPHRASE`. Every prerequisite is checked before the engine starts, in the order a user can
-fix them: the spec (exit 2), the Pulumi CLI, the passphrase, AWS credentials (exit 3), then preflight (exit 1).
+fix them: the spec (exit 2; a Slurm stack, which `invoke metal` applies, too), the Pulumi CLI, the passphrase, AWS credentials (exit 3), then preflight (exit 1).
 
 `destroy` runs in phases so nothing in the cluster is left holding AWS resources when the cluster goes: first
 Karpenter's NodePools and EC2NodeClasses (their instances are terminated while the controller still runs), then
@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from infra.errors import CheckFailed, ConfigError, ToolMissing
+from infra.errors import CheckFailed, ConfigError, ToolMissing, on_stop, writing
+from infra.processes import stops_reach_children
 from infra.spec import ClusterSpec
 
 if TYPE_CHECKING:
@@ -85,8 +86,18 @@ def require_stack_file(spec: ClusterSpec, root: Path) -> None:
         )
 
 
+def require_pulumi_stack(spec: ClusterSpec) -> None:
+    """A Slurm stack has no Pulumi resources (no cluster objects to create): `invoke metal` applies it."""
+    if spec.cluster.orchestrator == "slurm":
+        raise ConfigError(
+            f"stack {spec.stack!r} runs Slurm (gpufleet:cluster.orchestrator: slurm), which has no Pulumi "
+            f"resources: apply it with `invoke metal --stack {spec.stack}` (docs/slurm.md)"
+        )
+
+
 def prepare(spec: ClusterSpec, root: Path, backend: str | None, *, needs_aws: bool) -> str:
     """Check everything a Pulumi operation needs, cheapest first; return the backend URL."""
+    require_pulumi_stack(spec)
     require_stack_file(spec, root)
     url = resolve_backend(backend, root)
     require_cli()
@@ -183,7 +194,9 @@ def program(spec: ClusterSpec) -> Callable[[], None]:
 
 
 def with_kubeconfig(spec: ClusterSpec, kubeconfig: str | None) -> ClusterSpec:
-    """`--kubeconfig PATH` for an existing-platform stack: this cluster instead of `cluster.kubeconfig`."""
+    """`--kubeconfig PATH` for an existing-platform stack: this cluster instead of `cluster.kubeconfig`; a
+    Slurm stack is refused here, before any other question is asked (`destroy`'s --yes)."""
+    require_pulumi_stack(spec)
     if not kubeconfig:
         return spec
     if spec.platform != "existing":
@@ -222,7 +235,8 @@ def _engine(op: str, spec: ClusterSpec, action: Callable[[], Any]) -> Any:
     from pulumi import automation as auto
 
     try:
-        return action()
+        with stops_reach_children(), on_stop(_half_done(op, spec)):
+            return action()
     except auto.ConcurrentUpdateError:
         raise CheckFailed(
             f"stack {spec.stack!r} is being updated by someone else; wait, or `pulumi cancel`"
@@ -232,6 +246,17 @@ def _engine(op: str, spec: ClusterSpec, action: Callable[[], Any]) -> Any:
         raise CheckFailed(
             f"pulumi {op} failed for stack {spec.stack!r}: {lines[-1] if lines else exc}"
         ) from None
+
+
+def _half_done(op: str, spec: ClusterSpec) -> str:
+    """What a stop during a Pulumi operation leaves: the CLI cancels it its own way."""
+    if op in ("up", "destroy"):
+        return (
+            f"pulumi {op} was cancelled: resources it was changing finished or failed, the rest were not "
+            f"touched; `invoke preview --stack {spec.stack}` shows what is left (`pulumi cancel` if the stack "
+            "stays locked)"
+        )
+    return f"pulumi {op} was cancelled; it changes nothing"
 
 
 def deploy(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
@@ -304,9 +329,10 @@ def kubeconfig_text(values: dict[str, OutputValue], stack: str) -> str:
 
 def write_kubeconfig(text: str, path: Path) -> Path:
     """Write with owner-only permissions: the file holds cluster credentials."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    path.chmod(0o600)
+    with writing(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        path.chmod(0o600)
     return path

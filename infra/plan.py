@@ -14,6 +14,8 @@ from infra import catalog
 from infra.aws.karpenter.plan import dearest, karpenter_rows
 from infra.pools import allowed_instance_types, karpenter_managed, karpenter_pools, quota_demand
 from infra.scheduling import cpu_capacity_warnings, pool_view
+from infra.slurm.plan import slurm_accounts
+from infra.slurm.site import uses_slurm
 from infra.spec import ClusterSpec
 from scheduler.checks import warnings as scheduling_warnings
 
@@ -54,6 +56,9 @@ class Plan:
     notes: list[str]
     karpenter: list[dict[str, Any]] = field(default_factory=list)  # NodePools (cluster.autoscaler: karpenter)
     placement: str = ""  # scheduling.placement.strategy: how GPU pods are placed (the plan says so up front)
+    orchestrator: str = "kubernetes"  # cluster.orchestrator: what runs the teams' jobs
+    slurm: list[dict[str, Any]] = field(default_factory=list)  # accounts and limits (orchestrator slurm)
+    slurm_version: str = ""  # gpufleet:slurm.version: the hosts' Slurm release (orchestrator slurm)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,6 +161,7 @@ def build_plan(spec: ClusterSpec) -> Plan:
             "Karpenter pools start at zero nodes and may launch any allowed type: their maximum is priced at "
             "the dearest allowed type; the Karpenter table gives the range."
         )
+    slurm = uses_slurm(spec)
     notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
     notes += cpu_capacity_warnings(spec)
     if not spec.teams:
@@ -197,5 +203,8 @@ def build_plan(spec: ClusterSpec) -> Plan:
         versions=spec.versions.model_dump(by_alias=True),
         notes=notes,
         karpenter=karpenter,
-        placement=spec.scheduling.placement.strategy,
+        placement="" if slurm else spec.scheduling.placement.strategy,
+        orchestrator=spec.cluster.orchestrator,
+        slurm=slurm_accounts(spec) if slurm else [],
+        slurm_version=spec.slurm.version if slurm and spec.slurm is not None else "",
     )

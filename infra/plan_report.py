@@ -7,9 +7,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from infra.errors import on_stop, writing
 from infra.plan import Plan, build_plan
-from infra.slurm.plan import print_slurm_plan
-from infra.slurm.site import uses_slurm
+from infra.slurm.plan import HEAD as SLURM_HEAD
+from infra.slurm.plan import TITLE as SLURM_TITLE
+from infra.slurm.plan import print_accounts, slurm_rows
 from infra.spec import ClusterSpec
 from infra.tables import print_table
 
@@ -69,9 +71,10 @@ def _pool_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
 
 def _team_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
     pools = [p.name for p in plan.pools]
-    head = ["team", "namespace", "priority", *pools, "borrow", "lend"]
+    slurm = plan.orchestrator == "slurm"  # a team is an account there, with no namespace
+    head = ["team", *([] if slurm else ["namespace"]), "priority", *pools, "borrow", "lend"]
     rows = [
-        [t["name"], t["namespace"], t["priority"]]
+        [t["name"], *([] if slurm else [t["namespace"]]), t["priority"]]
         + [str(t["quotas"].get(p, 0)) for p in pools]
         + [str(t["borrowing_limit"] if t["borrowing_limit"] is not None else "any")]
         + [str(t["lending_limit"] if t["lending_limit"] is not None else "all")]
@@ -117,6 +120,12 @@ def _karpenter_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
 
 
 def _title(plan: Plan) -> str:
+    if plan.orchestrator == "slurm":
+        hosts = sum(len(p.hosts) for p in plan.pools)
+        return (
+            f"Plan for stack {plan.stack!r}: cluster {plan.cluster} (Slurm {plan.slurm_version} on {hosts} existing "
+            "hosts; GPU placement select/cons_tres)"
+        )
     where = f"aws {plan.region}" if plan.platform == "aws" else "existing cluster"
     placed = f"; GPU placement {plan.placement}" if plan.placement else ""
     return (
@@ -141,6 +150,8 @@ def _sections(plan: Plan) -> list[tuple[str, tuple[list[str], list[list[str]]]]]
         sections.append(("vCPU quotas at maximum size", _quota_rows(plan)))
     if plan.teams:
         sections.append(("Teams (GPU quotas per pool)", _team_rows(plan)))
+    if plan.slurm:
+        sections.append((SLURM_TITLE, (SLURM_HEAD, slurm_rows(plan.slurm))))
     return sections
 
 
@@ -151,7 +162,10 @@ def print_plan(plan: Plan, console: Console) -> None:
     as `a10g-s…`)."""
     console.print(f"[bold]{_title(plan)}[/bold]")
     for title, (head, rows) in _sections(plan):
-        print_table(console, title, head, rows)
+        if title == SLURM_TITLE:
+            print_accounts(plan.slurm, console)
+        else:
+            print_table(console, title, head, rows)
     console.print(_totals(plan))
     for note in plan.notes:
         console.print(f"[dim]{note}[/dim]")
@@ -176,11 +190,10 @@ def write_plan(plan: Plan, out_dir: Path) -> list[Path]:
 
 
 def report_plan(spec: ClusterSpec, folder: Path, console: Console) -> None:
-    """`invoke plan`: the plan on the terminal, written as plan.json and plan.md in `folder`, and on a Slurm
-    stack its accounts, limits and partitions."""
+    """`invoke plan`: the plan on the terminal (on a Slurm stack with its accounts, limits and partitions),
+    written as plan.json and plan.md in `folder`."""
     the_plan = build_plan(spec)
     print_plan(the_plan, console)
-    for path in write_plan(the_plan, folder):
-        print(f"wrote {path}")
-    if uses_slurm(spec):
-        print_slurm_plan(spec, console)
+    with writing(folder), on_stop(f"{folder} may hold part of plan.json and plan.md: run the command again"):
+        for path in write_plan(the_plan, folder):
+            print(f"wrote {path}")

@@ -8,9 +8,11 @@ Slurm stack: slurm.conf, gres.conf, cgroup.conf and sacctmgr.sh in `slurm/`. Ret
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from infra.aws.karpenter.render import SUBDIR as KARPENTER_DIR
 from infra.aws.karpenter.render import render_karpenter
+from infra.errors import on_stop, writing
 from infra.monitoring.render import FOLDER as MONITORING_DIR
 from infra.monitoring.render import render_monitoring
 from infra.pools import uses_karpenter
@@ -23,6 +25,7 @@ from scheduler import compile as compile_policy
 from scheduler import kueue_values
 from scheduler import render as render_objects
 from scheduler.checks import warnings
+from scheduler.model import PoolView, SchedulingPolicy
 
 
 def render_stack(spec: ClusterSpec, folder: Path) -> list[str]:
@@ -30,6 +33,17 @@ def render_stack(spec: ClusterSpec, folder: Path) -> list[str]:
     whatever the orchestrator, so a bad policy writes nothing."""
     policy, pools = scheduler_inputs(spec)
     objects = compile_policy(policy, pools)
+    with writing(folder), on_stop(f"{folder} may hold part of the files: run the command again"):
+        return _write(spec, folder, policy, pools, objects)
+
+
+def _write(
+    spec: ClusterSpec,
+    folder: Path,
+    policy: SchedulingPolicy,
+    pools: list[PoolView],
+    objects: list[dict[str, Any]],
+) -> list[str]:
     if uses_slurm(spec):  # no Kubernetes objects: the Slurm configuration and the sacctmgr script instead
         return [f"wrote {len(render_slurm(spec, folder))} Slurm files to {folder / SLURM_DIR}"]
     paths = render_objects(objects, folder, kueue_values=kueue_values(policy))

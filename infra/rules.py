@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from infra import catalog
 from infra.aws.karpenter.rules import karpenter_problems
-from infra.aws.rules import aws_cluster_problems, aws_pool, aws_problems
+from infra.aws.rules import aws_cluster_problems, aws_pool, aws_problems, aws_regions
 from infra.errors import ConfigError
-from infra.existing.rules import existing_cluster_problems, existing_pool
+from infra.existing.rules import existing_cluster_problems, existing_pool, host_problems
 from infra.monitoring.rules import monitoring_problems
 from infra.pools import karpenter_managed
 from infra.problems import NP, TEAMS, check_sizes, duplicates
@@ -167,6 +167,7 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
         aws_cluster_problems(spec, problems)
     else:
         existing_cluster_problems(spec, problems)
+        host_problems(spec, problems)
     _addons(spec, problems)
     pools = [
         aws_pool(i, p, spec, problems) if spec.platform == "aws" else existing_pool(i, p, problems)
@@ -176,12 +177,33 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
         problems.append(f"{NP}: duplicate pool name {dup!r}")
     for i, pool in enumerate(pools):
         _pool_common(i, pool, problems)
-    if problems:
+    if problems and not _resolvable(spec, pools):  # the rules below read the catalog's facts
         raise ConfigError(problems)
     spec = spec.model_copy(
         update={"node_pools": pools, "versions": spec.versions.resolved(spec.cluster.kubernetes_version)}
     )
     problems += resolved_problems(spec)
-    if problems:
-        raise ConfigError(problems)
+    if problems:  # every problem at once: those of both passes, each once
+        raise ConfigError(list(dict.fromkeys(problems)))
     return spec
+
+
+def _resolvable(spec: ClusterSpec, pools: list[NodePool]) -> bool:
+    """Whether the facts the resolved rules read are there: the Kubernetes minor's pins, the region and system
+    pool type of an aws stack, pools of distinct names, and each pool's GPU model, GPUs per node, size and MIG
+    profile. A problem elsewhere (a label, a size, a host, an add-on) does not keep them from running, so one
+    run reports the mistakes of both passes."""
+    if spec.cluster.kubernetes_version not in SUPPORTED_KUBERNETES or duplicates([p.name for p in pools]):
+        return False
+    if spec.platform == "aws":
+        system = catalog.lookup(spec.system_pool.instance_type)
+        regions = aws_regions()
+        if not spec.region or (regions and spec.region not in regions) or system is None or system.gpus:
+            return False
+    for pool in pools:
+        model = catalog.GPU_MODELS.get(pool.gpu_model or "")
+        if model is None or pool.gpus_per_node is None or pool.max_size is None:
+            return False
+        if pool.sharing.mig and pool.sharing.mig not in dict(model.mig_profiles):
+            return False
+    return True

@@ -510,9 +510,14 @@ class Scheduling(Model):
 
 
 # A host name as Slurm's NodeName, SlurmctldHost and AccountingStorageHost take it (no commas: hostlists).
-HostName = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$", max_length=253)]
+HOST_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$"
+HostName = Annotated[str, Field(pattern=HOST_NAME, max_length=253)]
+# A Kubernetes node name: a lowercase RFC 1123 DNS subdomain (kubernetes/kubernetes@v1.35.8
+# pkg/apis/core/validation/validation.go, ValidateNodeName = NameIsDNSSubdomain).
+NODE_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # A Slurm time limit as slurm.conf(5) MaxTime takes it: minutes, [days-]hours:minutes:seconds, or UNLIMITED.
-SlurmTime = Annotated[str, Field(pattern=r"^(UNLIMITED|INFINITE|\d+|(\d+-)?\d+(:\d{2}){1,2}|\d+-\d+)$")]
+SLURM_TIME = r"^(UNLIMITED|INFINITE|\d+|(\d+-)?\d+(:\d{2}){1,2}|\d+-\d+)$"
+SlurmTime = Annotated[str, Field(pattern=SLURM_TIME)]
 
 
 # slurm.conf(5) PrivateData's values (Slurm 21.08 to 24.11), and what gpufleet keeps private by default.

@@ -6,6 +6,7 @@ joins the two (models, then `infra.rules.check_spec`), and nothing it imports im
 
 from __future__ import annotations
 
+import copy
 import difflib
 import types
 import typing
@@ -19,7 +20,9 @@ from infra.errors import ConfigError
 from infra.rules import check_spec
 from infra.spec import (
     DNS_LABEL,
+    HOST_NAME,
     NAMESPACE,
+    SLURM_TIME,
     AwsRole,
     Cluster,
     ClusterSpec,
@@ -71,7 +74,23 @@ _PATTERNS = {
     r"^cr-[0-9a-f]{8,17}$": "a capacity reservation ID, cr- and 8 to 17 hex digits",
     r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$": "an IAM role ARN, arn:aws:iam::<12-digit account>:role/<name>",
     r"^(([0-9]+(s|m|h))+|Never)$": "a duration such as 720h or 30m, or Never",
+    SLURM_TIME: "a Slurm time limit: minutes, days-hours:minutes:seconds or UNLIMITED, e.g. 7-00:00:00 for 7 "
+    "days or 90 for 90 minutes",
+    HOST_NAME: "a host name: letters, digits, '-' and '.'",
 }
+# What a key holds, in words and with an example, for a value of the wrong shape: "a valid dictionary or
+# instance of Taint" names a Python class, not what to write.
+_SHAPES = {
+    "taints": "a list of {key, value, effect} mappings, e.g. [{key: dedicated, value: llm, effect: NoSchedule}] "
+    "(not kubectl's key=value:Effect)",
+    "quotas": "GPUs per pool name, e.g. {h100: 16, l40s: 4}",
+    "cpuQuota": "a whole number of cores, e.g. 32",
+    "memoryQuotaGiB": "a whole number of GiB, e.g. 128",
+    "hosts": "a list of host names, e.g. [gpu-h100-01, gpu-h100-02]",
+    "groups": "a list of group names, e.g. [vision-team]",
+    "labels": "label: value pairs, e.g. {team: vision}",
+}
+_SHAPE_ERRORS = ("model_type", "dict_type", "list_type", "int_parsing", "int_type", "string_type")
 
 
 def _describe(err: Any, root: str = "") -> str:
@@ -86,6 +105,11 @@ def _describe(err: Any, root: str = "") -> str:
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     got = err.get("input")
+    shape = _shape(err["loc"])
+    if kind in _SHAPE_ERRORS and shape and not (kind == "string_type" and isinstance(got, int | float)):
+        return f"expected {shape} (got {got!r})"
+    if kind == "model_type" and root in SECTIONS and (keys := _keys_at(SECTIONS[root][1], err["loc"])):
+        return f"expected a mapping with the keys {', '.join(keys)} (got {got!r})"
     if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in _PATTERNS:
         return f"expected {_PATTERNS[err['ctx']['pattern']]} (got {got!r})"
     if kind == "string_type" and isinstance(got, int | float) and not isinstance(got, bool):
@@ -94,6 +118,15 @@ def _describe(err: Any, root: str = "") -> str:
             'put the value in quotes as meant, e.g. "1.30"'
         )
     return f"{msg} (got {got!r})" if not isinstance(got, dict | list) else msg
+
+
+def _shape(loc: tuple[int | str, ...]) -> str:
+    """The words for the key `loc` ends at, or for an item of its list (`taints[0]`); "" for any other key."""
+    names = [part for part in loc if isinstance(part, str)]
+    if not names or names[-1] not in _SHAPES:
+        return ""
+    after = loc[len(loc) - loc[::-1].index(names[-1]) :]
+    return _SHAPES[names[-1]] if all(isinstance(part, int) for part in after) else ""
 
 
 def _keys_at(tp: Any, loc: tuple[int | str, ...]) -> list[str]:
@@ -148,17 +181,72 @@ def parse_config(config: dict[str, Any], stack: str) -> ClusterSpec:
     for key in REQUIRED:
         if key not in config:
             problems.append(f"{key}: required key is missing")
+    errors = _validate(config, values)
+    for key, found in errors.items():
+        problems += [f"{key_path(key, e['loc'])}: {_describe(e, key)}" for e in found]
+    if problems:
+        raise ConfigError(problems + _rules_despite(config, stack, errors))
+    spec = ClusterSpec.model_validate(values)
+    return check_spec(spec)
+
+
+def _validate(config: dict[str, Any], values: dict[str, Any]) -> dict[str, list[Any]]:
+    """Each section of `config` validated into `values`; the errors of those that fail, by section."""
+    errors: dict[str, list[Any]] = {}
     for key, (field, _) in SECTIONS.items():
         if key not in config:
             continue
         try:
             values[field] = _ADAPTERS[key].validate_python(config[key])
         except ValidationError as exc:
-            problems += [f"{key_path(key, e['loc'])}: {_describe(e, key)}" for e in exc.errors()]
-    if problems:
-        raise ConfigError(problems)
-    spec = ClusterSpec.model_validate(values)
-    return check_spec(spec)
+            errors[key] = list(exc.errors())
+    return errors
+
+
+# Errors whose value cannot be left out to check the rest: a required key, and the choices that switch what
+# other keys mean (platform, orchestrator, autoscaler: a default there would judge the rest by another mode).
+_NOT_LEFT_OUT = ("missing", "literal_error")
+
+
+def _rules_despite(config: dict[str, Any], stack: str, errors: dict[str, list[Any]]) -> list[str]:
+    """The cross-field rules' problems with the bad values left out (each falls back to its default), so one run
+    reports the mistakes of every kind; none that names a key left out (that key's own problem is reported).
+    Empty when the values cannot be left out (a required key, a mode switch) or the rest still does not
+    validate."""
+    if any(e["type"] in _NOT_LEFT_OUT for found in errors.values() for e in found):
+        return []
+    trimmed, left_out = copy.deepcopy(config), []
+    for key, found in errors.items():
+        for err in found:
+            loc = [
+                part for part in err["loc"] if not (isinstance(part, str) and part.startswith("function-"))
+            ]
+            while loc and isinstance(loc[-1], int):
+                loc.pop()  # a bad item: leave out the list it is in
+            if not loc or not _leave_out(trimmed[key], loc):
+                return []
+            left_out.append(key_path(key, tuple(loc)).removeprefix(f"{NAMESPACE}:"))
+    values: dict[str, Any] = {"stack": stack}
+    if _validate(trimmed, values) or any(key not in trimmed for key in REQUIRED):
+        return []
+    try:
+        check_spec(ClusterSpec.model_validate(values))
+    except ConfigError as exc:
+        return [p for p in exc.problems if not any(path in p for path in left_out)]
+    return []
+
+
+def _leave_out(data: Any, loc: list[int | str]) -> bool:
+    """Delete the value at `loc` below `data`; False when the path is not there."""
+    for part in loc[:-1]:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(data, dict) and loc[-1] in data:
+        del data[loc[-1]]
+        return True
+    return False
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

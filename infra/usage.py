@@ -13,6 +13,7 @@ from typing import Literal
 
 from rich.console import Console
 
+from infra.errors import ConfigError, writing
 from infra.monitoring import usage_report
 from infra.monitoring.prometheus import Prometheus
 from infra.monitoring.usage import build_report
@@ -21,6 +22,24 @@ from infra.slurm.site import uses_slurm
 from infra.spec import ClusterSpec
 
 Format = Literal["table", "json", "csv"]
+
+
+DEFAULT_PROMETHEUS = "http://localhost:9090"  # a `kubectl port-forward` of the stack's Prometheus
+
+
+def prometheus_url(spec: ClusterSpec, given: str) -> str:
+    """The Prometheus to read: `--prometheus`, else the port-forward of the one the stack deploys or adopts. A
+    stack that has none (`monitoring.prometheus: none`) must be given one: pointing at a Service the stack never
+    created would send the user looking for it."""
+    if given:
+        return given
+    if not spec.cluster.monitoring.enabled:
+        raise ConfigError(
+            f"stack {spec.stack!r} has no Prometheus (gpufleet:cluster.monitoring.prometheus: none): pass "
+            "--prometheus URL of one that scrapes its cluster, or set monitoring.prometheus to install or "
+            "existing (docs/operations.md)"
+        )
+    return DEFAULT_PROMETHEUS
 
 
 def report_usage(
@@ -44,14 +63,15 @@ def report_usage(
         else:
             print((slurm_usage.to_json if fmt == "json" else slurm_usage.to_csv)(slurm), end="")
         return
-    report = build_report(spec, Prometheus(prometheus), since, until, prices)
+    report = build_report(spec, Prometheus(prometheus_url(spec, prometheus)), since, until, prices)
     if fmt == "json":
         print(usage_report.to_json(report), end="")
     elif fmt == "csv":
         print(usage_report.to_csv(report), end="")
     else:
         usage_report.print_report(report, console)
-    written = usage_report.write_plots(report, plots)
+    with writing(plots):
+        written = usage_report.write_plots(report, plots)
     if written:
         print(f"wrote {len(written)} plots to {written[0].parent}", file=sys.stderr)
     else:

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from infra.errors import ConfigError
+from infra.errors import ConfigError, on_stop
 from infra.slurm.site import uses_slurm
 from infra.spec import ClusterSpec
 from twin import launch
@@ -31,6 +31,22 @@ def run_twin(
     monitoring: bool,
 ) -> tuple[int, str]:
     """Start the twin in `folder` and serve it (or run `run` in it); (exit code, message)."""
+    with on_stop("the twin was stopped, with every process it started"):
+        return _run_twin(stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run,
+                         monitoring=monitoring)  # fmt: skip
+
+
+def _run_twin(
+    stack_file: Path,
+    spec: ClusterSpec,
+    folder: Path,
+    *,
+    minor: str,
+    nodes: str,
+    bare: bool,
+    run: str,
+    monitoring: bool,
+) -> tuple[int, str]:
     if uses_slurm(spec):
         return run_slurm_twin(
             spec, folder, run=run, minor=minor, bare=bare, monitoring=monitoring, nodes=nodes

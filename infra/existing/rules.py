@@ -6,9 +6,11 @@ Run by the composer (`infra.rules`) before the catalog facts are resolved.
 
 from __future__ import annotations
 
+import re
+
 from infra import catalog
-from infra.problems import NP, duplicates, suggest
-from infra.spec import ClusterSpec, NodePool
+from infra.problems import NP, suggest
+from infra.spec import HOST_NAME, NODE_NAME, ClusterSpec, NodePool
 
 
 def existing_cluster_problems(spec: ClusterSpec, problems: list[str]) -> None:
@@ -38,8 +40,6 @@ def existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
             problems.append(f"{at}.{key}: only for platform aws")
     if not pool.hosts:
         problems.append(f"{at}.hosts: required for platform existing: a non-empty list of host names")
-    elif dup := duplicates(pool.hosts):
-        problems.append(f"{at}.hosts: duplicate host names: {', '.join(sorted(dup))}")
     if pool.gpu_model is None:
         problems.append(
             f"{at}.gpuModel: required for platform existing (accepted: {', '.join(catalog.GPU_MODELS)})"
@@ -60,3 +60,35 @@ def existing_pool(i: int, pool: NodePool, problems: list[str]) -> NodePool:
         if value is not None and value != n:
             problems.append(f"{at}.{key}: host groups have exactly len(hosts) = {n} nodes; remove {key}")
     return pool.model_copy(update={"min_size": n, "desired_size": n, "max_size": n})
+
+
+def host_problems(spec: ClusterSpec, problems: list[str]) -> None:
+    """Every host is in one pool, once, under a name its orchestrator accepts.
+
+    A host listed twice counts its GPUs twice in the plan and the quotas, gets two `NodeName` lines in
+    slurm.conf (slurmctld stops at start: SchedMD/slurm@slurm-22-05-8-1 src/common/read_config.c, "Duplicated
+    NodeName %s in the config file", fatal) and two node patches of one name in the Pulumi program (a duplicate
+    URN: the preview fails). Host names compare case-insensitively, as DNS names do."""
+    first: dict[str, str] = {}
+    kubernetes = spec.cluster.orchestrator == "kubernetes"
+    pattern, accepted = (
+        (NODE_NAME, "a Kubernetes node name: lowercase letters, digits, '-' and '.' (a DNS subdomain)")
+        if kubernetes
+        else (HOST_NAME, "a host name: letters, digits, '-' and '.'")
+    )
+    for i, pool in enumerate(spec.node_pools):
+        for j, host in enumerate(pool.hosts or []):
+            at = f"{NP}[{i}].hosts[{j}]"
+            if not re.fullmatch(pattern, host) or len(host) > 253:
+                lower = kubernetes and re.fullmatch(pattern, host.lower())
+                problems.append(
+                    f"{at}: {host!r} is not {accepted}" + (f"; e.g. {host.lower()!r}" if lower else "")
+                )
+            key = host.lower()
+            if key in first:
+                problems.append(
+                    f"{at}: {host} is already listed at {first[key]}; a host belongs to one pool, once: remove "
+                    "one of the two"
+                )
+            else:
+                first[key] = f"{NP}[{i}].hosts[{j}] (pool {pool.name!r})"

@@ -17,6 +17,8 @@ def monitoring_problems(spec: ClusterSpec, problems: list[str]) -> None:
 def _monitoring(spec: ClusterSpec, problems: list[str]) -> None:
     """Dashboards and idle reclaim read gpufleet's metrics and alerts: they need a Prometheus."""
     mon, at = spec.cluster.monitoring, "gpufleet:cluster.monitoring"
+    if spec.cluster.orchestrator == "slurm":  # refused there as Kubernetes settings (infra.slurm.rules)
+        return
     if mon.prometheus == "none":
         for key, on in (("grafana", mon.grafana), ("reclaimIdle", mon.reclaim_idle)):
             if on:

@@ -23,12 +23,13 @@ from infra.preflight.eks import (
     check_capacity_block_updates,
     check_monitoring_addon,
 )
-from infra.preflight.findings import Finding, errors
+from infra.preflight.findings import Finding, errors, ok
 from infra.preflight.images import Registry, check_images
 from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs
 from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
 from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
+from infra.slurm.site import uses_slurm
 from infra.spec import AwsRole, ClusterSpec
 
 CREDENTIALS_HINT = (
@@ -99,6 +100,14 @@ def run_preflight(
 ) -> list[Finding]:
     """Every finding for the stack, errors first; never raises for a finding, only for missing access.
     `reachability=False` on a machine that only previews (it never talks to the cluster endpoint)."""
+    if uses_slurm(spec):  # no AWS account, no Kubernetes cluster: `invoke metal --check` checks the hosts
+        return [
+            ok(
+                "gpufleet:cluster.orchestrator",
+                "slurm: nothing for preflight to check (it checks an AWS account and a Kubernetes cluster); "
+                f"`invoke metal --stack {spec.stack} --check` checks the hosts without changing them",
+            )
+        ]
     if spec.platform == "existing":
         found = check_kubeconfig(spec)
         if errors(found):

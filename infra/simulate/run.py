@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from infra.errors import ConfigError
+from infra.errors import ConfigError, on_stop, writing
 from infra.simulate.dynamic import stack_world
 from infra.simulate.dynamic_report import print_comparison, to_json, write_dynamic_report
 from infra.simulate.report import print_summary, print_twin_runs
@@ -190,7 +190,8 @@ def simulate_placement(
                 "--policy FGD,... leaves it out"
             )
         total = len(policies) * len(seed_list)
-        with Progress(console=console, transient=True) as bar:
+        untouched = on_stop(f"nothing was written to {_folder(req, build, name)}")
+        with untouched, Progress(console=console, transient=True) as bar:
             job = bar.add_task(f"{len(policies)} policies x {len(seed_list)} seeds", total=total)
             results = sim.run_many(
                 cluster,
@@ -206,7 +207,8 @@ def simulate_placement(
         twin_runs = []
         if req.twin and twin_replay is not None:
             profiles = ["MostAllocated", "FragmentationAware"]
-            with Progress(console=console, transient=True) as bar:
+            untouched = on_stop(f"nothing was written to {_folder(req, build, name)}")
+            with untouched, Progress(console=console, transient=True) as bar:
                 job = bar.add_task(
                     f"through the real scheduler: {len(profiles)} profiles x {len(seed_list)} seeds",
                     total=len(profiles) * len(seed_list),
@@ -251,18 +253,24 @@ def _write(
         )
         console.print(small)
         context.append(small)
-    folder = Path(req.out) if req.out else build / name / ("sim-as-deployed" if req.as_deployed else "sim")
+    folder = _folder(req, build, name)
     title = f"{req.stack or Path(req.nodes).name}{' as deployed' if req.as_deployed else ''}, {Path(req.pods).name}"
-    report = write_report(results, folder, title, context)
-    for path in (report, folder / "unallocated.png", folder / "fragmentation.png"):
-        print(f"wrote {path}")
-    if req.json:
-        write_json(results, Path(req.json))
-        print(f"wrote {req.json}")
-        if twin_runs:  # the real scheduler's runs, in the same form, beside the simulator's
-            twin_json = Path(req.json).with_suffix(".twin.json")
-            write_json([r.result for r in twin_runs], twin_json)
-            print(f"wrote {twin_json}")
+    with on_stop(f"{folder} may hold part of the report: run the command again"), writing(folder):
+        report = write_report(results, folder, title, context)
+        for path in (report, folder / "unallocated.png", folder / "fragmentation.png"):
+            print(f"wrote {path}")
+        if req.json:
+            write_json(results, Path(req.json))
+            print(f"wrote {req.json}")
+            if twin_runs:  # the real scheduler's runs, in the same form, beside the simulator's
+                twin_json = Path(req.json).with_suffix(".twin.json")
+                write_json([r.result for r in twin_runs], twin_json)
+                print(f"wrote {twin_json}")
+
+
+def _folder(req: Request, build: Path, name: str) -> Path:
+    """Where the report goes: --out, else build/<stack or nodes file>/sim (sim-as-deployed)."""
+    return Path(req.out) if req.out else build / name / ("sim-as-deployed" if req.as_deployed else "sim")
 
 
 def simulate_over_time(
@@ -297,15 +305,31 @@ def simulate_over_time(
         console.print(line)
     approaches = names()
     total = 2 * len(approaches)
-    with Progress(console=console, transient=True) as bar:
-        job = bar.add_task(f"{len(approaches)} approaches x with/without autoscaling", total=total)
-        results = run_comparison(world, approaches, on_done=lambda *_: bar.advance(job))
-    print_comparison(console, f"{spec.stack}: the promise over time, {Path(req.pods).name}", results)
     folder = Path(req.out) if req.out else build / spec.stack / "sim-dynamic"
-    for path in write_dynamic_report(
-        results, folder, f"{spec.stack}, {Path(req.pods).name}", context, made.stack_approach
-    ):
-        print(f"wrote {path}")
-    if req.json:
-        Path(req.json).write_text(to_json(results, {"lines": context}))
-        print(f"wrote {req.json}")
+    with on_stop(f"nothing was written to {folder}"), Progress(console=console, transient=True) as bar:
+        job = bar.add_task(f"{len(approaches)} approaches x with/without autoscaling", total=total)
+        results = run_comparison(world, approaches, on_done=approach_done(bar, job, total))
+    print_comparison(console, f"{spec.stack}: the promise over time, {Path(req.pods).name}", results)
+    with on_stop(f"{folder} may hold part of the report: run the command again"), writing(folder):
+        for path in write_dynamic_report(
+            results, folder, f"{spec.stack}, {Path(req.pods).name}", context, made.stack_approach
+        ):
+            print(f"wrote {path}")
+        if req.json:
+            Path(req.json).write_text(to_json(results, {"lines": context}))
+            print(f"wrote {req.json}")
+
+
+def approach_done(bar: Any, job: Any, total: int) -> Callable[[str, bool, Any], None]:
+    """The bar in a terminal; in a log, where Rich draws no bar, a line per finished approach run (the whole
+    comparison takes about a minute)."""
+    done = [0]
+
+    def advance(name: str, scaled: bool, result: Any) -> None:
+        done[0] += 1
+        bar.advance(job)
+        if not bar.console.is_terminal:
+            scaling = "with autoscaling" if scaled else "at maxSize"
+            print(f"[{done[0]}/{total}] {name} {scaling}: {result.seconds:.1f} s", flush=True)
+
+    return advance

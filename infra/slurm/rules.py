@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from infra.slurm.site import uses_slurm
-from infra.spec import ClusterSpec
+from infra.spec import ClusterSpec, Monitoring
 from scheduler.slurm.policy import borrow_qos, slurm_version
 
 # Slurm's own account (every association tree's top, sacctmgr(1)): a team may not take its name.
@@ -83,6 +83,7 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
             )
         if pc.name in borrow:
             problems.append(f"{where}.name: {pc.name!r} is a team's borrow QOS; choose another name")
+    _kubernetes_only(spec, problems)
     if spec.scheduling.placement.strategy == "FragmentationAware":
         problems.append(
             "gpufleet:scheduling.placement.strategy: FragmentationAware is a Kubernetes scheduler extender; "
@@ -130,4 +131,69 @@ def _version_problems(spec: ClusterSpec, problems: list[str]) -> None:
         problems.append(
             f"gpufleet:slurm.preemptGraceSeconds: Slurm {s.version} honours GraceTime only for cancelled jobs, "
             "not requeued ones (from 23.11 on); remove it, or have jobs ask for a signal (sbatch --signal)"
+        )
+
+
+# Settings only the Kubernetes side reads, refused on a Slurm stack when given (a setting the stack cannot honour
+# is refused, not ignored): key -> what it is for.
+_CLUSTER_ONLY = {
+    "kubeconfig": "the Kubernetes cluster's kubeconfig",
+    "kubeconfig_context": "the Kubernetes cluster's kubeconfig context",
+    "addons": "the GPU operator and Kueue of a Kubernetes cluster",
+}
+_TEAM_ONLY = {
+    "namespace": "the team's Kubernetes namespace",
+    "reclaim_idle": "idle reclaim deactivates Kueue workloads",
+    "idle_after": "the idle-GPU alert reads Prometheus",
+    "pending_after": "the queue-wait alert reads Prometheus",
+    "cpu_quota": "the CPU-only Kueue queue",
+    "memory_quota_gib": "the CPU-only Kueue queue",
+    "allow_external_services": "Kubernetes Services",
+}
+_SCHEDULING_ONLY = {
+    "cohort": "the Kueue cohort",
+    "borrow_within_cohort_max_priority": "Kueue's preemption while borrowing",
+    "wait_for_pods_ready_timeout": "Kueue's wait for pods",
+    "provisioning_requests": "the cluster autoscaler's ProvisioningRequests",
+    "platform_namespaces": "Kubernetes network policies",
+    "kuberay_namespace": "Kubernetes network policies",
+    "cpu_node_labels": "the CPU-only Kueue flavor",
+    "pod_priority_classes": "Kubernetes PriorityClasses of team pods",
+    "max_termination_grace_period": "the termination grace of team pods",
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest).replace("Gib", "GiB")
+
+
+def _kubernetes_only(spec: ClusterSpec, problems: list[str]) -> None:
+    """What only Kubernetes reads, refused with its key path on a Slurm stack (docs/slurm.md lists it)."""
+    refuse = "is a Kubernetes setting ({}); Slurm does not use it: remove it"
+    cluster = spec.cluster
+    if cluster.monitoring != Monitoring():
+        problems.append(
+            "gpufleet:cluster.monitoring: "
+            + refuse.format("Prometheus, alerts and dashboards; a Slurm stack's usage comes from sacct")
+        )
+    if cluster.driver_managed_by == "operator":
+        problems.append("gpufleet:cluster.driverManagedBy: operator " + refuse.format("the GPU operator"))
+    for field, what in _CLUSTER_ONLY.items():
+        if field in cluster.model_fields_set:
+            problems.append(f"gpufleet:cluster.{_camel(field)}: " + refuse.format(what))
+    for i, pool in enumerate(spec.node_pools):
+        if pool.labels:
+            problems.append(f"gpufleet:nodePools[{i}].labels: " + refuse.format("Kubernetes node labels"))
+    for i, team in enumerate(spec.teams):
+        for field, what in _TEAM_ONLY.items():
+            if field in team.model_fields_set:
+                problems.append(f"gpufleet:teams[{i}].{_camel(field)}: " + refuse.format(what))
+    for field, what in _SCHEDULING_ONLY.items():
+        if field in spec.scheduling.model_fields_set:
+            problems.append(f"gpufleet:scheduling.{_camel(field)}: " + refuse.format(what))
+    if "weights" in spec.scheduling.placement.model_fields_set:
+        problems.append(
+            "gpufleet:scheduling.placement.weights: "
+            + refuse.format("kube-scheduler's scoring; Slurm places with select/cons_tres")
         )

@@ -9,10 +9,11 @@ turn) happen in :meth:`Policy.choose_node`.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -251,21 +252,43 @@ def run_many(
     tasks = [(cluster, workload, p, s, (params or {}).get(p), share_rule) for p in policies for s in seeds]
     workers = min(processes or os.cpu_count() or 1, len(tasks))
     results: dict[tuple[str, int], RunResult] = {}
-    if workers <= 1:
-        for task in tasks:
-            result = _run_task(task)
-            results[(task[2], task[3])] = result
-            if on_done:
-                on_done(result)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_run_task, t): (t[2], t[3]) for t in tasks}
-            for future in as_completed(futures):
-                result = future.result()
-                results[futures[future]] = result
+    try:
+        if workers <= 1:
+            for task in tasks:
+                result = _run_task(task)
+                results[(task[2], task[3])] = result
                 if on_done:
                     on_done(result)
+        else:
+            # Workers ignore the terminal's Ctrl-C and any stop of this process: this process decides, and
+            # leaving the `with` on a stop terminates them at once (Pool.__exit__), queued runs and all. A
+            # ProcessPoolExecutor would run every queued run first (its __exit__ waits for them; cpython
+            # v3.11 Lib/concurrent/futures/_base.py Executor.__exit__, shutdown(wait=True)).
+            with multiprocessing.Pool(workers, initializer=_worker_signals) as pool:
+                for index, result in pool.imap_unordered(_run_indexed, enumerate(tasks)):
+                    results[(tasks[index][2], tasks[index][3])] = result
+                    if on_done:
+                        on_done(result)
+    except BaseException as stop:
+        if not isinstance(stop, Exception):  # a stop (Ctrl-C, a signal), not a failure of a run
+            stop.add_note(f"{len(results)} of {len(tasks)} runs had finished; the others were abandoned")
+        raise
     return [results[(p, s)] for p in policies for s in seeds]
+
+
+def _worker_signals() -> None:
+    """A worker leaves interrupts to the process that started it, and ends at once when it is terminated
+    (not through a stop handler it inherited)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def _run_indexed(
+    item: tuple[int, tuple[Cluster, Workload, str, int, dict[str, Any] | None, ShareRule]],
+) -> tuple[int, RunResult]:
+    return item[0], _run_task(item[1])
 
 
 def mean_curve(results: Sequence[RunResult], field: str = "allocated") -> np.ndarray:

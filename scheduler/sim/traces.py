@@ -41,7 +41,13 @@ def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str
 
 def _count(row: dict[str, str], column: str, path: Path, number: int) -> int:
     raw = row.get(column)
-    text = (raw or "").strip()
+    if raw is None:  # csv.DictReader fills the columns a short row lacks with None
+        raise TraceError(
+            f"column {column!r} is missing in this row (it has fewer fields than the header)",
+            path=str(path),
+            row=number,
+        )
+    text = raw.strip()
     try:
         value = int(text)
     except ValueError:

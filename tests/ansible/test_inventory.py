@@ -176,12 +176,13 @@ def test_hosts_are_drained_with_the_stacks_kubeconfig(tmp_path: Path) -> None:
     assert rendered["nvidia_driver_drain_kubeconfig"] == str(tmp_path / "kubeconfig")
 
 
-def test_invoke_metal_passes_the_stack_kubeconfig() -> None:
+def test_invoke_metal_passes_the_stack_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
     """The metal stack's cluster.kubeconfig reaches the drain (expanded on the control node)."""
     import tasks
     from tests.tasks.test_render_and_metal import _ctx
 
-    tasks.metal(_ctx(0), stack="metal", reboot=True)
+    monkeypatch.setattr("infra.metal.run.run_playbook", lambda argv, env: 0)
+    tasks.metal(_ctx(), stack="metal", reboot=True)
     rendered = yaml.safe_load((Path(tasks.ROOT) / "build/metal/inventory.yml").read_text())["gpu_hosts"][
         "vars"
     ]
@@ -189,7 +190,7 @@ def test_invoke_metal_passes_the_stack_kubeconfig() -> None:
     assert rendered["nvidia_driver_drain_kubeconfig"] == str(Path("~/.kube/gpufleet-metal.yaml").expanduser())
 
 
-def test_host_toolkit_cdi_agrees_with_the_gpu_operator() -> None:
+def test_host_toolkit_cdi_agrees_with_the_gpu_operator(monkeypatch: pytest.MonkeyPatch) -> None:
     """With `cdi.enabled` the operator's device plugin uses the standard cdi.k8s.io/ annotations
     that containerd/CRI-O must inject (NVIDIA/gpu-operator PR #1285; GPU operator CDI docs); containerd 1.7
     has CDI off, so host-managed drivers need the toolkit's --enable-cdi."""
@@ -199,7 +200,8 @@ def test_host_toolkit_cdi_agrees_with_the_gpu_operator() -> None:
 
     spec = tasks.load("metal")
     assert spec.cluster.driver_managed_by == "host"
-    tasks.metal(_ctx(0), stack="metal")
+    monkeypatch.setattr("infra.metal.run.run_playbook", lambda argv, env: 0)
+    tasks.metal(_ctx(), stack="metal")
     rendered = yaml.safe_load((Path(tasks.ROOT) / "build/metal/inventory.yml").read_text())["gpu_hosts"][
         "vars"
     ]

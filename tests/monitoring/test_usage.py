@@ -452,3 +452,19 @@ def test_unreachable_prometheus_exits_3(stack_file: Path, tmp_path: Path) -> Non
 def test_bad_window_exits_2(stack_file: Path, tmp_path: Path) -> None:
     result = invoke("usage", "--stack", str(stack_file), "--since", "a week", "--out", str(tmp_path))
     assert result.returncode == 2 and "--since" in result.stderr
+
+
+def test_a_stack_without_prometheus_asks_for_one_instead_of_pointing_at_a_service_it_never_created(
+    tmp_path: Path,
+) -> None:
+    """`dev` deploys no Prometheus (monitoring.prometheus: none): the report needs --prometheus, not a
+    port-forward of kube-prometheus-stack, which is not there."""
+    result = invoke("usage", "--stack", "dev", "--out", str(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "error: stack 'dev' has no Prometheus (gpufleet:cluster.monitoring.prometheus: none): pass --prometheus "
+        "URL of one that scrapes its cluster, or set monitoring.prometheus to install or existing "
+        "(docs/operations.md)"
+    )
+    given = invoke("usage", "--stack", "dev", "--prometheus", f"http://127.0.0.1:{_free_port()}")
+    assert given.returncode == 3 and "cannot reach Prometheus" in given.stderr

@@ -118,3 +118,23 @@ def test_the_lock_covers_the_reference_data_the_tests_read(shared_dir: Path) -> 
                 rel = str(path.relative_to(shared_dir))
                 assert rel in pinned, rel
                 assert verified(shared_dir, pinned[rel]), rel
+
+
+def test_only_the_folder_asked_for_is_fetched(shared_dir: Path, tmp_path: Path) -> None:
+    """`--only traces/...` (the docs' simulate examples) fetches the trace and no CRD: a CRD that cannot be
+    downloaded does not stop it."""
+    mirror, lock = mirror_of(shared_dir, tmp_path)
+    crd = next(e for e in entries() if e["path"] == PICK[0])
+    (tmp_path / "mirror" / crd["url"].split("://", 1)[1]).unlink()
+    folder = ensure(mirror=mirror, dest=tmp_path / "cache", lock=lock, only="traces/alibaba-gpu-v2023")
+    assert (folder / PICK[1]).is_file() and not (folder / PICK[0]).exists()
+    with pytest.raises(ReferenceDataError, match=r"offline[?] set GPUFLEET_SHARED to a copy"):
+        ensure(mirror=mirror, dest=tmp_path / "cache", lock=lock)
+
+
+def test_a_shared_copy_without_the_files_names_the_variable(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPUFLEET_SHARED", str(tmp_path / "nowhere"))
+    with pytest.raises(
+        ReferenceDataError, match=r"GPUFLEET_SHARED=.*/nowhere has no traces/alibaba-gpu-v2023/"
+    ):
+        ensure(only="traces/alibaba-gpu-v2023")

@@ -39,7 +39,10 @@ def test_the_docs_command_lines_name_trace_files_that_exist(shared_dir: Path) ->
 
     text = (ROOT / "docs" / "simulation.md").read_text()
     block = text.split("From the command line", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    assert "benchmarks/reference_data.py)/traces/alibaba-gpu-v2023" in block
+    assert (
+        "benchmarks/reference_data.py --only traces/alibaba-gpu-v2023)/traces/alibaba-gpu-v2023 || exit 1"
+        in block
+    )
     traces = shared_dir / "traces" / "alibaba-gpu-v2023"
     files = re.findall(r'"\$TRACES/([^"]+)"', block)
     assert files and all((traces / f).is_file() for f in files), files

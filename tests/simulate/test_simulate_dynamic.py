@@ -87,6 +87,10 @@ def test_dynamic_run_writes_table_report_plots_and_json(tmp_path: Path) -> None:
         (out / "report.md").is_file() and (out / "over-time.png").is_file() and (out / "waits.png").is_file()
     )
     assert "kueue-fragmentationaware" in result.stdout and "preemptions" in result.stdout
+    # In a log, where no progress bar is drawn, a line per finished run says the comparison is moving.
+    total = 2 * len(names())
+    progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert len(progress) == total and progress[-1].startswith(f"[{total}/{total}] ")
 
 
 @pytest.mark.parametrize(

@@ -212,6 +212,59 @@ def test_plan_shows_the_accounts_and_a_bad_stack_exits_2(
     assert bad.returncode == 2 and "gpufleet:teams[1].lendingLimit" in bad.stdout + bad.stderr
 
 
+def test_plan_of_a_slurm_stack_is_headed_slurm_and_keeps_the_accounts_in_its_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan says what runs the jobs (Slurm and select/cons_tres, not a Kubernetes minor and a scheduler
+    profile), shows the accounts before saying what it wrote, and writes them in plan.md and plan.json."""
+    import json
+
+    result = run_task(capsys, "plan", "--stack", STACK, "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    head = result.stdout.splitlines()[0]
+    assert "Slurm 22.05 on 7 existing hosts; GPU placement select/cons_tres" in head
+    assert "Kubernetes" not in head and "MostAllocated" not in head
+    assert result.stdout.index("Slurm accounts and limits") < result.stdout.index("wrote ")
+    markdown = (tmp_path / "plan.md").read_text()
+    assert (
+        "## Slurm accounts and limits" in markdown
+        and "| vision | h100 | 4 | gres/gpu:h100 | 16 |" in markdown
+    )
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["orchestrator"] == "slurm" and plan["placement"] == ""
+    assert plan["slurm"][0] == {"account": "vision", "partition": "h100", "nodes": 4, "tres": "gres/gpu:h100",
+                                "guaranteed": 16, "borrow_qos": "vision-borrow", "borrowable": 8}  # fmt: skip
+
+
+def test_preflight_on_a_slurm_stack_says_there_is_nothing_to_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No kubeconfig to ask for (a Slurm stack has none) and no AWS account: one ok finding pointing at the dry
+    run of `invoke metal`."""
+    from infra.preflight import run_preflight
+
+    result = run_task(capsys, "preflight", "--stack", STACK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "kubeconfig" not in result.stdout and "1 check(s) ok" in result.stdout
+    [finding] = run_preflight(load_stack(ROOT / f"Pulumi.{STACK}.yaml"))
+    assert finding.severity == "ok" and "nothing for preflight to check" in finding.message
+    assert "`invoke metal --stack metal-slurm --check` checks the hosts" in finding.message
+
+
+@pytest.mark.parametrize("command", [["deploy"], ["preview"], ["destroy"], ["destroy", "--yes"], ["outputs"],
+                                     ["kubeconfig"], ["deploy", "--kubeconfig", "/nonexistent"]])  # fmt: skip
+def test_the_pulumi_lifecycle_refuses_a_slurm_stack_at_once(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before the Pulumi CLI, the passphrase or --yes is asked for: a Slurm stack is applied by `invoke metal`."""
+    result = run_task(capsys, *command, "--stack", STACK)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: stack 'metal-slurm' runs Slurm (gpufleet:cluster.orchestrator: slurm), which has no Pulumi "
+        "resources: apply it with `invoke metal --stack metal-slurm` (docs/slurm.md)"
+    )
+
+
 def test_render_writes_the_slurm_files_and_no_kubernetes_objects(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from invoke import Collection
 
 import tasks
@@ -75,3 +77,61 @@ def test_importing_the_tasks_keeps_pythons_sigpipe_handling() -> None:
     import signal
 
     assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["render", "--stack", "dev", "--stack", "metal"], "--stack is given twice to `invoke render` (dev, then metal); invoke would have read `metal` as a second command"),
+        (["plan", "--stack", "dev", "--stack", "render"], "--stack is given twice to `invoke plan` (dev, then render)"),
+        (["plan", "--stack", "dev", "--stack", "example-prod"], "--stack is given twice to `invoke plan` (dev, then example-prod)"),
+        (["plan", "--stack=dev", "-s", "metal"], "--stack is given twice"),
+        (["metal", "--check", "--check"], "--check is given twice to `invoke metal`"),
+        (["plan", "metal"], "`metal` after `invoke plan ...` would run a second command"),
+        (["plan", "--stack", "dev", "metal", "--stack", "metal"], "`metal` after `invoke plan ...` would run a second command"),
+    ],
+)  # fmt: skip
+def test_an_option_twice_or_a_second_command_runs_nothing(argv: list[str], said: str) -> None:
+    """invoke reads the second value of an option given twice as the next task (`invoke render --stack dev
+    --stack metal` ran a real `invoke metal` after the render), and runs every task named on one line. Both are
+    refused with exit 2 and one line before any task runs: nothing is printed on stdout, nothing is written."""
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, (argv, done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"error: {said}"), done.stderr
+    assert "nothing was run" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_stack_file_named_from_a_subfolder_of_the_project_is_the_projects(tmp_path: Path) -> None:
+    """invoke finds tasks.py from any folder of the clone; `--stack Pulumi.dev.yaml` typed in `docs/` means the
+    project's file, as `--stack dev` does, not a file of docs/."""
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "plan", "--stack", "Pulumi.dev.yaml", "--out", str(tmp_path)],
+        cwd=ROOT / "docs", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "plan.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["plan", "dev"], "error: No idea what 'dev' is! (a stack is named with --stack: `--stack dev`;"),
+        (
+            ["plan", "-stack", "dev"],
+            "error: No idea what 'dev' is! (a stack is named with --stack: `--stack dev`;",
+        ),
+        (["plan", "--stack"], "error: --stack needs a value (`invoke --list`"),
+    ],
+)
+def test_a_stack_given_without_its_option_or_an_option_without_its_value_says_what_to_type(
+    argv: list[str], said: str
+) -> None:
+    """invoke's own words name its internals (`Flag <Argument: stack (s)> needed value`) or only the token it
+    did not expect: the line says what to type instead."""
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stderr.startswith(said), done.stderr

@@ -1,8 +1,10 @@
-"""`invoke render` and `invoke metal` as users run them (metal's playbook run goes through invoke's MockContext)."""
+"""`invoke render` and `invoke metal` as users run them (metal's playbook runs are recorded, not run; its
+collection check goes through invoke's MockContext)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -88,19 +90,34 @@ def test_bad_team_input_is_refused_before_anything_renders(tmp_path: Path, task:
     assert not (tmp_path / "out").exists()
 
 
-def _ctx(playbook_exit: int, collection: str = "community.general 11.4.2") -> MockContext:
-    return MockContext(
-        run={
-            re.compile(r".*ansible-galaxy collection list.*"): Result(stdout=collection),
-            re.compile(r".*ansible-playbook.*"): Result(exited=playbook_exit),
-        }
-    )
+class Plays:
+    """The playbook runs `invoke metal` makes (`infra.metal.run.run_playbook`, here recorded instead of run), each
+    as its shell line; every run exits with `exit`."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.exit = 0
+
+    def __call__(self, argv: list[str], env: dict[str, str]) -> int:
+        assert env["ANSIBLE_CONFIG"].endswith("ansible/ansible.cfg")
+        self.lines.append(shlex.join(argv))
+        return self.exit
 
 
-def test_metal_renders_inventory_and_runs_the_playbook() -> None:
-    ctx = _ctx(0)
-    tasks.metal(ctx, stack="metal", check=True, limit="gpu-h100-01")
-    command = ctx.run.call_args.args[0]  # MockContext wraps run in a unittest.mock.Mock
+@pytest.fixture
+def plays(monkeypatch: pytest.MonkeyPatch) -> Plays:
+    recorded = Plays()
+    monkeypatch.setattr("infra.metal.run.run_playbook", recorded)
+    return recorded
+
+
+def _ctx(collection: str = "community.general 11.4.2") -> MockContext:
+    return MockContext(run={re.compile(r".*ansible-galaxy collection list.*"): Result(stdout=collection)})
+
+
+def test_metal_renders_inventory_and_runs_the_playbook(plays: Plays) -> None:
+    tasks.metal(_ctx(), stack="metal", check=True, limit="gpu-h100-01")
+    command = plays.lines[-1]
     inventory = yaml.safe_load((ROOT / "build/metal/inventory.yml").read_text())
     groups = inventory["gpu_hosts"]["children"]
     assert set(groups) == {"h100", "l40s"}
@@ -111,31 +128,30 @@ def test_metal_renders_inventory_and_runs_the_playbook() -> None:
     assert "--check" in command and "gpu-hosts.yml" in command
     # One run per host group the limit reaches, narrowed by it: the play's serial batches are then
     # shares of one group, and a group the limit does not touch gets no run that would match nothing.
-    runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+    runs = plays.lines
     assert len(runs) == 1 and "--limit 'h100:&gpu-h100-01'" in runs[0]
     assert "nvidia_driver_reboot_allowed" not in command
     assert "invoke metal --stack metal --reboot" in command  # printed when a reboot is pending
 
 
-def test_metal_reboot_lets_the_play_reboot() -> None:
-    ctx = _ctx(0)
-    tasks.metal(ctx, stack="metal", reboot=True)
-    assert '"nvidia_driver_reboot_allowed": true' in ctx.run.call_args.args[0]
+def test_metal_reboot_lets_the_play_reboot(plays: Plays) -> None:
+    tasks.metal(_ctx(), stack="metal", reboot=True)
+    assert '"nvidia_driver_reboot_allowed": true' in plays.lines[-1]
 
 
-def test_metal_failed_playbook_exits_1() -> None:
+def test_metal_failed_playbook_exits_1(plays: Plays) -> None:
+    plays.exit = 2
     with pytest.raises(Exit) as info:
-        tasks.metal(_ctx(2), stack="metal")
+        tasks.metal(_ctx(), stack="metal")
     assert info.value.code == 1 and "exit 2" in str(info.value.message)
     assert "later host groups were not touched" in str(info.value.message)
 
 
-def test_metal_without_community_general_exits_3_before_running() -> None:
-    ctx = _ctx(0, collection="")
+def test_metal_without_community_general_exits_3_before_running(plays: Plays) -> None:
     with pytest.raises(Exit) as info:
-        tasks.metal(ctx, stack="metal")
+        tasks.metal(_ctx(collection=""), stack="metal")
     assert info.value.code == 3 and "requirements.yml" in str(info.value.message)
-    assert not any("ansible-playbook" in str(call) for call in ctx.run.call_args_list)
+    assert not plays.lines
     # Galaxy may be unreachable where PyPI is not; the message names the venv's
     # own tools and the `ansible` release that ships the pinned collection (the Ansible tests take
     # community.general from that same wheel: tests/ansible/community_general.py).
@@ -163,49 +179,46 @@ def test_metal_refuses_aws_stack() -> None:
         ("all:!h100", ["l40s"]),
     ],
 )
-def test_metal_limit_reaches_any_host_group(limit: str, groups: list[str]) -> None:
+def test_metal_limit_reaches_any_host_group(limit: str, groups: list[str], plays: Plays) -> None:
     """`--limit l40s` (the second host group) or one of its hosts runs only the groups the limit reaches: a run
     of `h100:&l40s` would be refused by ansible-playbook ("Specified inventory, host pattern and/or --limit
     leaves us with no hosts to target", exit 1) and stop the rollout before the group it is meant for. The
     pattern is judged by Ansible's own InventoryManager (Ansible docs, "Patterns: targeting hosts and groups": `,` union, `*` wildcard,
     `:!` exclusion, `:&` intersection)."""
-    ctx = _ctx(0)
-    tasks.metal(ctx, stack="metal", check=True, limit=limit)
-    runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+    tasks.metal(_ctx(), stack="metal", check=True, limit=limit)
+    runs = plays.lines
     assert [re.search(r"--limit '([a-z0-9]+):&", run).group(1) for run in runs] == groups  # type: ignore[union-attr]
 
 
-def test_metal_limit_matching_no_host_is_refused() -> None:
+def test_metal_limit_matching_no_host_is_refused(plays: Plays) -> None:
     """`--limit gpu_h100` (the group name of ansible/inventory/example.yml, not of the stack's inventory)
     matches no host: it is refused before any run, exit 2, naming the groups and hosts the stack does have."""
-    ctx = _ctx(0)
     with pytest.raises(Exit) as exited:
-        tasks.metal(ctx, stack="metal", check=True, limit="gpu_h100")
+        tasks.metal(_ctx(), stack="metal", check=True, limit="gpu_h100")
     assert exited.value.code == 2
     err = str(exited.value.message)
     assert "--limit 'gpu_h100' matches no host" in err and "h100, l40s" in err and "gpu-l40s-03" in err
-    assert not [call for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+    assert not plays.lines
 
 
-def test_docs_limit_examples_target_hosts_of_the_metal_stack() -> None:
+def test_docs_limit_examples_target_hosts_of_the_metal_stack(plays: Plays) -> None:
     """Every `invoke metal --stack metal --limit X` example in docs/bare-metal.md reaches at least one host of
     Pulumi.metal.yaml (not a group only ansible/inventory/example.yml has, such as `gpu_h100`)."""
     text = (ROOT / "docs/bare-metal.md").read_text()
     limits = re.findall(r"invoke metal --stack metal --limit (\S+)", text)
     assert len(limits) >= 2
     for limit in limits:
-        ctx = _ctx(0)
-        tasks.metal(ctx, stack="metal", check=True, limit=limit)
-        assert [c for c in ctx.run.call_args_list if "ansible-playbook" in c.args[0]], limit
+        plays.lines.clear()
+        tasks.metal(_ctx(), stack="metal", check=True, limit=limit)
+        assert plays.lines, limit
 
 
-def test_metal_on_a_slurm_stack_prepares_the_gpu_hosts_then_runs_the_slurm_playbook() -> None:
+def test_metal_on_a_slurm_stack_prepares_the_gpu_hosts_then_runs_the_slurm_playbook(plays: Plays) -> None:
     """A Slurm stack: the driver play per host group first (a driver change drains the host's Slurm node, not a
     Kubernetes one), then playbooks/slurm-cluster.yml over an inventory whose roles read the rendered
     configuration; the pool's gpusPerNode, CPUs and RealMemory are what each GPU host must have."""
-    ctx = _ctx(0)
-    tasks.metal(ctx, stack="metal-slurm", check=True)
-    runs = [call.args[0] for call in ctx.run.call_args_list if "ansible-playbook" in call.args[0]]
+    tasks.metal(_ctx(), stack="metal-slurm", check=True)
+    runs = plays.lines
     assert [("slurm-cluster.yml" in r, "gpu-hosts.yml" in r) for r in runs] == [
         (False, True), (False, True), (True, False)]  # fmt: skip
     assert all("--check" in r for r in runs)

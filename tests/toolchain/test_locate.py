@@ -135,3 +135,13 @@ def test_only_what_the_run_needs_is_required(tmp_path: Path, monkeypatch: pytest
         locate(MINOR, lambda _line: None, monitoring=True)
     assert "prometheus" in str(missing.value) and "kube-state-metrics" in str(missing.value)
     assert "kube-apiserver" not in str(missing.value)
+
+
+def test_the_missing_toolchain_message_quotes_the_measured_cold_build() -> None:
+    """The message a user meets before `invoke twin-build` says how long the build takes as measured on 2 cores
+    (benchmarks/twin_toolchain.md), not a guess a third of it."""
+    from tests.conftest import ROOT
+    from twin.toolchain.build import BUILD_HINT
+
+    assert "about 40-55 minutes cold on 2 cores" in BUILD_HINT
+    assert '"about 40-55 minutes"' in (ROOT / "benchmarks/twin_toolchain.md").read_text()

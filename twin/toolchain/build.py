@@ -53,7 +53,8 @@ BIN_ENV = "GPUFLEET_TWIN_BIN"
 CACHE_ENV = "GPUFLEET_TWIN_CACHE"
 RECORD = "BUILD.json"  # what a finished build writes: seconds, bytes, Go version
 BUILD_HINT = (
-    "build them with `invoke twin-build` (Go >= 1.26 and the Go module proxy; about 15 minutes cold on 2 cores) "
+    "build them with `invoke twin-build` (Go >= 1.26 and the Go module proxy; about 40-55 minutes cold on 2 "
+    "cores, benchmarks/twin_toolchain.md) "
     f"or set {BIN_ENV} to a folder holding them"
 )
 # Files each component needs at run time, from its module zip: (path in the module, name in the cache folder).
