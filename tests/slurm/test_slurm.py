@@ -231,9 +231,9 @@ def test_plan_of_a_slurm_stack_is_headed_slurm_and_keeps_the_accounts_in_its_fil
         and "| vision | h100 | 4 | gres/gpu:h100 | 16 |" in markdown
     )
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["orchestrator"] == "slurm" and plan["placement"] == ""
+    assert plan["orchestrator"] == "slurm" and plan["placement"] == "" and plan["slurm_version"] == "22.05"
     assert plan["slurm"][0] == {"account": "vision", "partition": "h100", "nodes": 4, "tres": "gres/gpu:h100",
-                                "guaranteed": 16, "borrow_qos": "vision-borrow", "borrowable": 8}  # fmt: skip
+                                "guaranteed": 16, "borrow_account": "vision-borrow", "borrowable": 8}  # fmt: skip
 
 
 def test_preflight_on_a_slurm_stack_says_there_is_nothing_to_check(
