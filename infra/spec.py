@@ -556,6 +556,9 @@ class Slurm(Model):
     memory_margin_percent: Annotated[int, Field(ge=0, le=50)] = 5
     # slurm.conf PrivateData: what a user sees only of their own; [] shows every team everything
     private_data: list[SlurmPrivateData] = Field(default_factory=lambda: list(DEFAULT_PRIVATE_DATA))
+    # Seconds between runs of gpufleet-healthcheck, which drains a node whose GPUs are missing or faulty
+    # (slurm.conf HealthCheckInterval, at most 65535); 0: no health check. slurmd gives it up to 60 s a run.
+    health_check_interval: Annotated[int, Field(ge=0, le=65535)] = 300
     # slurmctld's state; with a backup controller required, on storage both controllers mount
     state_save_location: Annotated[str, Field(pattern=r"^/[^\s,]*$")] | None = None
 

@@ -5,7 +5,8 @@ with the configuration the project renders. GPUs are stand-in device files (the 
 machine has none; the stack's cores and memory are what the nodes report (`SlurmdParameters=config_overrides`).
 
 Only what is local to this throwaway cluster is set on top of the rendered slurm.conf (`LOCAL_KEYS`: paths,
-ports, the daemons' user, where munged listens); every policy line is the renderer's, unchanged.
+ports, the daemons' user, where munged listens; no periodic health check, whose GPUs would be this machine's);
+every policy line is the renderer's, unchanged.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ LOOPBACK = "127.0.0.1"
 # Keys set on top of the rendered slurm.conf for a cluster in a temporary folder (slurm.conf(5)); nothing else.
 LOCAL_KEYS = ("StateSaveLocation", "SlurmdSpoolDir", "SlurmUser", "SlurmctldPidFile", "SlurmdPidFile",
               "SlurmctldLogFile", "SlurmdLogFile", "SlurmctldPort", "AccountingStoragePort", "AuthInfo",
-              "AccountingStoragePass", "SlurmdParameters", "ReturnToService")  # fmt: skip
+              "AccountingStoragePass", "SlurmdParameters", "ReturnToService",
+              "HealthCheckInterval")  # fmt: skip
 NVIDIA_MAJOR = 195  # the character-device major of /dev/nvidiaN
 
 
@@ -199,6 +201,10 @@ class SlurmCluster:
             # the munged that slurmdbd traffic is signed with (slurm.conf(5) AccountingStoragePass)
             "AccountingStoragePass": str(sock),
             "ReturnToService": "2",
+            # the nodes are stand-ins on one machine whose GPUs, if any, are not the stack's: slurmd runs no
+            # health check (it would drain them), and none reaches a real cluster's controller from here; the
+            # tests run gpufleet-healthcheck per node as slurmd would
+            "HealthCheckInterval": "0",
             # the stand-in hosts have this machine's cores and memory, not the stack's (slurm.conf(5))
             **({"SlurmdParameters": "config_overrides"} if self.stack_hardware else {}),
         })  # fmt: skip

@@ -1,5 +1,5 @@
-"""The files a Slurm stack is made of: slurm.conf, gres.conf, cgroup.conf, job_submit.lua and the sacctmgr script
-(`invoke render`, installed by the Slurm roles), and the inventory and command of `playbooks/slurm-cluster.yml`
+"""The files a Slurm stack is made of: slurm.conf, gres.conf, cgroup.conf, job_submit.lua, the sacctmgr script and
+the nodes' health check (`invoke render`, installed by the Slurm roles), and the inventory and command of `playbooks/slurm-cluster.yml`
 (`invoke metal`)."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from scheduler.model import PoolView
 from scheduler.resources import units_per_gpu
 from scheduler.slurm import SlurmSite, cgroup_conf, gres_conf, job_submit_lua, sacctmgr_script, slurm_conf
 from scheduler.slurm.config import real_memory_mib
+from scheduler.slurm.healthcheck import NAME as HEALTHCHECK
+from scheduler.slurm.healthcheck import healthcheck_script
 
 SUBDIR = "slurm"
 
@@ -27,6 +29,7 @@ def slurm_files(spec: ClusterSpec) -> dict[str, str]:
         "cgroup.conf": cgroup_conf(site),
         "job_submit.lua": job_submit_lua(site, pools),
         "sacctmgr.sh": sacctmgr_script(site, policy, pools),
+        HEALTHCHECK: healthcheck_script(site, pools),
     }
 
 
@@ -37,7 +40,7 @@ def render_slurm(spec: ClusterSpec, folder: Path) -> list[Path]:
     for name, text in slurm_files(spec).items():
         path = out / name
         path.write_text(text)
-        if name.endswith(".sh"):
+        if name.endswith(".sh") or name == HEALTHCHECK:
             path.chmod(0o755)
         paths.append(path)
     return paths

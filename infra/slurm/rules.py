@@ -11,6 +11,9 @@ from scheduler.slurm.policy import borrow_qos, slurm_version
 
 # Slurm's own account (every association tree's top, sacctmgr(1)): a team may not take its name.
 RESERVED_ACCOUNTS = ("root",)
+# slurmd kills HealthCheckProgram after 60 s (slurm.conf(5) HealthCheckProgram): a shorter interval would start
+# the next run while the last may still be running.
+HEALTH_CHECK_MIN_INTERVAL = 60
 
 
 def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
@@ -34,6 +37,11 @@ def slurm_problems(spec: ClusterSpec, problems: list[str]) -> None:
             problems.append(
                 f"gpufleet:slurm.partitions.{name}: no pool named {name!r} (pools: {', '.join(names)})"
             )
+    if 0 < spec.slurm.health_check_interval < HEALTH_CHECK_MIN_INTERVAL:
+        problems.append(
+            f"gpufleet:slurm.healthCheckInterval: 0 (off) or at least {HEALTH_CHECK_MIN_INTERVAL} seconds, the "
+            f"time slurmd gives the health check to run; got {spec.slurm.health_check_interval}"
+        )
     if sum(o.default for o in spec.slurm.partitions.values()) > 1:
         problems.append("gpufleet:slurm.partitions: at most one partition may be the default")
     models = Counter(p.gpu_model for p in spec.node_pools if p.sharing.mode == "exclusive")

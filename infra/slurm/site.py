@@ -34,6 +34,7 @@ def slurm_site(spec: ClusterSpec) -> SlurmSite:
         private_data=tuple(dict.fromkeys(s.private_data)),
         version=s.version,
         preempt_grace_seconds=s.preempt_grace_seconds,
+        health_check_interval=s.health_check_interval,
     )
     if s.state_save_location:
         site = replace(site, state_save_location=s.state_save_location)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from scheduler.model import PoolView, SchedulingPolicy
 from scheduler.resources import units_per_gpu
+from scheduler.slurm.healthcheck import healthcheck_conf
 from scheduler.slurm.policy import PartitionOptions, SlurmSite, gres_type, slurm_version, tres_name
 
 # PriorityWeightFairshare when fair sharing is on (slurm.conf(5): the factor is 0..1, times this weight).
@@ -166,6 +167,8 @@ def slurm_conf(site: SlurmSite, policy: SchedulingPolicy, pools: Sequence[PoolVi
         # on a GPU node one sees only the GPUs of one's job (pam_slurm_adopt.html; slurm.conf(5) PrologFlags)
         "PrologFlags=Contain",
         *([f"PrivateData={','.join(site.private_data)}"] if site.private_data else []),
+        # gpufleet-healthcheck drains a node whose GPUs are missing or faulty (scheduler.slurm.healthcheck)
+        *healthcheck_conf(site),
     ]
     return "\n".join([*lines, *node_lines(site, pools), *partition_lines(site, pools)]) + "\n"
 

@@ -72,6 +72,8 @@ class SlurmSite:
     private_data: tuple[str, ...] = ("jobs", "usage")
     version: str = "22.05"  # the Slurm release of the hosts, major.minor (`slurm_version`)
     preempt_grace_seconds: int = 0  # the borrow QOS's GraceTime (honoured for requeue from 23.11)
+    # seconds between runs of gpufleet-healthcheck (slurm.conf HealthCheckInterval); 0: no health check
+    health_check_interval: int = 300
 
 
 @dataclass(frozen=True)

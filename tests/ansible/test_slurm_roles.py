@@ -31,6 +31,7 @@ from tests.preflight.helpers import stack_doc, write_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 PLAYBOOK = ANSIBLE_DIR / "playbooks/slurm-cluster.yml"
+HEALTHCHECK = "/usr/local/sbin/gpufleet-healthcheck"  # slurm.conf's HealthCheckProgram
 
 
 def small_stack(tmp: Path) -> ClusterSpec:
@@ -138,7 +139,8 @@ def test_the_roles_converge_and_a_second_run_changes_nothing(cluster: Cluster) -
 def test_every_host_has_the_controllers_munge_key_and_the_rendered_config(cluster: Cluster) -> None:
     """quickstart_admin.html: "all nodes in your cluster have the same munge.key" (each munge package made
     its own); slurm.conf(5): the same slurm.conf everywhere, here the renderer's text unchanged; SlurmUser has
-    one UID everywhere (slurmdbd trusts only it and root)."""
+    one UID everywhere (slurmdbd trusts only it and root). Each GPU host has slurm.conf's HealthCheckProgram, the
+    rendered script, mode 0755, and it finds the host healthy as slurmd runs it (SLURMD_NODENAME only)."""
     assert {h.run("id", "-u", "slurm").strip() for h in cluster.hosts.hosts} == {"64030"}
     keys = {h.name: (h.root / "etc/munge/munge.key").read_bytes() for h in cluster.hosts.hosts}
     assert len(set(keys.values())) == 1, "hosts have different MUNGE keys"
@@ -148,6 +150,11 @@ def test_every_host_has_the_controllers_munge_key_and_the_rendered_config(cluste
         assert host.read("/etc/slurm/gres.conf").rstrip("\n") == (
             cluster.hosts.config / "gres.conf"
         ).read_text().rstrip("\n")
+    # slurm.conf's HealthCheckProgram on each GPU host, as rendered; healthy with the stand-in GPUs (exit 0)
+    for host in cluster.hosts.nodes:
+        assert host.read(HEALTHCHECK) == (cluster.hosts.config / "gpufleet-healthcheck").read_text()
+        assert host.run("stat", "-c", "%a %U", HEALTHCHECK).split() == ["755", "root"]
+        assert host.run("env", "-i", f"SLURMD_NODENAME={host.name}", HEALTHCHECK) == ""
     # a credential made on a GPU host decodes on the controller: one key, and munged runs on both
     token = cluster.hosts.nodes[0].run("munge", "-n")
     assert "STATUS:          Success" in subprocess.run(

@@ -272,8 +272,9 @@ def test_render_writes_the_slurm_files_and_no_kubernetes_objects(
     result = run_task(capsys, "render", "--stack", STACK, "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
-        "cgroup.conf", "gres.conf", "job_submit.lua", "sacctmgr.sh", "slurm.conf"]  # fmt: skip
+        "cgroup.conf", "gpufleet-healthcheck", "gres.conf", "job_submit.lua", "sacctmgr.sh", "slurm.conf"]  # fmt: skip
     assert os.access(out / "slurm" / "sacctmgr.sh", os.X_OK)
+    assert os.access(out / "slurm" / "gpufleet-healthcheck", os.X_OK)
 
 
 def test_docs_example_is_the_example_stack() -> None:

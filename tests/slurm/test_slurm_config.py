@@ -114,8 +114,24 @@ def test_borrowed_work_has_an_account_of_its_own_beside_the_teams(tmp_path: Path
             lambda c: c["gpufleet:nodePools"][1].pop("memoryGiBPerNode"),
             "gpufleet:nodePools[1].memoryGiBPerNode",
         ),
+        (
+            lambda c: c["gpufleet:slurm"].update(healthCheckInterval=30),
+            "gpufleet:slurm.healthCheckInterval",
+        ),
+        (
+            lambda c: c["gpufleet:slurm"].update(healthCheckInterval=70000),
+            "gpufleet:slurm.healthCheckInterval",
+        ),
     ],
-    ids=["margin", "default-time", "backup-without-shared-state", "relative-state", "no-memory"],
+    ids=[
+        "margin",
+        "default-time",
+        "backup-without-shared-state",
+        "relative-state",
+        "no-memory",
+        "health-check-under-a-minute",
+        "health-check-beyond-uint16",
+    ],
 )
 def test_bad_slurm_keys_exit_2_with_one_line_naming_the_key(tmp_path: Path, edit: Any, key: str) -> None:
     doc = stack_doc(STACK)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +17,10 @@ from typing import Any
 
 import pytest
 
+from infra.scheduling import scheduler_inputs
+from infra.slurm.site import slurm_site
 from infra.slurm.usage import Allocation, parse_sacct, run_sacct, sacct_argv, usage_from_sacct
+from scheduler.slurm.healthcheck import healthcheck_script
 from tests.preflight.helpers import run_task
 from tests.slurm.cluster import SlurmCluster, ensure_packages, slurm_cluster
 from tests.slurm.daemon_stack import daemon_stack, daemon_stack_file
@@ -417,3 +422,68 @@ def test_a_team_that_borrowed_first_starts_its_guaranteed_job_by_preempting_its_
     assert (requeued["JobState"], requeued["Restarts"]) == ("PENDING", "1"), requeued
     assert cluster.job(owner)["JobState"] == "RUNNING"
     _cancel_all(cluster)
+
+
+# ---- the node health check ----------------------------------------------------------------------------------
+
+
+def _node(cluster: SlurmCluster, node: str) -> dict[str, str]:
+    """`scontrol -o show node`'s State and Reason (the reason without its `[user@time]`)."""
+    out = cluster.run("scontrol", "-o", "show", "node", node)
+    state = out.split(" State=", 1)[1].split()[0]
+    reason = out.split(" Reason=", 1)[1].rsplit(" [", 1)[0] if " Reason=" in out else ""
+    return {"State": state, "Reason": reason}
+
+
+def _healthcheck(cluster: SlurmCluster, node: str, gpus: tuple[int, ...]) -> subprocess.CompletedProcess[str]:
+    """gpufleet-healthcheck as slurmd runs it (slurmd.c `run_script_health_check`: SLURMD_NODENAME only, as
+    root), with the twin's slurm.conf (SLURM_CONF) and the node's GPU device files in a folder of its own (only
+    `gpus` of them there; the twin's nodes share this machine's /dev)."""
+    dev = cluster.root / "healthcheck" / node
+    shutil.rmtree(dev, ignore_errors=True)
+    dev.mkdir(parents=True)
+    for n in gpus:
+        (dev / f"nvidia{n}").symlink_to("/dev/null")  # a character device, like /dev/nvidiaN
+    script = dev / "gpufleet-healthcheck"
+    script.write_text(
+        healthcheck_script(slurm_site(cluster.spec), scheduler_inputs(cluster.spec)[1], str(dev))
+    )
+    script.chmod(0o755)
+    env = {"SLURMD_NODENAME": node, "SLURM_CONF": cluster.env["SLURM_CONF"]}
+    return subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_health_check_drains_a_node_with_a_missing_gpu_and_keeps_its_job_and_an_admins_drain(
+    accounts: SlurmCluster,
+) -> None:
+    """slurm.conf(5) HealthCheckProgram: the program drains the node itself (`scontrol update ... State=DRAIN
+    Reason=...`). gpu-h100-01 runs a job and loses /dev/nvidia1: it is drained with the reason naming that
+    file (MIXED+DRAIN: no new job starts) and its job keeps running; gpu-h100-02, which an admin drained ("bad
+    GPU"), keeps the admin's reason although it lost a GPU too; gpu-l40s-01 with its GPU is healthy (exit 0)
+    and stays idle. Nothing is resumed by the check."""
+    cluster = accounts
+    _cancel_all(cluster)
+    job = cluster.sbatch("--account=vision", "--gres=gpu:h100:1", "-p", "h100", "-w", "gpu-h100-01")
+    cluster.wait_state(job, "RUNNING")
+    cluster.run("scontrol", "update", "NodeName=gpu-h100-02", "State=DRAIN", "Reason=bad GPU")
+    try:
+        lost = _healthcheck(cluster, "gpu-h100-01", gpus=(0,))
+        missing = cluster.root / "healthcheck" / "gpu-h100-01" / "nvidia1"
+        reason = f"gpufleet-healthcheck: 1 of 2 GPUs missing ({missing})"
+        assert lost.returncode == 1 and reason in lost.stdout, lost
+        cluster.wait("gpu-h100-01 drained", lambda: "DRAIN" in _node(cluster, "gpu-h100-01")["State"], 20)
+        assert _node(cluster, "gpu-h100-01") == {"State": "MIXED+DRAIN", "Reason": reason}
+        assert cluster.job(job)["JobState"] == "RUNNING"
+        admins = _healthcheck(cluster, "gpu-h100-02", gpus=(0,))
+        assert admins.returncode == 1 and "for another reason (bad GPU)" in admins.stdout, admins
+        assert _node(cluster, "gpu-h100-02") == {"State": "IDLE+DRAIN", "Reason": "bad GPU"}
+        healthy = _healthcheck(cluster, "gpu-l40s-01", gpus=(0,))
+        assert (healthy.returncode, healthy.stdout) == (0, ""), healthy
+        assert _node(cluster, "gpu-l40s-01") == {"State": "IDLE", "Reason": ""}
+        again = _healthcheck(cluster, "gpu-h100-01", gpus=(0, 1))  # the GPU is back: still drained
+        assert again.returncode == 0 and "DRAIN" in _node(cluster, "gpu-h100-01")["State"]
+        assert cluster.job(job)["JobState"] == "RUNNING"
+    finally:
+        for node in ("gpu-h100-01", "gpu-h100-02"):
+            cluster.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
+        _cancel_all(cluster)

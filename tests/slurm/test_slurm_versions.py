@@ -43,7 +43,7 @@ def _stack(tmp_path: Path, version: str, edit: Any = None) -> Any:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_option_is_one_of_that_releases_manual(tmp_path: Path, version: str) -> None:
     """slurm.conf, gres.conf and cgroup.conf as rendered for the release: every key (and every PrivateData,
-    PrologFlags and CgroupPlugin value) is in that release's manual page."""
+    PrologFlags, HealthCheckNodeState and CgroupPlugin value) is in that release's manual page."""
     files = slurm_files(_stack(tmp_path, version))
     manual = _options(version)
     for name in ("slurm.conf", "gres.conf", "cgroup.conf"):
@@ -51,7 +51,7 @@ def test_every_option_is_one_of_that_releases_manual(tmp_path: Path, version: st
         keys = {k.lower() for k in re.findall(r"(?:^|\s)([A-Za-z]+)=", text, re.M)}
         assert keys and keys <= manual[name], (version, name, sorted(keys - manual[name]))
     conf = files["slurm.conf"]
-    values = re.findall(r"^(?:PrivateData|PrologFlags)=(\S+)", conf, re.M)
+    values = re.findall(r"^(?:PrivateData|PrologFlags|HealthCheckNodeState)=(\S+)", conf, re.M)
     assert {v.lower() for value in values for v in value.split(",")} <= manual["slurm.conf"]
 
 

@@ -235,6 +235,7 @@ def test_metal_on_a_slurm_stack_prepares_the_gpu_hosts_then_runs_the_slurm_playb
     config = Path(slurm["all"]["vars"]["slurm_common_config_dir"])
     assert sorted(p.name for p in config.iterdir()) == [
         "cgroup.conf",
+        "gpufleet-healthcheck",
         "gres.conf",
         "job_submit.lua",
         "sacctmgr.sh",
