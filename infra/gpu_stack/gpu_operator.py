@@ -91,20 +91,22 @@ def arm64_gpu_pool_problems(spec: ClusterSpec) -> list[str]:
         return []
     problems = []
     for i, pool in enumerate(spec.node_pools):
-        for key, names in (
-            ("instanceType", [pool.instance_type]),
-            ("instanceTypes", pool.instance_types or []),
-        ):
-            for j, name in enumerate(names):
-                itype = catalog.lookup(name) if name else None
-                if itype is None or not itype.gpus or _ARCH.get(itype.arch, itype.arch) in EKS_DCGM_ARCHES:
-                    continue
-                at = f"gpufleet:nodePools[{i}].{key}" + (f"[{j}]" if key == "instanceTypes" else "")
-                problems.append(
-                    f"{at}: {name} is {itype.arch}; on aws dcgm-exporter reads the EKS node monitoring agent's "
-                    "DCGM host engine, which runs only on amd64 nodes, so this pool would have no GPU metrics "
-                    "or DCGM health; use an amd64 (x86_64) GPU instance type"
-                )
+        key = "instanceTypes" if pool.instance_types else "instanceType"
+        names = list(
+            dict.fromkeys(
+                [*([pool.instance_type] if pool.instance_type else []), *(pool.instance_types or [])]
+            )
+        )
+        types = [t for t in map(catalog.lookup, names) if t is not None and t.gpus]
+        arches = {_ARCH.get(t.arch, t.arch) for t in types}
+        if len(arches) != 1 or arches <= set(EKS_DCGM_ARCHES):
+            continue  # several architectures in one pool are refused by the pool's own rule, with the type
+        shown = ", ".join(t.name for t in types)
+        problems.append(
+            f"gpufleet:nodePools[{i}].{key}: {shown} {'is' if len(types) == 1 else 'are'} {types[0].arch}; on aws dcgm-exporter reads the EKS node "
+            "monitoring agent's DCGM host engine, which runs only on amd64 nodes, so this pool would have no GPU "
+            "metrics or DCGM health; use an amd64 (x86_64) GPU instance type"
+        )
     return problems
 
 

@@ -101,7 +101,18 @@ def test_arm64_gpu_pools_are_refused_on_aws() -> None:
     }
     with pytest.raises(ConfigError) as refused:
         parse_config(_config(mixed), "t")
-    assert [p.split(":")[1] for p in refused.value.problems] == ["nodePools[0].instanceTypes[1]"]
+    # the mixed architectures are the pool's own problem, named at the arm64 type and not a second time here
+    keys = [p.split(":")[1] for p in refused.value.problems]
+    assert keys[0] == "nodePools[0].instanceTypes[1]" and "arm64" in refused.value.problems[0]
+    assert not [p for p in refused.value.problems if "DCGM host engine" in p], refused.value.problems
+    arm_only = {"name": "g", "instanceTypes": ["g5g.xlarge", "g5g.2xlarge"], "maxSize": 1}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(_config(arm_only), "t")
+    assert [p for p in refused.value.problems if "DCGM host engine" in p] == [
+        "gpufleet:nodePools[0].instanceTypes: g5g.xlarge, g5g.2xlarge are arm64; on aws dcgm-exporter reads the EKS "
+        "node monitoring agent's DCGM host engine, which runs only on amd64 nodes, so this pool would have no GPU "
+        "metrics or DCGM health; use an amd64 (x86_64) GPU instance type"
+    ], refused.value.problems
     for stack in ("dev", "example-prod", "metal"):
         assert arm64_gpu_pool_problems(load_example(stack)) == []
 
