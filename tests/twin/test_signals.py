@@ -1,7 +1,7 @@
 """`invoke twin` stops with its command: Ctrl-C (SIGINT), SIGTERM and SIGHUP during start-up, during `--run`
 and while serving each stop every component and release the lock, and the command exits 128 + the signal's
-number; a launcher killed outright (SIGKILL) takes its twin with it. Afterwards no process of the twin is left
-and its port on the machine's loopback is free."""
+number; a launcher killed outright (SIGKILL) takes its twin with it. Afterwards no process of the twin is left,
+and none of the processes that listened on its port on the machine's loopback still does."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -67,14 +66,31 @@ def twin_processes(marker: str) -> list[str]:
     return found
 
 
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+def listeners(port: int) -> list[int]:
+    """The processes with a listening TCP socket on `port` of this machine's loopback (proc(5): /proc/net/tcp's
+    `st` 0A is LISTEN; a socket's inode is the target `socket:[inode]` of an fd of its process)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    found = []
+    for entry in Path("/proc").iterdir() if inodes else []:
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
+                found.append(int(entry.name))
+    return found
+
+
+def released(port: int, holders: set[int]) -> bool:
+    """None of `holders`, the processes that listened on the twin's API server port while it served, listens on
+    it any more. A bind test would not do: once released, the port is in the ephemeral range the other worker's
+    twins and clients draw from, and a stranger's socket on it says nothing about this twin."""
+    return not set(listeners(port)) & holders
 
 
 def session_port() -> int:
@@ -116,6 +132,8 @@ def test_a_stop_signal_at_any_phase_stops_every_component(
             running = lambda: [p for p in twin_processes(marker) if "invoke" not in p and "sh -c" not in p]  # noqa: E731
             eventually(running, "the --run command", 60, 0.1)
         port = session_port()
+        holders = set(listeners(port))
+        assert holders, f"nothing listens on the twin's port {port}"
         invoked.send_signal(sig)
         code = invoked.wait(120)
     finally:
@@ -124,7 +142,7 @@ def test_a_stop_signal_at_any_phase_stops_every_component(
     said = (tmp_path / "invoke.log").read_text()
     assert code == 128 + sig, said
     assert eventually(lambda: not twin_processes(marker), "no twin process left", 60, 0.2)
-    assert port_free(port)
+    assert released(port, holders), listeners(port)
     again = subprocess.run([sys.executable, "-c", (
         "import sys; from pathlib import Path; from twin import launch;"
         f"launch.take_lock('{STACK}', Path('{tmp_path / 'lock'}')).close()")],
@@ -140,6 +158,8 @@ def test_a_killed_launcher_takes_its_twin_with_it_and_its_folder_is_safe_meanwhi
     try:
         eventually(lambda: ours("ready.json", invoked), "the twin up", 300, 0.2)
         port = session_port()
+        holders = set(listeners(port))
+        assert holders, f"nothing listens on the twin's port {port}"
         pid = json.loads((FOLDER / "ready.json").read_text())["pid"]
         second = subprocess.run(
             [sys.executable, "-m", "invoke", "twin", "--stack", STACK, "--bare", "--run", "true"], cwd=ROOT,
@@ -154,4 +174,4 @@ def test_a_killed_launcher_takes_its_twin_with_it_and_its_folder_is_safe_meanwhi
         if invoked.poll() is None:
             invoked.kill()
     assert eventually(lambda: not twin_processes("never-matches"), "no twin process left", 90, 0.2)
-    assert port_free(port)
+    assert released(port, holders), listeners(port)
