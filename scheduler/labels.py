@@ -18,6 +18,10 @@ GPU_TAINT: dict[str, str] = {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "ef
 # and mig-manager partitions a node's GPUs according to the mig.config label.
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+# GPU operator: `false` keeps every operand (dcgm-exporter among them) off the node (GPU Operator docs,
+# "Disabling operands on a node"); gpufleet sets it on Bottlerocket nodes, and the alerts read it to know which
+# GPU nodes run no exporter by design.
+GPU_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
 DEVICE_PLUGIN_CONFIGMAP = "gpufleet-device-plugin-config"
 DEVICE_PLUGIN_DEFAULT_CONFIG = "default"  # the key used by pools that do not share their GPUs
 

@@ -21,6 +21,7 @@ from infra.errors import ConfigError
 from infra.pools import SYSTEM_GROUP, pool_zones
 from infra.scheduling import ACCELERATOR_LABEL, node_group_name, pool_view
 from infra.spec import ClusterSpec, NodePool
+from scheduler.labels import GPU_OPERANDS_LABEL
 from scheduler.model import PoolView
 from scheduler.resources import gpu_resource, gpu_units
 
@@ -42,7 +43,7 @@ EKS_EFFECT = {
 # neither the operator's MIG manager nor its toolkit or validator; `nvidia.com/gpu.deploy.operands=false`
 # keeps every GPU operator operand off them (GPU Operator docs, "Disabling operands on a node"). Their GPU
 # health comes from the EKS node monitoring agent, which runs on them as on AL2023.
-BOTTLEROCKET_OPERAND_LABELS = {"nvidia.com/gpu.deploy.operands": "false"}
+BOTTLEROCKET_OPERAND_LABELS = {GPU_OPERANDS_LABEL: "false"}
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Node auto-repair, as counts (EKS API NodeRepairConfig): a percentage threshold stops repairs as soon as one
 # node of a small group is sick (1 of 3 is 33% > 30%). Repairs go one node at a time and stop when more than

@@ -8,7 +8,8 @@ the choice of expressions:
   `DCGM_EXP_XID_ERRORS_COUNT{xid}` counts each XID seen in its last window; only hardware XIDs alert
   (`HARDWARE_XIDS`), application ones are on the Fleet dashboard;
 - a GPU that falls off the bus usually just stops reporting (DCGM cannot always deliver XID 79: NVIDIA/DCGM#162),
-  so `GpuMissingFromDcgm` compares the GPUs dcgm-exporter reports per node with the node's GPU capacity, and
+  so `GpuMissingFromDcgm` compares the GPUs dcgm-exporter reports per node with the node's GPU capacity
+  (leaving out nodes whose GPU operator operands are off, which run no exporter by design), and
   `GpuDevicePluginUnhealthy` fires when the device plugin marks GPUs unhealthy (capacity - allocatable);
 - double-bit ECC (volatile: cleared by a reset), pending and failed row remaps are levels, so the alerts stay
   while the GPU still needs a reset and fire for an error already there at the first scrape; NVLink errors are
@@ -70,6 +71,8 @@ def gpu_health_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     on = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
     capacity, allocatable = m.node_gpus(m.NODE_CAPACITY), m.node_gpus(m.NODE_ALLOCATABLE)
     reported = f"count by (node) (count by (node, UUID) ({m.GPU_TEMP}))"
+    # A node whose operator operands are off (Bottlerocket) runs no exporter: nothing of it is missing.
+    expected = f"({capacity} unless on (node) {m.exporterless_nodes()})"
     return [
         _alert(
             spec,
@@ -88,7 +91,7 @@ def gpu_health_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
         _alert(
             spec,
             "GpuMissingFromDcgm",
-            f"({capacity} > on (node) {reported}) or (({capacity} > 0) unless on (node) {reported})",
+            f"({expected} > on (node) {reported}) or (({expected} > 0) unless on (node) {reported})",
             "critical",
             "Node {{ $labels.node }} has {{ $value }} GPUs but dcgm-exporter reports fewer: a GPU fell off "
             "the bus or the exporter lost it.",
@@ -160,9 +163,11 @@ def gpu_health_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
 def meta_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     """The sources every other alert reads: a target down, a job with no target at all, Kueue's gauges gone.
     kube-prometheus-stack's own `TargetDown` covers only targets that exist. dcgm-exporter runs on GPU nodes
-    only, so its absence counts only while some node has GPU capacity (AWS pools may scale to zero)."""
+    only, and not on those whose operator operands are off (Bottlerocket), so its absence counts only while some
+    other node has GPU capacity (AWS pools may scale to zero)."""
     jobs = "|".join(m.JOBS)
-    gpus_exist = f"on () (sum({m.node_gpus(m.NODE_CAPACITY)}) > 0)"
+    capacity = m.node_gpus(m.NODE_CAPACITY)
+    gpus_exist = f"on () (sum({capacity} unless on (node) {m.exporterless_nodes()}) > 0)"
     absent = {
         m.DCGM_JOB: f'absent_over_time({m.UP}{{job="{m.DCGM_JOB}"}}[10m]) and {gpus_exist}',
         m.KUEUE_JOB: f'absent_over_time({m.UP}{{job="{m.KUEUE_JOB}"}}[10m])',

@@ -150,6 +150,10 @@ NODE_CAPACITY = "kube_node_status_capacity"  # {node, resource, unit}
 NODE_UNSCHEDULABLE = "kube_node_spec_unschedulable"  # {node}
 POD_REQUESTS = "kube_pod_container_resource_requests"  # {namespace, pod, container, node, resource, unit}
 POOL_LABEL_METRIC = "label_gpufleet_io_pool"  # `gpufleet.io/pool` as kube-state-metrics names it
+# `nvidia.com/gpu.deploy.operands` as kube-state-metrics names it: "false" on nodes where the GPU operator runs
+# no operand, so no dcgm-exporter (Bottlerocket; gpu-operator v26.7.0 controllers/state_manager.go removes every
+# `nvidia.com/gpu.deploy.*` label of such a node).
+OPERANDS_LABEL_METRIC = "label_nvidia_com_gpu_deploy_operands"
 GPU_RESOURCE_METRIC = "nvidia_com_gpu"  # `nvidia.com/gpu` as kube-state-metrics names it
 # gpufleet's CustomResourceState metrics of Kueue Workloads (infra.monitoring.stack.workload_state_metrics):
 # `<prefix>_<name>` (kube-state-metrics docs/metrics/extend/customresourcestate-metrics.md, "Naming"), labels
@@ -201,6 +205,12 @@ def node_pool(pool: str | None = None) -> str:
 def on_pool(pool: str | None = None) -> str:
     """`* on (node) group_left (<pool label>) <node_pool>`: adds a series' pool and keeps GPU-pool nodes only."""
     return f"* on (node) group_left ({POOL_LABEL_METRIC}) {node_pool(pool)}"
+
+
+def exporterless_nodes() -> str:
+    """GPU nodes that run no dcgm-exporter by design (operands off), one series per node: silence from them is
+    expected, so the DCGM coverage alerts leave them out with `unless on (node)`."""
+    return f'max by (node) ({NODE_LABELS}{{{OPERANDS_LABEL_METRIC}="false"}})'
 
 
 def node_gpus(metric: str) -> str:

@@ -21,7 +21,7 @@ from infra.monitoring import metrics as m
 from infra.monitoring.alerts import rule_groups
 from infra.monitoring.dashboards import dashboards, to_json
 from infra.spec import AlertReceiver, ClusterSpec, Monitoring, SecretKey
-from scheduler.labels import KUEUE_NAMESPACE, MANAGED_BY, SHARED_GPU_RESOURCE
+from scheduler.labels import GPU_OPERANDS_LABEL, KUEUE_NAMESPACE, MANAGED_BY, POOL_LABEL, SHARED_GPU_RESOURCE
 
 MONITORING_API = "monitoring.coreos.com/v1"
 SYSTEM_NODES = {"gpufleet.io/role": "system"}  # the AWS system node group's label (infra.aws.nodepools)
@@ -37,6 +37,9 @@ ALERTMANAGER_SECRETS_DIR = "/etc/alertmanager/secrets"
 # add-on without a metrics Service the chart selects), so their "down" alerts would fire for ever.
 EKS_UNREACHABLE_MONITORS = ("kubeControllerManager", "kubeEtcd", "kubeScheduler", "kubeProxy")
 # Kueue v0.19.2: Workloads are kueue.x-k8s.io, served as v1beta1 and v1beta2 (the storage version).
+# kube-state-metrics exports only allow-listed node labels (`--metric-labels-allowlist`): the pool, and the GPU
+# operator's operands switch the DCGM coverage alerts read.
+NODE_LABELS_ALLOWLIST = f"nodes=[{POOL_LABEL},{GPU_OPERANDS_LABEL}]"
 WORKLOAD_GVK = {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "Workload"}
 
 
@@ -113,11 +116,12 @@ def workload_state_metrics() -> dict[str, Any]:
 
 
 def kube_state_metrics_values(spec: ClusterSpec) -> dict[str, Any]:
-    """The kube-state-metrics subchart (8.4.0): the pool label on kube_node_labels, and the Workload metrics with
+    """The kube-state-metrics subchart (8.4.0): the pool label and the GPU operator's operands label on
+    kube_node_labels (the DCGM coverage alerts leave out nodes with operands off), and the Workload metrics with
     the list/watch rule they need (values.yaml `customResourceState.{enabled,config}`, `rbac.extraRules`)."""
     on_system = {"nodeSelector": dict(SYSTEM_NODES)} if spec.platform == "aws" else {}
     return {
-        "metricLabelsAllowlist": ["nodes=[gpufleet.io/pool]"],
+        "metricLabelsAllowlist": [NODE_LABELS_ALLOWLIST],
         "customResourceState": {"enabled": True, "config": workload_state_metrics()},
         "rbac": {
             "extraRules": [

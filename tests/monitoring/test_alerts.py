@@ -727,6 +727,58 @@ def test_every_alert_fires_and_stays_silent_where_it_should(promtool: str, rule_
     assert "SUCCESS" in result.stdout
 
 
+def test_gpu_nodes_that_run_no_exporter_by_design_stay_silent(promtool: str, rule_file: Path) -> None:
+    """A Bottlerocket GPU node (GPU operator operands off: `nvidia.com/gpu.deploy.operands=false`, which
+    kube-state-metrics exports as an allow-listed label) advertises `nvidia.com/gpu` but runs no dcgm-exporter:
+    neither GpuMissingFromDcgm nor GpuMetricsTargetAbsent fires for it, also when it is the only GPU node. An
+    ordinary GPU node without DCGM series still raises both."""
+    res = f'resource="{m.GPU_RESOURCE_METRIC}",unit="integer"'
+    operands_off = f'node="br-1",{POOL}="l40s-infer",{m.OPERANDS_LABEL_METRIC}="false"'
+    present = {
+        f'up{{job="{m.KSM_JOB}",instance="ksm-a"}}': "1x30",
+        f'up{{job="{m.KUEUE_JOB}",instance="10.0.0.9:8443"}}': "1x30",
+        **_ksm(m.NODE_CAPACITY, f'node="br-1",{res}', "4x30"),
+        **_ksm(m.NODE_LABELS, operands_off, "1x30"),
+    }
+    only_bottlerocket = _case(
+        present, [("20m", "GpuMissingFromDcgm", []), ("20m", "GpuMetricsTargetAbsent", [])]
+    )
+    with_ordinary = _case(
+        {
+            **present,
+            **_ksm(m.NODE_CAPACITY, f'node="gpu-1",{res}', "8x30"),
+            **_ksm(m.NODE_LABELS, f'node="gpu-1",{POOL}="h100-train"', "1x30"),
+        },
+        [
+            (
+                "20m",
+                "GpuMissingFromDcgm",
+                [
+                    _alert(
+                        "GpuMissingFromDcgm",
+                        "Node gpu-1 has 8 GPUs but dcgm-exporter reports fewer: a GPU fell off the bus or "
+                        "the exporter lost it.",
+                        node="gpu-1",
+                    )
+                ],
+            ),
+            (
+                "20m",
+                "GpuMetricsTargetAbsent",
+                [
+                    _alert(
+                        "GpuMetricsTargetAbsent",
+                        f"Prometheus has no {m.DCGM_JOB} target: GPU and team alerts that read it are silent.",
+                        job=m.DCGM_JOB,
+                    )
+                ],
+            ),
+        ],
+    )
+    result = _run(promtool, rule_file, [only_bottlerocket, with_ordinary], "gpufleet-operands-off.test.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_recording_rules_count_whole_gpus(promtool: str, rule_file: Path) -> None:
     result = _run(promtool, rule_file, [_units_case()], "gpufleet-units.test.yaml")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -301,7 +301,9 @@ def test_chart_values_follow_the_spec() -> None:
     spec = values["prometheus"]["prometheusSpec"]
     assert spec["retention"] == "30d" and spec["nodeSelector"] == {"gpufleet.io/role": "system"}
     assert values["grafana"]["enabled"] is False
-    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[gpufleet.io/pool]"]
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == [
+        "nodes=[gpufleet.io/pool,nvidia.com/gpu.deploy.operands]"
+    ]
 
 
 def test_pool_panels_count_whole_gpus() -> None:
@@ -378,18 +380,19 @@ def test_karpenters_monitor_values_exist_in_its_chart(shared_dir: Path) -> None:
     assert values["serviceMonitor"]["additionalLabels"] == {"release": "prom"}
 
 
-def test_the_pool_label_is_named_as_kube_state_metrics_names_it() -> None:
+def test_the_node_labels_are_named_as_kube_state_metrics_names_them() -> None:
     """kube-state-metrics exports an allow-listed node label `k` as `label_<k>` with every character outside
     [a-zA-Z0-9_] replaced by `_` (its docs, "metric-labels-allowlist"); resource names likewise
-    (`nvidia.com/gpu` -> `nvidia_com_gpu`)."""
+    (`nvidia.com/gpu` -> `nvidia_com_gpu`). The pool and the GPU operator's operands label are both allowed."""
     import re
 
-    from scheduler.labels import GPU_RESOURCE, POOL_LABEL
+    from scheduler.labels import GPU_OPERANDS_LABEL, GPU_RESOURCE, POOL_LABEL
 
     assert "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", POOL_LABEL) == m.POOL_LABEL_METRIC
+    assert "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", GPU_OPERANDS_LABEL) == m.OPERANDS_LABEL_METRIC
     assert re.sub(r"[^a-zA-Z0-9_]", "_", GPU_RESOURCE) == m.GPU_RESOURCE_METRIC
     allow = kube_prometheus_stack_values(SPEC)["kube-state-metrics"]["metricLabelsAllowlist"]
-    assert allow == [f"nodes=[{POOL_LABEL}]"]
+    assert allow == [f"nodes=[{POOL_LABEL},{GPU_OPERANDS_LABEL}]"]
 
 
 def metal_spec(**monitoring: Any) -> Any:  # ClusterSpec
