@@ -72,6 +72,15 @@ def storage_spec(mon: Monitoring) -> dict[str, Any]:
     return {"volumeClaimTemplate": {"spec": claim}}
 
 
+def pvc_retention_policy() -> dict[str, str]:
+    """`prometheusSpec.persistentVolumeClaimRetentionPolicy`: the StatefulSet's PVCs go with it. The chart leaves
+    it unset (kube-prometheus-stack 88.5.3 values.yaml `persistentVolumeClaimRetentionPolicy: {}`), so
+    Kubernetes' default, Retain, applies and a destroyed stack leaves Prometheus' volume behind, billed
+    (Kubernetes docs, "StatefulSets: PersistentVolumeClaim retention"). A scale-down keeps its PVCs, so scaling
+    back up finds the data."""
+    return {"whenDeleted": "Delete", "whenScaled": "Retain"}
+
+
 def workload_state_metrics() -> dict[str, Any]:
     """kube-state-metrics CustomResourceState config (docs/metrics/extend/customresourcestate-metrics.md at
     v2.20.0): per Kueue Workload its creation time (an RFC 3339 string, which kube-state-metrics parses to a
@@ -230,6 +239,7 @@ def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
                 "retention": mon.retention,
                 "retentionSize": mon.retention_bytes,
                 "storageSpec": storage_spec(mon),
+                "persistentVolumeClaimRetentionPolicy": pvc_retention_policy(),
                 "scrapeInterval": mon.scrape_interval,
                 "ruleSelectorNilUsesHelmValues": True,
                 "serviceMonitorSelectorNilUsesHelmValues": True,

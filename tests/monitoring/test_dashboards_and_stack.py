@@ -306,6 +306,19 @@ def test_chart_values_follow_the_spec() -> None:
     ]
 
 
+def test_prometheus_volume_claims_are_deleted_with_the_statefulset(kps_values: dict[str, Any]) -> None:
+    """kube-prometheus-stack 88.5.3 leaves `prometheusSpec.persistentVolumeClaimRetentionPolicy: {}`, so the
+    StatefulSet's default (Retain) would keep Prometheus' PVC, and its volume, after a destroy. The key is one
+    of the chart's."""
+    for spec in (SPEC, _metal_spec()):
+        prometheus = kube_prometheus_stack_values(spec)["prometheus"]["prometheusSpec"]
+        assert prometheus["persistentVolumeClaimRetentionPolicy"] == {
+            "whenDeleted": "Delete",
+            "whenScaled": "Retain",
+        }
+    assert kps_values["prometheus"]["prometheusSpec"]["persistentVolumeClaimRetentionPolicy"] == {}
+
+
 def test_pool_panels_count_whole_gpus() -> None:
     """Allocated and cost panels read the whole-GPU recording rule, never Kueue's raw units (a MIG slice or a
     time-sliced replica is a fraction of a GPU)."""
