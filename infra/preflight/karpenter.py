@@ -1,5 +1,6 @@
-"""Preflight for Karpenter pools: every allowed instance type is offered where the pool may launch, and
-On-Demand Capacity Reservations exist and fit the pool (capacity blocks keep their own check).
+"""Preflight for Karpenter pools: every allowed instance type is offered where the pool may launch,
+On-Demand Capacity Reservations exist and fit the pool (capacity blocks keep their own check), and the EC2 Spot
+service-linked role exists where a pool launches Spot.
 
 Karpenter launches an allowed type only in zones that offer it, so a type offered in some of the pool's
 zones is a warning (the pool still scales, with fewer choices), and one offered in none of them is an error:
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from infra.pools import allowed_instance_types, karpenter_pools, zones
+from infra.pools import allowed_instance_types, capacity_types, karpenter_pools, zones
 from infra.preflight.capacity import USABLE_STATES, describe_reservations
 from infra.preflight.checks import api_error, pool_subject
 from infra.preflight.findings import Finding, error, ok, warning
@@ -22,6 +23,13 @@ from infra.spec import ClusterSpec
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_iam import IAMClient
+
+# EC2 launches Spot only once this role exists, and Karpenter's controller policy may not create it: its
+# launches fail with AuthFailure.ServiceLinkedRoleCreationNotPermitted (karpenter-provider-aws v1.14.1
+# website/content/en/docs/troubleshooting.md, "Missing Service Linked Role").
+SPOT_SERVICE_ROLE = "AWSServiceRoleForEC2Spot"
+SPOT_SERVICE_ROLE_FIX = "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com"
 
 
 def _offered(ec2: EC2Client, types: list[str]) -> dict[str, set[str]]:
@@ -119,3 +127,26 @@ def check_odcrs(ec2: EC2Client, spec: ClusterSpec, now: datetime) -> list[Findin
                 )
             )
     return findings
+
+
+def check_spot_service_role(iam: IAMClient, spec: ClusterSpec) -> list[Finding]:
+    """The account's EC2 Spot service-linked role, when a Karpenter pool may launch Spot: without it every Spot
+    launch fails and the pool's pods stay Pending. A stack without such a pool makes no call."""
+    spot = [p.name for p in karpenter_pools(spec) if "spot" in capacity_types(p)]
+    if not spot:
+        return []
+    subject, pools = "EC2 Spot service-linked role", ", ".join(spot)
+    try:
+        iam.get_role(RoleName=SPOT_SERVICE_ROLE)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "NoSuchEntity":
+            return [api_error(subject, "iam:GetRole", exc)]
+        return [
+            error(
+                subject,
+                f"{SPOT_SERVICE_ROLE} does not exist and Karpenter may not create it: Spot launches for "
+                f"{pools} fail with AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+                f"create it once per account: {SPOT_SERVICE_ROLE_FIX}",
+            )
+        ]
+    return [ok(subject, f"{SPOT_SERVICE_ROLE} exists (Spot for {pools})")]

@@ -25,7 +25,7 @@ from infra.preflight.eks import (
 )
 from infra.preflight.findings import Finding, errors, ok
 from infra.preflight.images import Registry, check_images
-from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs
+from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs, check_spot_service_role
 from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
 from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
@@ -122,6 +122,7 @@ def run_preflight(
     now = now or datetime.now(UTC)
     ec2 = session.client("ec2", config=_CONFIG)
     eks = session.client("eks", config=_CONFIG)
+    iam = session.client("iam", config=_CONFIG)
     try:
         findings = [
             *(check_reachability(spec, deployer or deployer_for(spec)) if reachability else [skipped()]),
@@ -133,10 +134,9 @@ def run_preflight(
             *check_provisioning_rbac(spec),
             *check_capacity_block_updates(eks, spec),
             *check_monitoring_addon(eks, spec),
-            *check_admin_roles(
-                session.client("iam", config=_CONFIG), spec, session.client("sts", config=_CONFIG)
-            ),
+            *check_admin_roles(iam, spec, session.client("sts", config=_CONFIG)),
             *check_karpenter_offerings(ec2, spec),
+            *check_spot_service_role(iam, spec),
             *check_odcrs(ec2, spec, now),
             *check_images(spec, registry),
         ]

@@ -36,8 +36,10 @@ from moto.ssm.models import Parameter, ssm_backends
 
 from infra import catalog
 from infra.aws.addons.eks_addons import MONITORING_ADDON
+from infra.pools import capacity_types, karpenter_pools
 from infra.preflight.ami import pool_release, system_release
 from infra.preflight.checks import vcpu_demand
+from infra.preflight.karpenter import SPOT_SERVICE_ROLE
 from infra.spec import ClusterSpec
 
 ORIGINAL_GET_QUOTA = ServiceQuotasBackend.get_service_quota
@@ -100,6 +102,16 @@ class FakeAws:
         self.client("iam").create_role(RoleName=name, AssumeRolePolicyDocument="{}")
         self.iam_roles.append(name)
 
+    def seed_spot_service_role(self) -> None:
+        """The EC2 Spot service-linked role under its real name and path (moto 5.2.5's CreateServiceLinkedRole
+        names it `AWSServiceRoleForspot`, so it is created as a plain role)."""
+        self.client("iam").create_role(
+            RoleName=SPOT_SERVICE_ROLE,
+            Path="/aws-service-role/spot.amazonaws.com/",
+            AssumeRolePolicyDocument="{}",
+        )
+        self.iam_roles.append(SPOT_SERVICE_ROLE)
+
     def seed_node_group(
         self, region: str, cluster: str, name: str, *, version: str, release: str, desired: int
     ) -> None:
@@ -134,6 +146,8 @@ class FakeAws:
         )
         for arn in spec.cluster.admin_role_arns:
             self.seed_role(arn)
+        if any("spot" in capacity_types(p) for p in karpenter_pools(spec)):
+            self.seed_spot_service_role()
         for pool in spec.node_pools:
             self.seed_parameter(spec.region or "", pool_release(spec, pool).parameters[0])
             if pool.capacity_type == "CAPACITY_BLOCK" and pool.capacity_reservation_id:

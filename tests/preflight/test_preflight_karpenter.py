@@ -1,6 +1,6 @@
 """Preflight of a Karpenter stack against moto's HTTP server: offerings of every allowed type in each pool's
-zones, vCPU quotas for the largest allowed type in every bucket a pool draws on, and On-Demand Capacity
-Reservations (capacity blocks keep the existing check)."""
+zones, vCPU quotas for the largest allowed type in every bucket a pool draws on, On-Demand Capacity
+Reservations (capacity blocks keep the existing check), and the EC2 Spot service-linked role."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from infra import catalog
 from infra.preflight import Severity, run_preflight
 from infra.preflight.checks import vcpu_demand
+from infra.preflight.karpenter import SPOT_SERVICE_ROLE, check_spot_service_role
 from tests.conftest import load_example
 from tests.preflight.fakeaws import FakeAws
 from tests.preflight.helpers import invoke, stack_doc, variant
@@ -106,3 +107,50 @@ def test_missing_odcr(aws: FakeAws) -> None:
     aws.seed_clean(spec)
     errors = by_subject(run_preflight(spec), Severity.ERROR)
     assert any(f"capacity reservation {ODCR} not found" in e for e in errors["pool l40s-infer"])
+
+
+SPOT_ROLE = "EC2 Spot service-linked role"
+
+
+def test_spot_service_role_present_passes(aws: FakeAws) -> None:
+    spec = load_example(STACK)
+    seed(aws, spec)
+    ok = by_subject(run_preflight(spec), Severity.OK)
+    assert ok[SPOT_ROLE] == [f"{SPOT_SERVICE_ROLE} exists (Spot for a10g-spot)"]
+
+
+def test_missing_spot_service_role_is_an_error_with_the_create_command(aws: FakeAws) -> None:
+    """A fresh account has no AWSServiceRoleForEC2Spot, and Karpenter's controller policy cannot create it:
+    Spot launches fail (karpenter-provider-aws v1.14.1 docs, troubleshooting, "Missing Service Linked Role")."""
+    spec = load_example(STACK)
+    seed(aws, spec)
+    aws.client("iam").delete_role(RoleName=SPOT_SERVICE_ROLE)
+    aws.iam_roles.remove(SPOT_SERVICE_ROLE)
+    errors = by_subject(run_preflight(spec), Severity.ERROR)
+    assert list(errors) == [SPOT_ROLE]
+    (message,) = errors[SPOT_ROLE]
+    assert "for a10g-spot fail" in message and "ServiceLinkedRoleCreationNotPermitted" in message
+    assert message.endswith("aws iam create-service-linked-role --aws-service-name spot.amazonaws.com")
+
+
+class RecordingIam:
+    """An IAM client that records each call and answers none (a missing role)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def get_role(self, **kwargs: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        self.calls.append(("GetRole", kwargs))
+        raise ClientError({"Error": {"Code": "NoSuchEntity", "Message": "not found"}}, "GetRole")
+
+
+def test_stack_without_karpenter_spot_pools_makes_no_spot_role_call() -> None:
+    """example-prod launches Spot through a managed node group (EC2 Auto Scaling creates the role itself), not
+    through Karpenter: nothing to check and no call."""
+    iam = RecordingIam()
+    assert check_spot_service_role(iam, load_example("example-prod")) == []  # type: ignore[arg-type]
+    assert iam.calls == []
+    findings = check_spot_service_role(iam, load_example(STACK))  # type: ignore[arg-type]
+    assert iam.calls == [("GetRole", {"RoleName": SPOT_SERVICE_ROLE})] and findings[0].is_error
