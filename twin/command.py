@@ -32,36 +32,21 @@ def run_twin(
 ) -> tuple[int, str]:
     """Start the twin in `folder` and serve it (or run `run` in it); (exit code, message)."""
     with on_stop("the twin was stopped, with every process it started"):
-        return _run_twin(stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run,
-                         monitoring=monitoring)  # fmt: skip
-
-
-def _run_twin(
-    stack_file: Path,
-    spec: ClusterSpec,
-    folder: Path,
-    *,
-    minor: str,
-    nodes: str,
-    bare: bool,
-    run: str,
-    monitoring: bool,
-) -> tuple[int, str]:
-    if uses_slurm(spec):
-        return run_slurm_twin(
-            spec, folder, run=run, minor=minor, bare=bare, monitoring=monitoring, nodes=nodes
+        if uses_slurm(spec):
+            return run_slurm_twin(
+                spec, folder, run=run, minor=minor, bare=bare, monitoring=monitoring, nodes=nodes
+            )
+        if monitoring and not spec.cluster.monitoring.enabled:
+            raise ConfigError(
+                "--monitoring: gpufleet:cluster.monitoring.prometheus is none; set install or existing"
+            )
+        started = launch.start(
+            stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run, monitoring=monitoring
         )
-    if monitoring and not spec.cluster.monitoring.enabled:
-        raise ConfigError(
-            "--monitoring: gpufleet:cluster.monitoring.prometheus is none; set install or existing"
-        )
-    started = launch.start(
-        stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run, monitoring=monitoring
-    )
-    if run:
-        return launch.finish(started), ""
-    code = launch.serve(started)
-    return (1, f"the twin stopped (exit {code}); logs in {started.folder / 'logs'}") if code else (0, "")
+        if run:
+            return launch.finish(started), ""
+        code = launch.serve(started)
+        return (1, f"the twin stopped (exit {code}); logs in {started.folder / 'logs'}") if code else (0, "")
 
 
 def run_slurm_twin(

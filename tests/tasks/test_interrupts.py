@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -43,6 +44,16 @@ def stop(command: subprocess.Popen[str], sig: signal.Signals) -> tuple[float, st
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     return took, out, err, left
+
+
+def first_run_done(stdout: IO[str], timeout: float = 120) -> None:
+    """Read the command's output up to the line of its first finished approach run (`[1/12] ...`, printed and
+    flushed per run when no terminal draws the bar); the command prints a line every few seconds until it ends,
+    so each read returns."""
+    deadline = time.monotonic() + timeout
+    while not (line := stdout.readline()).startswith("[1/"):
+        assert line, "the command ended before its first run finished"
+        assert time.monotonic() < deadline, f"no run finished within {timeout:.0f} s"
 
 
 def _zombie(pid: int) -> bool:
@@ -81,7 +92,7 @@ def test_dynamic_simulate_stops_at_once_and_says_nothing_was_written(
     assert command.stdout is not None
     line = command.stdout.readline()  # the preamble: the world is built, the runs start
     assert line.startswith("stack: example-prod"), line
-    time.sleep(1)
+    first_run_done(command.stdout)  # stopped mid-comparison, with runs still to go
     took, _, err, left = stop(command, signal.SIGINT)
     assert command.returncode == 130, err
     assert took < STOP_S and not left
