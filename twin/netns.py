@@ -245,6 +245,15 @@ def spawn(argv: Sequence[str], fds: Sequence[int], stdout: Any = None) -> Inside
     return Inside(process, write)
 
 
+def publish(path: Path, value: Any) -> None:
+    """Write `value` as JSON to `path` whole or not at all (a file beside it, then rename(2)): the launcher polls
+    for the twin's ready file and reads it the moment it appears, and a file written in place may then still be
+    empty."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(value, indent=2))
+    os.replace(partial, path)
+
+
 def live_program(folder: Path) -> int | None:
     """The pid of a twin program that is running for `folder` (its `ready.json` or `session.json` names it and
     that process is alive and is one), else None: such a folder is never deleted under it."""

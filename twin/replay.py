@@ -177,7 +177,7 @@ def session(argv: list[str] | None = None) -> int:
         for fd, port in ((args.scheduler_fd, sched_port), (args.extender_fd, EXTENDER_PORT)):
             if fd >= 0:
                 netns.forward(socket.socket(fileno=fd), port)
-        Path(args.ready_file).write_text(json.dumps({"kubeconfig": str(plane.admin), "pid": os.getpid()}))
+        netns.publish(Path(args.ready_file), {"kubeconfig": str(plane.admin), "pid": os.getpid()})
         with entry.serving():
             while not entry.stop.wait(1):
                 dead = sup.check_alive()

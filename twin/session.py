@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 outside = socket.socket(fileno=fd)
                 netns.forward(outside, proc.port, proc.ip)
                 ready[name] = f"http://127.0.0.1:{outside.getsockname()[1]}"
-        Path(args.ready_file).write_text(json.dumps(ready, indent=2))
+        netns.publish(Path(args.ready_file), ready)
         if args.run:
             env = {
                 **os.environ,
