@@ -105,7 +105,13 @@ class Twin:
             self.plane = self._step(
                 "control plane",
                 lambda: start_control_plane(
-                    tools, self.sup, opts.folder, minor, opts.api_port, default_scheduler_plugins(opts.spec)
+                    tools,
+                    self.sup,
+                    opts.folder,
+                    minor,
+                    opts.api_port,
+                    default_scheduler_plugins(opts.spec),
+                    opts.spec.platform,
                 ),
             )
             self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
