@@ -215,6 +215,8 @@ def simulate(
         "exit with the command's status",
         "monitoring": "also run the metrics chain: the Prometheus operator, Prometheus, Alertmanager, "
         "kube-state-metrics and a dcgm-exporter stand-in, scraping the twin (needs monitoring.prometheus)",
+        "time-scale": "run the autoscaler stand-in's clock faster: its boot times and scale-down timers times "
+        "this number, above 0 and at most 1 (default 1: as the cluster's autoscaler would)",
     },
     auto_shortflags=False,  # long options only: -r, -o, -b meant different things per task
 )
@@ -226,6 +228,7 @@ def twin(
     bare: bool = False,
     run: str = "",
     monitoring: bool = False,
+    time_scale: str = "1",
 ) -> None:
     """Bring up the stack's cluster on real Kubernetes components as local processes (docs/twin.md)."""
     from twin.command import run_twin
@@ -233,7 +236,7 @@ def twin(
     with user_errors():
         spec = load(stack)
         code, message = run_twin(stack_file(stack), spec, BUILD / spec.stack / "twin", minor=minor, nodes=nodes,
-                                 bare=bare, run=run, monitoring=monitoring)  # fmt: skip
+                                 bare=bare, run=run, monitoring=monitoring, time_scale=time_scale)  # fmt: skip
     if code:
         raise Exit(message or None, code=code)
 
