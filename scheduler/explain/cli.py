@@ -26,21 +26,42 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _common(p: argparse.ArgumentParser, top: bool) -> None:
+    """kubectl's global flags and -n, before or after the subcommand (`kubectl gpufleet quota -n vision`);
+    a subcommand's copy has no default, so it never undoes the one given before it."""
+
+    def default(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    p.add_argument(
+        "--kubectl", default=default("kubectl"), help="the kubectl to run (default: kubectl on PATH)"
+    )
+    p.add_argument("--kubeconfig", default=default(""), help="kubeconfig file (default: kubectl's)")
+    p.add_argument("--context", default=default(""), help="kubeconfig context")
+    p.add_argument(
+        "--as", dest="as_", default=default(""), metavar="USER", help="impersonate USER (kubectl --as)"
+    )
+    p.add_argument(
+        "--as-group", action="append", default=default([]), metavar="GROUP", help="impersonate GROUP"
+    )
+    p.add_argument(
+        "-n", "--namespace", default=default(""), help="your team's namespace (default: the context's)"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     top = _Parser(
         prog="kubectl gpufleet", description="Your team's GPU quota, place in line, and why a job waits."
     )
-    top.add_argument("--kubectl", default="kubectl", help="the kubectl to run (default: kubectl on PATH)")
-    top.add_argument("--kubeconfig", help="kubeconfig file (default: kubectl's)")
-    top.add_argument("--context", help="kubeconfig context")
-    top.add_argument("--as", dest="as_", metavar="USER", help="impersonate USER (kubectl --as)")
-    top.add_argument("--as-group", action="append", default=[], metavar="GROUP", help="impersonate GROUP")
-    top.add_argument("-n", "--namespace", default="", help="your team's namespace (default: the context's)")
+    _common(top, top=True)
     sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sub.add_parser("quota", help="guarantee, use, borrowing and lending per pool; the cohort's free GPUs")
+    q = sub.add_parser("quota", help="guarantee, use, borrowing and lending per pool; the cohort's free GPUs")
+    _common(q, top=False)
     q = sub.add_parser("queue", help="your waiting jobs in Kueue's order, each with its reason")
+    _common(q, top=False)
     q.add_argument("--no-events", action="store_true", help="do not record the answers as Events")
     w = sub.add_parser("why", help="one job's story: reason, position, checks, preemptions, nodes")
+    _common(w, top=False)
     w.add_argument("job", metavar="JOB", help="a Job (or other job kind) name, or a Workload name")
     w.add_argument("--no-events", action="store_true", help="do not record the answer as an Event")
     return top

@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.explain.cluster import ClusterError, Kubectl
 from scheduler.explain.events import answer_event
-from scheduler.explain.order import kueue_order, pending_positions, positions, priority
+from scheduler.explain.order import job_of, kueue_order, pending_positions, positions, priority
 from scheduler.explain.quota import PoolRow, cohort_parents, team_rows
 from scheduler.explain.reasons import Answer, explain
 
@@ -142,7 +142,7 @@ def queue(kubectl: Kubectl, namespace: str = "", record: bool = True) -> str:
     for wl, a in answers:
         name = str(wl["metadata"]["name"])
         lines.append(
-            f"{places.get(name, '?')!s:>3}  {name}  priority {priority(wl)}  [{a.reason.value}] {a.says}"
+            f"{places.get(name, '?')!s:>3}  {job_of(wl)}  priority {priority(wl)}  [{a.reason.value}] {a.says}"
         )
         lines.append(f"     to start: {a.to_start}")
     if record:
@@ -169,7 +169,7 @@ def why(kubectl: Kubectl, job: str, namespace: str = "", record: bool = True) ->
     a = explain(wl, team.rows, team.workloads, pods)
     name = str(wl["metadata"]["name"])
     status = wl.get("status", {})
-    lines = [f"workload {name} (queue {wl.get('spec', {}).get('queueName', '?')}, priority {priority(wl)})",
+    lines = [f"{job_of(wl)}: workload {name} (queue {wl.get('spec', {}).get('queueName', '?')}, priority {priority(wl)})",
              f"  reason:   [{a.reason.value}] {a.says}"]  # fmt: skip
     if a.to_start:
         lines.append(f"  to start: {a.to_start}")

@@ -45,6 +45,14 @@ def queue_timestamp(workload: Mapping[str, Any]) -> str:
     return str(workload["metadata"].get("creationTimestamp", ""))
 
 
+def job_of(workload: Mapping[str, Any]) -> str:
+    """`kind/name` of the job that owns the Workload (what the member submitted), else the Workload's name."""
+    for ref in workload["metadata"].get("ownerReferences", []) or []:
+        if ref.get("controller"):
+            return f"{str(ref['kind']).lower()}/{ref['name']}"
+    return str(workload["metadata"]["name"])
+
+
 def kueue_order(workloads: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The pending workloads, first to be tried first (RFC 3339 UTC timestamps sort as text)."""
     pending = [w for w in workloads if is_pending(w)]

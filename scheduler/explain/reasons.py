@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from scheduler.explain.kueue_messages import Shortage, shortages
-from scheduler.explain.order import condition, is_true, kueue_order, priority
+from scheduler.explain.order import condition, is_true, job_of, kueue_order, priority
 from scheduler.explain.quota import PoolRow
 
 
@@ -171,4 +171,4 @@ def _higher_ahead(workload: Mapping[str, Any], line: Sequence[Mapping[str, Any]]
     me = str(workload["metadata"]["name"])
     if me not in names:
         return []
-    return [str(w["metadata"]["name"]) for w in order[: names.index(me)] if priority(w) > priority(workload)]
+    return [job_of(w) for w in order[: names.index(me)] if priority(w) > priority(workload)]

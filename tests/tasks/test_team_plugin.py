@@ -11,6 +11,7 @@ import tomllib
 
 import pytest
 
+from scheduler.explain import cli
 from tests.conftest import ROOT
 
 
@@ -54,3 +55,22 @@ def test_the_invoke_tasks_say_the_same() -> None:
     done = subprocess.run([sys.executable, "-m", "invoke", "why"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 2 and "why" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-n", "vision", "--as-group", "vision-team", "why", "train"],
+        ["why", "train", "-n", "vision", "--as-group", "vision-team"],
+    ],
+)
+def test_flags_go_before_or_after_the_subcommand(argv: list[str]) -> None:
+    """kubectl users write `kubectl gpufleet why JOB -n NS` as they write `kubectl get pods -n NS`."""
+    args = cli.parser().parse_args(argv)
+    assert (args.command, args.job, args.namespace, args.as_group) == (
+        "why",
+        "train",
+        "vision",
+        ["vision-team"],
+    )
+    assert cli.kubectl_of(args).flags == ("--as=kubectl-gpufleet", "--as-group=vision-team")
