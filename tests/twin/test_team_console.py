@@ -10,12 +10,14 @@ x 8 GPUs; vision and nlp each hold 16 of them, borrowing up to 8.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from scheduler.explain import cli
+from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.kube import Kube, job, name
 
@@ -23,6 +25,7 @@ GPU = "nvidia.com/gpu"
 BINPACK = {"schedulerName": "gpu-binpack"}
 PRIORITY = "kueue.x-k8s.io/priority-class"
 WORKLOADS = "workloads.kueue.x-k8s.io"
+PAGE = ROOT / "docs" / "teams.md"
 
 
 def plugin(kube: Kube, group: str, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -59,6 +62,34 @@ def considered(kube: Kube, namespace: str, owner: str) -> bool:
                for c in wl.get("status", {}).get("conditions", []))  # fmt: skip
 
 
+def h100_in_use(kube: Kube, queue: str) -> int:
+    status = json.loads(kube.ok("get", "clusterqueues.kueue.x-k8s.io", queue, "-o", "json")).get("status", {})
+    for flavor in status.get("flavorsUsage", []):
+        for resource in flavor["resources"] if flavor["name"] == "h100" else []:
+            if resource["name"] == GPU:
+                return int(resource.get("total", 0))
+    return 0
+
+
+def normalized(text: str) -> list[str]:
+    """Lines without the random suffixes of the jobs' names (`next-3fa2c1`) and trailing spaces, and without
+    the order of jobs of one priority submitted within the same second: Kueue breaks that tie by UID
+    (pkg/cache/queue/cluster_queue.go:1089), so the positions column and the order of names are left out."""
+    lines = [re.sub(r"-[0-9a-f]{6}\b", "-XXXXXX", line).rstrip() for line in text.strip().splitlines()]
+    lines = [re.sub(r"^\s+\d+  (job/)", r"   \1", line) for line in lines]
+    lines = [re.sub(r"ahead \(([^)]*)\)", lambda m: f"ahead ({', '.join(sorted(m[1].split(', ')))})", line)
+             for line in lines]  # fmt: skip
+    return sorted(lines)
+
+
+def recorded(command: str) -> str:
+    """The output docs/teams.md records for `command` in its session."""
+    for block in re.findall(r"^```text\n(.*?)^```", PAGE.read_text(), re.M | re.S):
+        if block.startswith(f"$ {command}\n"):
+            return block.split("\n", 1)[1]
+    raise AssertionError(f"docs/teams.md records no session of {command!r}")
+
+
 @pytest.fixture
 def full_h100(metal_twin: Kube) -> Iterator[dict[str, str]]:
     """nlp and vision each run 16 H100 GPUs (their quotas, the whole pool); then vision queues more."""
@@ -79,6 +110,8 @@ def full_h100(metal_twin: Kube) -> Iterator[dict[str, str]]:
             eventually(
                 lambda k=key: considered(metal_twin, "vision", names[k]), f"Kueue to consider {key}", 90
             )
+        for team in ("vision", "nlp"):  # Kueue writes a ClusterQueue's usage a moment after admitting
+            eventually(lambda t=team: h100_in_use(metal_twin, t) == 16, f"{team}'s queue to count 16", 60)
         yield names
     finally:
         for ns, job_name in made:
@@ -96,8 +129,13 @@ def test_quota_queue_and_why_as_a_member(
     # POOL RESOURCE QUOTA IN-USE BORROWED LENDS MAX COHORT-FREE BORROWED-BY
     assert h100[:8] == ["h100", GPU, "16", "16", "0", "0", "24", "0"], out
 
+    shown = out
     code, out, err = plugin(metal_twin, "vision-team", "-n", "vision", "queue", capsys=capsys)
     assert code == 0, err
+    with capsys.disabled():
+        print(f"$ kubectl gpufleet quota -n vision\n{shown}\n$ kubectl gpufleet queue -n vision\n{out}")
+    assert normalized(recorded("kubectl gpufleet quota -n vision")) == normalized(shown)
+    assert normalized(recorded("kubectl gpufleet queue -n vision")) == normalized(out)
     lines = out.splitlines()
     by_job = {n: next(line for line in lines if n in line and "[" in line) for n in full_h100.values()
               if any(n in line and "[" in line for line in lines)}  # fmt: skip
