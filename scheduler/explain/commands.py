@@ -16,10 +16,9 @@ from scheduler.explain.cluster import ClusterError, Kubectl
 from scheduler.explain.events import answer_event
 from scheduler.explain.order import job_of, kueue_order, pending_positions, positions, priority
 from scheduler.explain.quota import PoolRow, cohort_parents, team_rows
-from scheduler.explain.reasons import Answer, explain
+from scheduler.explain.reasons import GPU_PREFIX, Answer, explain
 
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues/{lq}/pendingworkloads"
-GPU_PREFIX = "nvidia.com/"
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from scheduler.explain.kueue_messages import Shortage, shortages
 from scheduler.explain.order import condition, is_true, job_of, kueue_order, priority
 from scheduler.explain.quota import PoolRow
 
+GPU_PREFIX = "nvidia.com/"  # the GPU resources; cpu and memory have a flavor of their own
+
 
 class Reason(enum.Enum):
     """What holds a workload; the value is the Event reason written on it."""
@@ -78,7 +80,7 @@ def _admitted(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) ->
     unschedulable = _pod_unschedulable(pods)
     if "Insufficient" in unschedulable and "gpu" in unschedulable:
         flavors = {f for ps in workload["status"]["admission"].get("podSetAssignments", []) or []
-                   for f in (ps.get("flavors") or {}).values()}  # fmt: skip
+                   for r, f in (ps.get("flavors") or {}).items() if r.startswith(GPU_PREFIX)}  # fmt: skip
         pool = ", ".join(sorted(flavors)) or "its pool"
         gpus = _gpus_per_pod(pods[0]) if pods else ""
         return Answer(
@@ -98,7 +100,7 @@ def _gpus_per_pod(pod: Mapping[str, Any]) -> str:
     total = Decimal(0)
     for c in pod.get("spec", {}).get("containers", []) or []:
         for name, value in (c.get("resources", {}).get("requests") or {}).items():
-            if name.startswith("nvidia.com/"):
+            if name.startswith(GPU_PREFIX):
                 total += Decimal(str(value))
     return _n(total) if total else ""
 

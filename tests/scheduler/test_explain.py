@@ -117,7 +117,7 @@ def test_each_state_gets_its_reason(compiled: list[dict[str, Any]]) -> None:
     assert explain(low, full, [low, high]).reason is Reason.PRIORITY
     assert explain(high, full, [low, high]).reason is Reason.QUOTA
 
-    admitted = {"admission": {"clusterQueue": "vision", "podSetAssignments": [{"name": "main", "flavors": {GPU: "h100"}}]},
+    admitted = {"admission": {"clusterQueue": "vision", "podSetAssignments": [{"name": "main", "flavors": {"cpu": "gpu-cores", GPU: "h100"}}]},
                 "conditions": [{"type": "QuotaReserved", "status": "True"}]}  # fmt: skip
     checks = [
         {

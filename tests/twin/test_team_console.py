@@ -163,3 +163,40 @@ def test_quota_queue_and_why_as_a_member(
     assert code == 3 and "forbidden" in err.lower() and full_h100["nlp-a"] not in out, (out, err)
     code, _out, err = plugin(metal_twin, "vision-team", "-n", "vision", "why", "no-such-job", capsys=capsys)
     assert code == 2 and err.startswith("kubectl gpufleet: JOB: no job or Workload named 'no-such-job'"), err
+
+
+def test_fragmentation_is_told_as_such(metal_twin: Kube, capsys: pytest.CaptureFixture[str]) -> None:
+    """vision runs 8 pods of 3 H100 GPUs (24: its 16 and 8 borrowed); packed two to a node, they leave 2 GPUs
+    free on each of the 4 nodes. nlp's one 8-GPU pod is admitted (8 GPUs of the cohort are free) but no node
+    has 8 free together: the scheduler's `Insufficient nvidia.com/gpu` becomes the fragmentation reason."""
+    spread, whole = name("spread"), name("whole")
+    three = {"cpu": "3", "memory": "24Gi", GPU: 3}
+    made = [("vision", spread), ("nlp", whole)]
+    try:
+        assert (
+            metal_twin.as_member(("vision-team",))
+            .create(job(spread, "vision", three, pod=BINPACK, parallelism=8, labels={PRIORITY: "default"}))
+            .ok
+        )
+        eventually(lambda: reserved(metal_twin, "vision", spread), "the spread job admitted", 90)
+
+        def bound() -> int:
+            pods = metal_twin.items("pods", "vision", f"batch.kubernetes.io/job-name={spread}")
+            return sum(1 for p in pods if p["spec"].get("nodeName"))
+
+        eventually(lambda: bound() == 8, "its 8 pods bound", 90)
+        assert metal_twin.as_member(("nlp-team",)).create(eight(whole, "nlp")).ok
+        eventually(lambda: reserved(metal_twin, "nlp", whole), "nlp's 8-GPU job admitted", 90)
+
+        def told() -> str:
+            code, out, err = plugin(metal_twin, "nlp-team", "why", whole, "-n", "nlp", capsys=capsys)
+            assert code == 0, err
+            return out if "[Fragmentation]" in out else ""
+
+        out = eventually(told, "the fragmentation reason", 90)
+        assert "no node of pool h100 has 8 free GPUs together" in out and "Insufficient nvidia.com/gpu" in out
+    finally:
+        for ns, job_name in made:
+            metal_twin.delete("job", job_name, ns)
+        for ns, job_name in made:
+            eventually(lambda n=ns, j=job_name: workload_of(metal_twin, n, j) is None, f"{job_name} gone", 90)
