@@ -17,7 +17,7 @@ from infra.scheduling import scheduler_inputs
 from scheduler import compile
 from scheduler.explain.events import answer_event
 from scheduler.explain.kueue_messages import shortages
-from scheduler.explain.order import kueue_order, positions
+from scheduler.explain.order import kueue_order, pending_positions, positions
 from scheduler.explain.quota import PoolRow, cohort_parents, team_rows
 from scheduler.explain.reasons import Reason, explain
 from tests.conftest import load_example
@@ -145,3 +145,14 @@ def test_the_answer_is_an_event_on_the_workload() -> None:
     assert event["involvedObject"] == {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "name": "a",
                                        "namespace": "vision", "uid": "uid-a"}  # fmt: skip
     assert event["metadata"]["namespace"] == "vision" and event["metadata"]["name"].startswith("a.")
+
+
+def test_positions_from_kueues_visibility_api() -> None:
+    """A PendingWorkloadsSummary as the visibility API serves it (apis/visibility/v1beta2/types.go:65-93): the
+    position in the ClusterQueue, the one that counts when several LocalQueues feed it."""
+    summary = {"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta2", "items": [
+        {"metadata": {"name": "job-a-1", "namespace": "vision"}, "priority": 100, "localQueueName": "default",
+         "positionInClusterQueue": 3, "positionInLocalQueue": 0},
+        {"metadata": {"name": "job-b-2", "namespace": "vision"}, "priority": 10, "localQueueName": "default",
+         "positionInClusterQueue": 5, "positionInLocalQueue": 1}]}  # fmt: skip
+    assert pending_positions(summary) == {"job-a-1": 3, "job-b-2": 5}

@@ -5,8 +5,11 @@ YAML and admitted, and the plugin's answers land as Events the page's own query 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,8 +96,6 @@ def test_every_command_of_the_page_runs_as_a_member(
 
             eventually(running, f"{job} to run", 90)
         said[command] = run(metal_twin, command, folder, capsys)
-        with capsys.disabled():
-            print(f"$ {command}\n{said[command]}")
         if command.startswith("kubectl create"):
             eventually(lambda: admitted(metal_twin, job), f"{job} to be admitted", 90)
             eventually(lambda: in_use(metal_twin) == 8, "vision's ClusterQueue to count the Job's GPUs", 60)
@@ -102,3 +103,30 @@ def test_every_command_of_the_page_runs_as_a_member(
     assert "Running" in events, events
     quota = next(out for c, out in said.items() if c.startswith("kubectl gpufleet quota"))
     assert re.search(r"^h100\s+nvidia.com/gpu\s+16\s+8\s", quota, re.M), quota  # the page's Job holds 8
+
+
+def test_the_pages_invoke_tasks_answer_as_the_plugin(metal_twin: Kube) -> None:
+    """The page's `invoke quota|queue|why` lines, with the twin's kubeconfig and kubectl and the team's group:
+    the same answers as the plugin, through the task layer (exit 0; a job not there: exit 2, one line)."""
+    quoted = re.findall(r"`(invoke (?:quota|queue|why) [^`]+)`", PAGE.read_text())
+    assert len(quoted) == 3, quoted
+
+    def gone() -> bool:  # the page's job, if the test above made it, has left with its Workload
+        return not any(ref["name"] == "train-h100" for wl in metal_twin.items("workloads.kueue.x-k8s.io", "vision")
+                       for ref in wl["metadata"].get("ownerReferences", []))  # fmt: skip
+
+    eventually(gone, "the page's job to be gone", 90)
+    env = {**os.environ, "PATH": f"{Path(metal_twin.binary).parent}:{os.environ['PATH']}"}
+    member = ["--kubeconfig", str(metal_twin.kubeconfig), "--as-group", GROUP]
+    for line in quoted:
+        argv = [sys.executable, "-m", *shlex.split(line), *member]
+        done = subprocess.run(
+            argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        if line.startswith("invoke why"):  # the page's job is not submitted in this test
+            assert done.returncode == 2 and "no job or Workload named 'train-h100'" in done.stderr, (
+                done.stderr
+            )
+        else:
+            assert done.returncode == 0, (line, done.stderr)
+            assert done.stdout.startswith("namespace vision:"), done.stdout

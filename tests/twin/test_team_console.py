@@ -132,8 +132,6 @@ def test_quota_queue_and_why_as_a_member(
     shown = out
     code, out, err = plugin(metal_twin, "vision-team", "-n", "vision", "queue", capsys=capsys)
     assert code == 0, err
-    with capsys.disabled():
-        print(f"$ kubectl gpufleet quota -n vision\n{shown}\n$ kubectl gpufleet queue -n vision\n{out}")
     assert normalized(recorded("kubectl gpufleet quota -n vision")) == normalized(shown)
     assert normalized(recorded("kubectl gpufleet queue -n vision")) == normalized(out)
     lines = out.splitlines()
