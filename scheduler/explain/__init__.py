@@ -3,7 +3,7 @@ team's terms, from what their own kubeconfig may read (`kubectl gpufleet`, `invo
 
 Pure rooms build the answers from Kubernetes objects as JSON: `kueue_messages` (Kueue's own pending messages,
 parsed), `quota` (the team's ClusterQueue and its cohort), `order` (Kueue's queue order), `reasons` (one
-workload's reason and what would let it start), `events` (the answer as an Event on the Workload), `report`
-(the text printed). `cluster` is the one reader: kubectl with the caller's kubeconfig; `commands` joins them;
-`cli` is the `kubectl-gpufleet` console script.
+workload's reason and what would let it start), `events` (the answer as an Event on the Workload). `cluster`
+is the one reader: kubectl with the caller's kubeconfig; `commands` joins them into the text printed; `cli` is
+the `kubectl-gpufleet` console script.
 """

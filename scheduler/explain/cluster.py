@@ -14,10 +14,6 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-NOT_FOUND = re.compile(
-    r"NotFound|not found|the server could not find the requested resource|ServiceUnavailable"
-)
-
 
 class ClusterError(Exception):
     """A read that failed: the message names what and why; `exit_code` is 2 for bad input, 3 for a cluster that
@@ -62,12 +58,10 @@ class Kubectl:
                 f"kubectl not found ({self.binary}): install it, or pass --kubectl PATH"
             ) from None
 
-    def get(self, *args: str, missing_ok: bool = False) -> dict[str, Any] | None:
-        """`kubectl get ARGS -o json`; None when the object or the API is not there and `missing_ok`."""
+    def get(self, *args: str) -> dict[str, Any]:
+        """`kubectl get ARGS -o json`; a refusal (RBAC, an API not served) is a ClusterError naming it."""
         done = self._run("get", *args, "-o", "json")
         if done.returncode != 0:
-            if missing_ok and NOT_FOUND.search(done.stderr):
-                return None
             raise ClusterError(f"kubectl get {' '.join(args)} failed: {_said(done.stderr)}")
         return dict(json.loads(done.stdout))
 

@@ -38,20 +38,20 @@ def read_team(kubectl: Kubectl, namespace: str) -> Team:
         raise ClusterError(
             "no namespace: pass -n NAMESPACE (your team's), or set one in your kubeconfig context", 2
         )
-    local = (kubectl.get("localqueues.kueue.x-k8s.io", "-n", ns) or {}).get("items", [])
+    local = kubectl.get("localqueues.kueue.x-k8s.io", "-n", ns).get("items", [])
     if not local:
         raise ClusterError(
             f"namespace {ns} has no Kueue LocalQueue: is it your team's namespace? (-n NAMESPACE)", 2
         )
     queues = {lq["metadata"]["name"]: lq["spec"]["clusterQueue"] for lq in local}
-    cluster_queues = (kubectl.get("clusterqueues.kueue.x-k8s.io") or {}).get("items", [])
+    cluster_queues = kubectl.get("clusterqueues.kueue.x-k8s.io").get("items", [])
     mine = [q for q in cluster_queues if q["metadata"]["name"] in set(queues.values())]
-    parents = cohort_parents((kubectl.get("cohorts.kueue.x-k8s.io") or {}).get("items", []))
+    parents = cohort_parents(kubectl.get("cohorts.kueue.x-k8s.io").get("items", []))
     rows = [
         r for q in mine for r in team_rows(q, cluster_queues, parents) if r.resource.startswith(GPU_PREFIX)
     ]
-    workloads = (kubectl.get("workloads.kueue.x-k8s.io", "-n", ns) or {}).get("items", [])
-    pods = (kubectl.get("pods", "-n", ns) or {}).get("items", [])
+    workloads = kubectl.get("workloads.kueue.x-k8s.io", "-n", ns).get("items", [])
+    pods = kubectl.get("pods", "-n", ns).get("items", [])
     return Team(ns, queues, rows, workloads, pods)
 
 

@@ -11,8 +11,8 @@ borrow from it, the pool's nodes, its priority. One reason is chosen, the first 
   together (`Insufficient <gpu resource>` in its message);
 - over the limit: Kueue says the request exceeds what the team's queue may ever hold there;
 - priority: preempted by higher-priority work, or higher-priority work of the team is ahead in line;
-- borrowed: other teams borrow the pool's GPUs and the job fits within the team's own quota, so Kueue
-  reclaims them (the compiled ClusterQueues set `reclaimWithinCohort`);
+- borrowed: other teams borrow in the pool while the team uses less than its quota there, so part of its
+  guarantee is lent out and Kueue reclaims it (the compiled ClusterQueues set `reclaimWithinCohort: Any`);
 - quota exhausted: the team's quota and the cohort's spare are in use.
 """
 
