@@ -340,6 +340,10 @@ class KarpenterPool(Model):
     # pool's capacity types (infra.aws.karpenter.pools.termination_grace_period).
     termination_grace_period: Annotated[str, Field(pattern=DURATION)] | None = None
     budgets: list[DisruptionBudget] | None = None
+    # With a grace period, a drifted node is drained despite do-not-disrupt and its running training pods are
+    # deleted when the period ends: a `Drifted` budget above 0 on a training pool needs this opt-in (or
+    # `terminationGracePeriod: Never`, under which drift waits for the pods).
+    drain_busy_nodes_on_drift: bool = False
 
 
 AL2_REFUSED = "AL2 GPU AMIs reached end of support on 2025-11-26; use AL2023_NVIDIA or BOTTLEROCKET_NVIDIA"
