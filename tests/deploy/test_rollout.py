@@ -1,0 +1,165 @@
+"""What a change of a deployed stack rolls (`infra.rollout`), and `invoke preview --deployed` saying so: each
+kind of change on the example stacks, against the same stack as deployed before it."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.rollout import NODE_GROUP, NODEPOOL, plan_rollout, rollout_facts, rollout_lines
+from infra.spec import ClusterSpec
+from infra.stackfile import parse_config
+from tests.preflight.helpers import invoke, stack_doc, write_stack
+
+Config = dict[str, Any]
+
+
+def spec_of(name: str, change: Any = None) -> ClusterSpec:
+    config = copy.deepcopy(stack_doc(name)["config"])
+    if change:
+        change(config)
+    return parse_config(config, name)
+
+
+def rolls(before: ClusterSpec, after: ClusterSpec) -> dict[str, Any]:
+    return {r.pool: r for r in plan_rollout(rollout_facts(before), rollout_facts(after)).rolls}
+
+
+def minor(version: str) -> Any:
+    return lambda c: c["gpufleet:cluster"].update(kubernetesVersion=version)
+
+
+def test_a_minor_bump_rolls_every_node_group_after_the_control_plane() -> None:
+    before, after = spec_of("example-prod"), spec_of("example-prod", minor("1.36"))
+    rollout = plan_rollout(rollout_facts(before), rollout_facts(after))
+    assert rollout.steps[0] == "control plane 1.35 -> 1.36"
+    by_pool = {r.pool: r for r in rollout.rolls}
+    assert set(by_pool) == {"system", *(p.name for p in after.node_pools)}
+    for pool in after.node_pools:
+        roll = by_pool[pool.name]
+        assert roll.kind == NODE_GROUP and roll.disrupts_running and "Kubernetes 1.35 -> 1.36" in roll.reasons
+    # AL2023's release names the Kubernetes patch; Bottlerocket's OS release is one for every minor.
+    assert "AMI release 1.35.8-20260930 -> 1.36.4-20260930" in by_pool["h100-train"].reasons
+    assert by_pool["l40s-infer"].reasons == ("Kubernetes 1.35 -> 1.36",)
+    assert not by_pool["system"].disrupts_running
+
+
+@pytest.mark.parametrize(
+    ("deployed", "wanted", "words"),
+    [("1.34", "1.36", "deploy 1.35 first"), ("1.36", "1.35", "cannot downgrade")],
+)
+def test_a_skipped_or_backward_minor_is_refused_in_one_line(deployed: str, wanted: str, words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        plan_rollout(
+            rollout_facts(spec_of("example-prod", minor(deployed))),
+            rollout_facts(spec_of("example-prod", minor(wanted))),
+        )
+    (problem,) = info.value.problems
+    assert problem.startswith("gpufleet:cluster.kubernetesVersion: ") and words in problem
+
+
+def test_an_unchanged_stack_rolls_nothing() -> None:
+    spec = spec_of("example-karpenter")
+    rollout = plan_rollout(rollout_facts(spec), rollout_facts(spec))
+    assert rollout.rolls == () and rollout_lines(rollout) == ["no node group or NodePool rolls"]
+
+
+def test_an_ami_bump_drifts_busy_training_nodes_only_once_empty() -> None:
+    release = "1.36.4-20261023"
+    before = spec_of("example-karpenter")
+    after = spec_of(
+        "example-karpenter", lambda c: c.update({"gpufleet:versions": {"al2023NvidiaAmiRelease": release}})
+    )
+    by_pool = rolls(before, after)
+    for training in ("h100-train", "a10g-spot"):
+        assert by_pool[training].kind == NODEPOOL and not by_pool[training].disrupts_running
+        assert "busy nodes kept until their jobs end" in by_pool[training].how
+    assert by_pool["l40s-infer"].disrupts_running and "one node at a time" in by_pool["l40s-infer"].how
+    assert by_pool["a10g-shared"].kind == NODE_GROUP and by_pool["a10g-shared"].disrupts_running
+
+
+def test_opting_into_drift_of_busy_nodes_shows_as_disruption() -> None:
+    def opt_in(c: Config) -> None:
+        pool = next(p for p in c["gpufleet:nodePools"] if p["name"] == "a10g-spot")
+        pool["karpenter"].update(drainBusyNodesOnDrift=True)
+
+    def bump(c: Config) -> None:
+        opt_in(c)
+        c["gpufleet:versions"] = {"al2023NvidiaAmiRelease": "1.36.4-20261023"}
+
+    before, after = spec_of("example-karpenter", opt_in), spec_of("example-karpenter", bump)
+    spot = rolls(before, after)["a10g-spot"]
+    assert spot.disrupts_running and "running pods deleted when the grace period ends" in spot.how
+
+
+def test_a_tag_edit_rolls_the_node_groups_launch_templates() -> None:
+    before = spec_of("example-prod")
+    after = spec_of("example-prod", lambda c: c["gpufleet:cluster"].setdefault("tags", {}).update(team="x"))
+    by_pool = rolls(before, after)
+    assert all(r.reasons == ("launch template content",) for r in by_pool.values()), by_pool
+
+
+def test_chart_bumps_are_stated_with_what_they_restart() -> None:
+    before = spec_of("metal")
+    after = spec_of(
+        "metal",
+        lambda c: c.update(
+            {
+                "gpufleet:versions": {
+                    "gpuOperatorChart": "v26.8.0",
+                    "kueueChart": "0.20.0",
+                    "kueueChartOverride": True,
+                }
+            }
+        ),
+    )
+    rollout = plan_rollout(rollout_facts(before), rollout_facts(after))
+    assert rollout.rolls == ()  # an existing cluster's hosts are not rolled by gpufleet
+    gpu, kueue = rollout.notes
+    assert gpu.startswith("GPU operator v26.7.0 -> v26.8.0") and "running pods keep running" in gpu
+    assert kueue.startswith("Kueue 0.19.2 -> 0.20.0") and "admitted workloads keep running" in kueue
+
+
+def test_invoke_preview_of_a_minor_bump_lists_what_would_roll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-cluster"))
+    doc = stack_doc("example-prod")
+    doc["config"]["gpufleet:cluster"]["kubernetesVersion"] = "1.36"
+    bumped = write_stack(tmp_path, "example-prod", doc)
+    done = invoke("preview", "--stack", str(bumped), "--deployed", "example-prod")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "step 1: control plane 1.35 -> 1.36"
+    for pool in ("system", "h100-train", "l40s-infer", "a10g-batch", "h100-mig"):
+        assert any(line.startswith(f"rolls: node group {pool} (Kubernetes 1.35 -> 1.36") for line in lines), (
+            pool
+        )
+    assert "  disrupts running: every workload admitted to h100-train (cluster not read)" in lines
+    assert (
+        lines[-1]
+        == "to let running jobs finish first: invoke drain --pools h100-train,l40s-infer,a10g-batch,h100-mig, then deploy"
+    )
+
+
+def test_invoke_preview_refuses_a_skipped_minor_with_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-cluster"))
+    doc = stack_doc("example-prod")
+    doc["config"]["gpufleet:cluster"]["kubernetesVersion"] = "1.34"
+    deployed = write_stack(tmp_path, "deployed", doc)
+    bumped = copy.deepcopy(doc)
+    bumped["config"]["gpufleet:cluster"]["kubernetesVersion"] = "1.36"
+    done = invoke(
+        "preview", "--stack", str(write_stack(tmp_path, "bumped", bumped)), "--deployed", str(deployed)
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "error: gpufleet:cluster.kubernetesVersion: 1.34 -> 1.36 skips a minor; EKS upgrades one minor at a time: "
+        "deploy 1.35 first, then 1.36"
+    ]
