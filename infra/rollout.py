@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.aws.karpenter.pools import node_class, node_pool
-from infra.aws.nodepools import launch_template_fingerprint, node_group_tags, plan_node_groups
+from infra.aws.nodepools import launch_template_fingerprint, launch_template_tags, plan_node_groups
 from infra.errors import ConfigError
 from infra.pools import SYSTEM_GROUP, karpenter_managed, managed_node_group_spec, workload
 from infra.spec import ClusterSpec, NodePool
@@ -60,7 +60,7 @@ def _aws_pools(spec: ClusterSpec) -> dict[str, Facts]:
             "kind": NODE_GROUP,
             "workload": "system" if plan.pool == SYSTEM_GROUP else "training",
             "release": plan.release_version,
-            "template": launch_template_fingerprint(plan, node_group_tags(groups, plan)),
+            "template": launch_template_fingerprint(plan, launch_template_tags(groups, plan)),
         }
     for pool in spec.node_pools:
         if not karpenter_managed(spec, pool):

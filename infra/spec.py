@@ -246,6 +246,9 @@ class Cluster(Model):
     kubeconfig: str | None = None  # existing platform: path to the kubeconfig file
     kubeconfig_context: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    # aws: the tags also go on node group instances and volumes (the launch template's tag specifications);
+    # off by default, since a new launch template version rolls every node of the group, so a tag edit would.
+    tag_nodes: bool = False
     admin_role_arns: list[Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")]] = Field(
         default_factory=list
     )

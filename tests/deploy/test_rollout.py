@@ -96,10 +96,21 @@ def test_opting_into_drift_of_busy_nodes_shows_as_disruption() -> None:
     assert spot.disrupts_running and "running pods deleted when the grace period ends" in spot.how
 
 
-def test_a_tag_edit_rolls_the_node_groups_launch_templates() -> None:
-    before = spec_of("example-prod")
-    after = spec_of("example-prod", lambda c: c["gpufleet:cluster"].setdefault("tags", {}).update(team="x"))
-    by_pool = rolls(before, after)
+def tagged(tag_nodes: bool) -> Any:
+    return lambda c: c["gpufleet:cluster"].update(
+        tagNodes=tag_nodes, tags={**c["gpufleet:cluster"]["tags"], "team": "x"}
+    )
+
+
+def test_a_tag_edit_rolls_no_node_group() -> None:
+    """The cluster's tags stay out of the launch templates by default: editing them makes no template version."""
+    assert rolls(spec_of("example-prod"), spec_of("example-prod", tagged(False))) == {}
+
+
+def test_with_tag_nodes_a_tag_edit_rolls_every_launch_template() -> None:
+    before = spec_of("example-prod", lambda c: c["gpufleet:cluster"].update(tagNodes=True))
+    by_pool = rolls(before, spec_of("example-prod", tagged(True)))
+    assert set(by_pool) == {"system", *(p.name for p in before.node_pools)}
     assert all(r.reasons == ("launch template content",) for r in by_pool.values()), by_pool
 
 
