@@ -46,7 +46,7 @@ SKIPPED = {
     "invoke test": "the whole suite, of which this test is part",
     "invoke deploy": "Pulumi against a cloud account or a cluster",
     "invoke preview": "Pulumi against a cloud account or a cluster",
-    "invoke drain": "the API server of a deployed cluster (tests/twin/test_drain.py runs it on the twin)",
+    "invoke drain": "the API server of a deployed cluster (tests/twin/test_upgrade.py runs it on the twin)",
     "invoke destroy": "Pulumi against a cloud account or a cluster",
     "invoke outputs": "Pulumi state of a deployed stack",
     "invoke kubeconfig": "Pulumi state of a deployed stack",

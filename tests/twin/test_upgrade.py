@@ -1,6 +1,6 @@
-"""`invoke drain` on the twin, run as docs/deploy.md's upgrade runbook runs it: the real Kueue v0.19.2 controller
-holds the pool's ClusterQueues, running kwok jobs finish on their own, nothing is evicted, and admission
-resumes on `--release`."""
+"""Upgrades on the twin, as docs/deploy.md's upgrade runbook runs them: the rollout facts a deploy records through
+the real Pulumi engine, and `invoke drain`: the real Kueue v0.19.2 controller holds the pool's ClusterQueues,
+running kwok jobs finish on their own, nothing is evicted, and admission resumes on `--release`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ from typing import Any
 
 import yaml
 
+from infra.deploy import deployed_facts
+from infra.rollout import rollout_facts
+from infra.stackfile import load_stack
 from infra.upgrade import HELD_BY
 from tests.conftest import ROOT
 from tests.support import eventually
+from tests.twin.conftest import toolchain
 from tests.twin.kube import Kube, job, name
 from tests.twin.test_team_rules import BINPACK, EIGHT, condition, pods_of, workload_of
+from twin import lifecycle
 from twin.kwok import DURATION_ANNOTATION
 
 NS = "vision"
@@ -108,3 +113,22 @@ def test_drain_holds_admission_lets_running_jobs_finish_and_evicts_none(
         _drain(bindir, stack, "--release")
         for job_name in (short, long, waiting):
             vision.delete("job", job_name, NS)
+
+
+def test_the_deploy_records_the_rollout_facts_the_next_preview_compares(metal_twin: Kube) -> None:
+    """The twin deployed the stack through the real Pulumi engine; its state holds the `rolloutFacts` output,
+    read back the way `invoke preview` and `invoke deploy` read it."""
+    assert metal_twin.twin is not None
+    spec = lifecycle.twin_spec(load_stack(ROOT / "Pulumi.metal.yaml"), metal_twin.kubeconfig)
+    saved = dict(os.environ)
+    try:
+        stack = lifecycle.stack(spec, metal_twin.twin.folder, toolchain(spec.cluster.kubernetes_version))
+        facts = deployed_facts(spec, stack)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert facts == rollout_facts(spec)
+    assert facts["pools"] == {
+        "h100": {"kind": "hosts", "workload": "training"},
+        "l40s": {"kind": "hosts", "workload": "training"},
+    }
