@@ -274,14 +274,25 @@ def preflight(c: Context, stack: str = "dev", skip_reachability: bool = False) -
 KUBECONFIG_HELP = "platform existing: deploy to the cluster of this kubeconfig instead of cluster.kubeconfig"
 
 
-@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "kubeconfig": KUBECONFIG_HELP})
-def deploy(c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "") -> None:
+@task(
+    help={
+        "stack": STACK_HELP,
+        "backend": BACKEND_HELP,
+        "kubeconfig": KUBECONFIG_HELP,
+        "roll_running": "roll node groups even where jobs run (EKS evicts them); see invoke drain",
+    }
+)
+def deploy(
+    c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "", roll_running: bool = False
+) -> None:
     """Preflight, then create or update the stack (`pulumi up`), streaming resource changes."""
     from infra import deploy as lifecycle
+    from infra.upgrade import refuse_evictions
 
     with user_errors():
         spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
-        changes = lifecycle.deploy(spec, ROOT, backend or None, console())
+        gate = None if roll_running else (lambda facts: refuse_evictions(spec, facts, c.run))
+        changes = lifecycle.deploy(spec, ROOT, backend or None, console(), gate=gate)
     print(f"deployed stack {spec.stack!r}: {changes}")
 
 

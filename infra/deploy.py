@@ -265,9 +265,16 @@ def deployed_facts(spec: ClusterSpec, stack: Stack) -> dict[str, Any] | None:
     return dict(found.value) if found is not None and isinstance(found.value, dict) else None
 
 
-def deploy(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
+def deploy(
+    spec: ClusterSpec,
+    root: Path,
+    backend: str | None,
+    console: Console,
+    gate: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Preflight, then `pulumi up`; returns the changed-resource counts. A Kubernetes minor more than one
-    above the deployed one (or below it) is refused first: EKS would refuse it half-way through."""
+    above the deployed one (or below it) is refused first: EKS would refuse it half-way through. With the
+    deployed facts, `gate` may refuse a rollout that would evict running work (infra.upgrade)."""
     url = prepare(spec, root, backend, needs_aws=True)
     from infra.preflight import print_findings, raise_on_errors, run_preflight
     from infra.rollout import minor_step_problem
@@ -280,6 +287,8 @@ def deploy(spec: ClusterSpec, root: Path, backend: str | None, console: Console)
     step = minor_step_problem(facts["kubernetesVersion"], spec.cluster.kubernetes_version) if facts else None
     if step and spec.platform == "aws":
         raise ConfigError(step)
+    if gate is not None and facts:
+        gate(facts)
     result = _engine("up", spec, lambda: stack.up(on_event=event_printer(console), color="never"))
     return dict(result.summary.resource_changes or {})
 

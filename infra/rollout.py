@@ -89,6 +89,8 @@ def rollout_facts(spec: ClusterSpec) -> Facts:
         "platform": spec.platform,
         "kubernetesVersion": spec.cluster.kubernetes_version,
         "driverManagedBy": spec.cluster.driver_managed_by,
+        # existing: the driver gpufleet has installed (the AMI carries it on aws)
+        "driver": "" if spec.platform == "aws" else _driver(spec),
         "charts": {
             "gpu-operator": versions.gpu_operator_chart
             if spec.cluster.addons.gpu_operator == "install"
@@ -102,6 +104,12 @@ def rollout_facts(spec: ClusterSpec) -> Facts:
         },
         "pools": pools,
     }
+
+
+def _driver(spec: ClusterSpec) -> str:
+    versions = spec.versions
+    operator = spec.cluster.driver_managed_by == "operator"
+    return versions.nvidia_driver_branch if operator else versions.nvidia_driver_version
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -178,12 +186,24 @@ def _chart_notes(before: Facts, after: Facts) -> list[str]:
             "running pods keep running"
         )
         if after["driverManagedBy"] == "operator":
-            note += "; the operator's driver upgrade restarts each node's driver and deletes its GPU pods"
+            note += (
+                "; the operator's driver upgrade waits on each node until its admitted jobs end, then reloads the "
+                "driver (drain the pools so the nodes empty)"
+            )
         notes.append(note)
     if old.get("kueue") != new.get("kueue") and new.get("kueue"):
         notes.append(
             f"Kueue {old.get('kueue')} -> {new['kueue']}: the controller restarts, admitted workloads keep "
             "running, job creation fails while its webhook restarts (seconds)"
+        )
+    if before.get("driver") != after.get("driver") and after.get("driver"):
+        how = (
+            "the GPU operator upgrades it node by node, each once its admitted jobs end"
+            if after["driverManagedBy"] == "operator"
+            else "`invoke metal --reboot` installs it host group by host group, draining each host"
+        )
+        notes.append(
+            f"NVIDIA driver {before.get('driver')} -> {after['driver']}: {how}; drain the pools first"
         )
     kps = "kube-prometheus-stack"
     if old.get(kps) != new.get(kps) and new.get(kps):
@@ -262,3 +282,25 @@ def rollout_lines(rollout: Rollout) -> list[str]:
         pools = ",".join(r.pool for r in rollout.disrupting())
         lines.append(f"to let running jobs finish first: invoke drain --pools {pools}, then deploy")
     return lines
+
+
+def disruption_problem(rollout: Rollout) -> str | None:
+    """Why a deploy may not roll yet: a pool it rolls would evict running work, or the cluster could not be read
+    to know. None when nothing disrupting rolls, or every such pool is empty (drained)."""
+    disrupting = rollout.disrupting()
+    if not disrupting:
+        return None
+    pools = ",".join(r.pool for r in disrupting)
+    if not rollout.workloads_read:
+        return (
+            f"the deploy rolls {pools} and the cluster's workloads could not be read (KUBECONFIG) to know whether "
+            f"jobs run there; run `invoke drain --pools {pools}` with the cluster reachable, or deploy with "
+            "--roll-running to evict what runs"
+        )
+    running = [w for r in disrupting for w in r.workloads]
+    if not running:
+        return None
+    return (
+        f"the deploy rolls {pools} and would evict running work: {', '.join(running)}; run "
+        f"`invoke drain --pools {pools}` first (it lets them finish), or deploy with --roll-running"
+    )

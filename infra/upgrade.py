@@ -15,7 +15,7 @@ from typing import Any
 from infra.drain import HOLD_PATCH, RELEASE_PATCH, DrainPlan, plan_drain
 from infra.errors import CheckFailed, ConfigError, GpufleetError
 from infra.monitoring.workloads import Run, StackKubectl
-from infra.rollout import Facts, Rollout, plan_rollout, rollout_facts, running_by_pool
+from infra.rollout import Facts, Rollout, disruption_problem, plan_rollout, rollout_facts, running_by_pool
 from infra.spec import ClusterSpec
 
 CQ = "clusterqueues.kueue.x-k8s.io"
@@ -43,6 +43,12 @@ def preview_rollout(spec: ClusterSpec, deployed: Facts, run: Run) -> Rollout:
     workloads = cluster_workloads(spec, run)
     running = None if workloads is None else running_by_pool(workloads)
     return plan_rollout(deployed, rollout_facts(spec), running)
+
+
+def refuse_evictions(spec: ClusterSpec, deployed: Facts, run: Run) -> None:
+    """`invoke deploy`'s gate: a CheckFailed (exit 1) when the rollout would evict running work."""
+    if problem := disruption_problem(preview_rollout(spec, deployed, run)):
+        raise CheckFailed(problem)
 
 
 def _pools(spec: ClusterSpec, pools: list[str]) -> list[str]:

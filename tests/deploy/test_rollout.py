@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from infra.errors import ConfigError
-from infra.rollout import NODE_GROUP, NODEPOOL, plan_rollout, rollout_facts, rollout_lines
+from infra.rollout import (
+    NODE_GROUP,
+    NODEPOOL,
+    disruption_problem,
+    plan_rollout,
+    rollout_facts,
+    rollout_lines,
+    running_by_pool,
+)
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from tests.preflight.helpers import invoke, stack_doc, write_stack
@@ -174,3 +182,54 @@ def test_invoke_preview_refuses_a_skipped_minor_with_exit_2(
         "error: gpufleet:cluster.kubernetesVersion: 1.34 -> 1.36 skips a minor; EKS upgrades one minor at a time: "
         "deploy 1.35 first, then 1.36"
     ]
+
+
+def test_a_bare_metal_driver_bump_says_how_it_is_applied() -> None:
+    before = spec_of("metal")
+    after = spec_of("metal", lambda c: c.update({"gpufleet:versions": {"nvidiaDriverVersion": "580.105.08"}}))
+    (note,) = plan_rollout(rollout_facts(before), rollout_facts(after)).notes
+    assert note.startswith(
+        f"NVIDIA driver {before.versions.nvidia_driver_version} -> 580.105.08: `invoke metal --reboot`"
+    )
+
+
+def _admitted(namespace: str, name: str, flavor: str, finished: bool = False) -> dict[str, Any]:
+    """A Workload as Kueue v0.19.2 writes its status (the shape tests/twin/test_upgrade.py reads live)."""
+    conditions = [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
+    if finished:
+        conditions.append({"type": "Finished", "status": "True"})
+    assignment = {"name": "main", "flavors": {"nvidia.com/gpu": flavor, "cpu": flavor}}
+    return {
+        "metadata": {"namespace": namespace, "name": name},
+        "status": {"conditions": conditions, "admission": {"podSetAssignments": [assignment]}},
+    }
+
+
+def test_the_deploy_gate_refuses_to_evict_running_work_until_drained() -> None:
+    before, after = (
+        rollout_facts(spec_of("example-prod")),
+        rollout_facts(spec_of("example-prod", minor("1.36"))),
+    )
+    unknown = disruption_problem(plan_rollout(before, after))
+    assert unknown is not None and "could not be read" in unknown and "--roll-running" in unknown
+    running = running_by_pool(
+        [
+            _admitted("team-llm", "job-a", "h100-train"),
+            _admitted("team-llm", "job-b", "h100-train", finished=True),
+        ]
+    )
+    busy = disruption_problem(plan_rollout(before, after, running))
+    assert busy is not None and "would evict running work: team-llm/job-a;" in busy and "job-b" not in busy
+    assert "invoke drain --pools h100-train,l40s-infer,a10g-batch,h100-mig" in busy
+    assert disruption_problem(plan_rollout(before, after, {})) is None  # drained: nothing runs there
+
+
+def test_the_deploy_gate_lets_karpenter_keep_busy_training_nodes() -> None:
+    """A Karpenter training pool drifts only empty nodes, so a job running there does not stop an AMI bump."""
+    release = {"gpufleet:versions": {"al2023NvidiaAmiRelease": "1.36.4-20261023"}}
+    before = rollout_facts(spec_of("example-karpenter"))
+    after = rollout_facts(spec_of("example-karpenter", lambda c: c.update(release)))
+    running = running_by_pool([_admitted("team-llm", "job-a", "h100-train")])
+    assert disruption_problem(plan_rollout(before, after, running)) is None
+    serving = running_by_pool([_admitted("team-inference", "job-s", "l40s-infer")])
+    assert "team-inference/job-s" in (disruption_problem(plan_rollout(before, after, serving)) or "")

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from infra.deploy import deployed_facts
+from infra.gpu_stack.gpu_operator import ADMITTED_POD_SELECTOR
 from infra.rollout import rollout_facts
 from infra.stackfile import load_stack
 from infra.upgrade import HELD_BY
@@ -71,7 +72,9 @@ def test_drain_holds_admission_lets_running_jobs_finish_and_evicts_none(
             made = job(job_name, NS, EIGHT, pod=BINPACK, annotations={DURATION_ANNOTATION: seconds})
             assert vision.create(made).ok
         for job_name in (short, long):
-            eventually(lambda j=job_name: _running(metal_twin, j), f"{job_name} running", 120)
+            pods = eventually(lambda j=job_name: _running(metal_twin, j), f"{job_name} running", 120)
+            # what the GPU operator's driver upgrade waits for (infra.gpu_stack.gpu_operator)
+            assert all(ADMITTED_POD_SELECTOR in p["metadata"]["labels"] for p in pods)
 
         # A bound too short for the jobs: drain says which still run, evicts nothing, keeps the queues held.
         first = _drain(bindir, stack, "--pools", "h100", "--bound", "2")
