@@ -234,11 +234,15 @@ def plan_rollout(before: Facts, after: Facts, running: dict[str, list[str]] | No
             rolls.append(
                 PoolRoll(name, was["kind"], ("pool removed",), "its nodes are deleted", True, on_pool)
             )
-    steps = []
-    if minor[0] != minor[1] and after["platform"] == "aws":
-        steps.append(f"control plane {minor[0]} -> {minor[1]}")
+    upgrade = minor[0] != minor[1] and after["platform"] == "aws"
+    steps = [f"control plane {minor[0]} -> {minor[1]}"] if upgrade else []
     if rolls:
-        steps.append("node groups and NodePools (below), after the control plane")
+        steps.append("node groups and NodePools (below)" + (", after the control plane" if upgrade else ""))
+    if upgrade:
+        steps.append(
+            "by hand, right after the deploy: vpc-cni, kube-proxy and CoreDNS to their versions for "
+            f"{minor[1]} (gpufleet does not move them; docs/deploy.md, Upgrades)"
+        )
     return Rollout(tuple(steps), tuple(rolls), tuple(_chart_notes(before, after)), running is not None)
 
 

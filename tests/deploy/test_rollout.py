@@ -45,6 +45,8 @@ def test_a_minor_bump_rolls_every_node_group_after_the_control_plane() -> None:
     before, after = spec_of("example-prod"), spec_of("example-prod", minor("1.36"))
     rollout = plan_rollout(rollout_facts(before), rollout_facts(after))
     assert rollout.steps[0] == "control plane 1.35 -> 1.36"
+    assert rollout.steps[1] == "node groups and NodePools (below), after the control plane"
+    assert rollout.steps[2].startswith("by hand, right after the deploy: vpc-cni, kube-proxy and CoreDNS")
     by_pool = {r.pool: r for r in rollout.rolls}
     assert set(by_pool) == {"system", *(p.name for p in after.node_pools)}
     for pool in after.node_pools:
