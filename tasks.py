@@ -278,26 +278,77 @@ def preflight(c: Context, stack: str = "dev", skip_reachability: bool = False) -
 KUBECONFIG_HELP = "platform existing: deploy to the cluster of this kubeconfig instead of cluster.kubeconfig"
 
 
-@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "kubeconfig": KUBECONFIG_HELP})
-def deploy(c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "") -> None:
+@task(
+    help={
+        "stack": STACK_HELP,
+        "backend": BACKEND_HELP,
+        "kubeconfig": KUBECONFIG_HELP,
+        "roll_running": "roll node groups even where jobs run (EKS evicts them); see invoke drain",
+    }
+)
+def deploy(
+    c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "", roll_running: bool = False
+) -> None:
     """Preflight, then create or update the stack (`pulumi up`), streaming resource changes."""
     from infra import deploy as lifecycle
+    from infra.upgrade import refuse_evictions
 
     with user_errors():
         spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
-        changes = lifecycle.deploy(spec, ROOT, backend or None, console())
+        gate = None if roll_running else (lambda facts: refuse_evictions(spec, facts, c.run))
+        changes = lifecycle.deploy(spec, ROOT, backend or None, console(), gate=gate)
     print(f"deployed stack {spec.stack!r}: {changes}")
 
 
-@task(help={"stack": STACK_HELP, "backend": BACKEND_HELP, "kubeconfig": KUBECONFIG_HELP})
-def preview(c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "") -> None:
-    """Show what `invoke deploy` would change, without changing anything."""
+@task(
+    help={
+        "stack": STACK_HELP,
+        "backend": BACKEND_HELP,
+        "kubeconfig": KUBECONFIG_HELP,
+        "deployed": "the stack file as last deployed: say only what would roll, offline (no Pulumi, no AWS)",
+    }
+)
+def preview(
+    c: Context, stack: str = "dev", backend: str = "", kubeconfig: str = "", deployed: str = ""
+) -> None:
+    """Show what `invoke deploy` would change and which pools would roll, without changing anything."""
     from infra import deploy as lifecycle
+    from infra.rollout import rollout_facts, rollout_lines
+    from infra.upgrade import preview_rollout
+
+    def say_rollout(facts: dict) -> None:
+        print("\n".join(rollout_lines(preview_rollout(spec, facts, c.run))))
 
     with user_errors():
         spec = lifecycle.with_kubeconfig(load(stack), kubeconfig or None)
-        changes = lifecycle.preview(spec, ROOT, backend or None, console())
+        if deployed:
+            say_rollout(rollout_facts(load(deployed)))
+            return
+        changes = lifecycle.preview(spec, ROOT, backend or None, console(), rollout=say_rollout)
     print(f"preview of stack {spec.stack!r}: {changes}")
+
+
+@task(
+    help={
+        "stack": STACK_HELP,
+        "pools": "comma-separated pools about to roll (invoke preview names them)",
+        "bound": "seconds to wait for their running jobs (default 14400: 4 h); nothing is evicted after it",
+        "release": "resume the ClusterQueues drain held, after the rollout",
+    },
+    auto_shortflags=False,
+)
+def drain(c: Context, stack: str = "dev", pools: str = "", bound: int = 14400, release: bool = False) -> None:
+    """Hold new admissions to pools and wait for their running jobs to finish, so a rollout evicts none."""
+    from infra import upgrade
+
+    with user_errors():
+        spec = load(stack)
+        if release:
+            kubectl = upgrade.StackKubectl(spec, c.run)
+            kubectl.check()
+            print(f"released: {', '.join(upgrade.release(kubectl)) or 'no ClusterQueue was held'}")
+            return
+        upgrade.drain(spec, [p for p in pools.split(",") if p], bound, c.run)
 
 
 @task(

@@ -259,22 +259,53 @@ def _half_done(op: str, spec: ClusterSpec) -> str:
     return f"pulumi {op} was cancelled; it changes nothing"
 
 
-def deploy(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
-    """Preflight, then `pulumi up`; returns the changed-resource counts."""
+def deployed_facts(spec: ClusterSpec, stack: Stack) -> dict[str, Any] | None:
+    """The `rolloutFacts` output of the stack's last deploy (infra.rollout), or None before the first."""
+    found = _engine("stack output", spec, stack.outputs).get("rolloutFacts")
+    return dict(found.value) if found is not None and isinstance(found.value, dict) else None
+
+
+def deploy(
+    spec: ClusterSpec,
+    root: Path,
+    backend: str | None,
+    console: Console,
+    gate: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Preflight, then `pulumi up`; returns the changed-resource counts. A Kubernetes minor more than one
+    above the deployed one (or below it) is refused first: EKS would refuse it half-way through. With the
+    deployed facts, `gate` may refuse a rollout that would evict running work (infra.upgrade)."""
     url = prepare(spec, root, backend, needs_aws=True)
     from infra.preflight import print_findings, raise_on_errors, run_preflight
+    from infra.rollout import minor_step_problem
 
     findings = run_preflight(spec)
     print_findings(findings, console, spec.stack)
     raise_on_errors(findings, spec.stack)
     stack = _engine("stack select", spec, lambda: select_stack(spec, root, url))
+    facts = deployed_facts(spec, stack)
+    step = minor_step_problem(facts["kubernetesVersion"], spec.cluster.kubernetes_version) if facts else None
+    if step and spec.platform == "aws":
+        raise ConfigError(step)
+    if gate is not None and facts:
+        gate(facts)
     result = _engine("up", spec, lambda: stack.up(on_event=event_printer(console), color="never"))
     return dict(result.summary.resource_changes or {})
 
 
-def preview(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:
+def preview(
+    spec: ClusterSpec,
+    root: Path,
+    backend: str | None,
+    console: Console,
+    rollout: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """`pulumi preview`; first, with the deployed facts, `rollout` says what would roll (infra.rollout)."""
     url = prepare(spec, root, backend, needs_aws=True)
     stack = _engine("stack select", spec, lambda: select_stack(spec, root, url))
+    facts = deployed_facts(spec, stack)
+    if rollout is not None and facts:
+        rollout(facts)
     result = _engine("preview", spec, lambda: stack.preview(on_event=event_printer(console), color="never"))
     return {op.value if hasattr(op, "value") else str(op): n for op, n in result.change_summary.items()}
 

@@ -27,11 +27,15 @@ def check(spec: ClusterSpec) -> None:
 
 
 def build(spec: ClusterSpec) -> dict[str, Any]:
+    """The stack's outputs, with `rolloutFacts`: what the next preview compares the stack file against
+    (infra.rollout)."""
     check(spec)
+    from infra.rollout import rollout_facts
+
     if spec.platform == "aws":
         from infra.aws.platform import build_aws
 
-        return build_aws(spec)
+        return {**build_aws(spec), "rolloutFacts": rollout_facts(spec)}
     from infra.existing.platform import build_existing
 
-    return build_existing(spec)
+    return {**build_existing(spec), "rolloutFacts": rollout_facts(spec)}

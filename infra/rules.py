@@ -29,7 +29,7 @@ from infra.scheduling import (
 )
 from infra.slurm.rules import slurm_problems
 from infra.spec import ClusterSpec, NodePool
-from infra.versions import SUPPORTED_KUBERNETES
+from infra.versions import KUEUE_VERSION, SUPPORTED_KUBERNETES
 from scheduler.checks import check
 from scheduler.errors import SchedulerConfigError
 from scheduler.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY, MIG_CONFIG_LABEL, POOL_LABEL
@@ -96,6 +96,17 @@ def _addons(spec: ClusterSpec, problems: list[str]) -> None:
         problems.append(
             f"{at}.gpuOperator: existing leaves the GPU operator's configuration to whoever installed it, so "
             "gpufleet:cluster.driverManagedBy: operator cannot be honoured; use host, or gpuOperator: install"
+        )
+
+
+def _kueue_release(spec: ClusterSpec, problems: list[str]) -> None:
+    """Kueue other than the release the compiler and the twin are proven against, only when asked for."""
+    versions = spec.versions
+    if versions.kueue_chart != KUEUE_VERSION and not versions.kueue_chart_override:
+        problems.append(
+            f"gpufleet:versions.kueueChart: {versions.kueue_chart!r} is not the Kueue release gpufleet compiles "
+            f"for and tests ({KUEUE_VERSION}); accepted: {KUEUE_VERSION}, or set "
+            "gpufleet:versions.kueueChartOverride: true to deploy an untested release"
         )
 
 
@@ -171,6 +182,7 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
         host_problems(spec, problems)
     _addons(spec, problems)
     team_access_problems(spec, problems)
+    _kueue_release(spec, problems)
     pools = [
         aws_pool(i, p, spec, problems) if spec.platform == "aws" else existing_pool(i, p, problems)
         for i, p in enumerate(spec.node_pools)

@@ -246,6 +246,9 @@ class Cluster(Model):
     kubeconfig: str | None = None  # existing platform: path to the kubeconfig file
     kubeconfig_context: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    # aws: the tags also go on node group instances and volumes (the launch template's tag specifications);
+    # off by default, since a new launch template version rolls every node of the group, so a tag edit would.
+    tag_nodes: bool = False
     admin_role_arns: list[Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")]] = Field(
         default_factory=list
     )
@@ -340,6 +343,10 @@ class KarpenterPool(Model):
     # pool's capacity types (infra.aws.karpenter.pools.termination_grace_period).
     termination_grace_period: Annotated[str, Field(pattern=DURATION)] | None = None
     budgets: list[DisruptionBudget] | None = None
+    # With a grace period, a drifted node is drained despite do-not-disrupt and its running training pods are
+    # deleted when the period ends: a `Drifted` budget above 0 on a training pool needs this opt-in (or
+    # `terminationGracePeriod: Never`, under which drift waits for the pods).
+    drain_busy_nodes_on_drift: bool = False
 
 
 AL2_REFUSED = "AL2 GPU AMIs reached end of support on 2025-11-26; use AL2023_NVIDIA or BOTTLEROCKET_NVIDIA"

@@ -74,6 +74,10 @@ class Versions(BaseModel):
     gpu_operator_chart: str = "v26.7.0"
     # Scheduling and autoscaling.
     kueue_chart: str = KUEUE_VERSION
+    # Another Kueue than KUEUE_VERSION is refused unless this is true: the compiled objects (API version,
+    # configuration defaults) and the twin are proven against KUEUE_VERSION only, and a Helm upgrade moves
+    # Kueue's CRDs with the chart (they are chart templates).
+    kueue_chart_override: bool = False
     cluster_autoscaler_chart: str = "9.59.0"
     cluster_autoscaler_image: str | None = None
     # The gpu-binpack scheduler's registry.k8s.io/kube-scheduler tag (None: the minor's patch from PER_MINOR), or
@@ -99,6 +103,9 @@ class Versions(BaseModel):
     # Operations (docs/operations.md). kube-prometheus-stack 88.5.3 ships prometheus-operator v0.93.1,
     # Prometheus v3.14.0, Grafana chart 12.11.1, kube-state-metrics chart 8.4.0 (its Chart.yaml at the tag).
     kube_prometheus_stack_chart: str = "88.5.3"
+    # The busybox image of that chart's CRD upgrade job (`crds.upgradeJob`, whose default tag is "latest");
+    # its kubectl image defaults to the cluster's own version (registry.k8s.io/kubectl).
+    kps_crd_job_busybox: str = "1.37.0"
     # NVIDIA NVSentinel: GPU fault detection, quarantine (cordon + taint), drain, un-quarantine on recovery.
     nvsentinel_chart: str = "v1.29.0"
 

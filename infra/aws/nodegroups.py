@@ -23,6 +23,7 @@ from infra.aws.nodepools import (
     LAUNCH_TEMPLATE_TAG,
     NodeGroupPlan,
     launch_template_fingerprint,
+    launch_template_tags,
     node_group_tags,
     plan_node_groups,
 )
@@ -81,13 +82,14 @@ class NodeGroups(pulumi.ComponentResource):
         name = f"{self._name}-{plan.pool}"
         child = pulumi.ResourceOptions(parent=self)
         group_tags = node_group_tags(self._spec, plan)
+        instance_tags = launch_template_tags(self._spec, plan)
         placement = None
         if plan.placement_group:
             placement = aws.ec2.PlacementGroup(name, strategy="cluster", tags=self._tags, opts=child).name
         template = aws.ec2.LaunchTemplate(
             name,
             description=f"{plan.name}: IMDSv2, encrypted gp3, pinned by the node group",
-            **plan.launch_template(group_tags, self._cluster.security_group_id, placement),
+            **plan.launch_template(instance_tags, self._cluster.security_group_id, placement),
             tags=self._tags,
             opts=child,
         )
@@ -120,7 +122,7 @@ class NodeGroups(pulumi.ComponentResource):
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             node_repair_config=repair,
             # The template's fingerprint, for preflight's capacity-block guard (on the group only: rolls nothing).
-            tags={**group_tags, LAUNCH_TEMPLATE_TAG: launch_template_fingerprint(plan, group_tags)},
+            tags={**group_tags, LAUNCH_TEMPLATE_TAG: launch_template_fingerprint(plan, instance_tags)},
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=self._attachments,

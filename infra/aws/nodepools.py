@@ -15,7 +15,7 @@ from typing import Any
 
 from infra import catalog
 from infra.aws import launch_template as lt
-from infra.aws.tags import autoscaler_tags, common_tags, scale_down_options
+from infra.aws.tags import autoscaler_tags, common_tags, ownership_tags, scale_down_options
 from infra.aws.userdata import node_user_data
 from infra.errors import ConfigError
 from infra.pools import SYSTEM_GROUP, pool_zones
@@ -249,5 +249,13 @@ def launch_template_fingerprint(plan: NodeGroupPlan, group_tags: dict[str, str])
 
 
 def node_group_tags(spec: ClusterSpec, plan: NodeGroupPlan) -> dict[str, str]:
-    """The tags of a pool's node group, which its launch template also gives its instances and volumes."""
+    """The tags of a pool's node group (on the EKS resource: they reach no instance and roll nothing)."""
     return {**common_tags(spec), **plan.autoscaler_tags, "Name": plan.name}
+
+
+def launch_template_tags(spec: ClusterSpec, plan: NodeGroupPlan) -> dict[str, str]:
+    """The tags the launch template gives the group's instances and volumes: the group's, without the user's
+    `cluster.tags` unless `cluster.tagNodes`, since any change to them is a new template version that rolls
+    every node of the group (and evicts its pods)."""
+    owner = common_tags(spec) if spec.cluster.tag_nodes else ownership_tags(spec)
+    return {**owner, **plan.autoscaler_tags, "Name": plan.name}

@@ -25,13 +25,14 @@ def ca_owner_tag(cluster: str) -> str:
     return f"{CA_PREFIX}/{cluster}"
 
 
+def ownership_tags(spec: ClusterSpec) -> dict[str, str]:
+    """Who owns a resource (for cost reports and cleanup): the cluster and the stack."""
+    return {"gpufleet.io/cluster": spec.cluster.name, "gpufleet.io/stack": spec.stack}
+
+
 def common_tags(spec: ClusterSpec) -> dict[str, str]:
-    """Tags on every AWS resource: who owns it (for cost reports and cleanup) plus the user's own tags."""
-    return {
-        "gpufleet.io/cluster": spec.cluster.name,
-        "gpufleet.io/stack": spec.stack,
-        **spec.cluster.tags,
-    }
+    """Tags on every AWS resource: who owns it plus the user's own tags."""
+    return {**ownership_tags(spec), **spec.cluster.tags}
 
 
 def subnet_tags(cluster: str, public: bool) -> dict[str, str]:

@@ -51,6 +51,11 @@ class GpuStack(pulumi.ComponentResource):
                 # Explicit on the release (a component's own dependencies do not reach its children).
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after_metrics),
                 values=gpu_operator_values(spec),
+                # The chart upgrades its CRDs in a pre-upgrade hook (`operator.upgradeCRD: true`), which "requires
+                # --disable-openapi-validation" (deployments/gpu-operator/values.yaml:87-89 at v26.7.0): Helm
+                # checks the new ClusterPolicy against the old CRD before any hook runs, so a bump across a
+                # release that added ClusterPolicy fields fails validation and rolls back without it.
+                disable_openapi_validation=True,
                 timeout_s=1200,  # the operator's validator waits for GPU nodes' drivers; cold GPU nodes are slow
             )
         operator = [self.gpu_operator] if self.gpu_operator else after_metrics

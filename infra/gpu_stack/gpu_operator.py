@@ -135,12 +135,31 @@ def mig_manager_values(spec: ClusterSpec, any_mig: bool) -> dict[str, Any]:
     return values
 
 
+# Kueue sets this label on the pod template of every job it starts (kueue v0.19.2
+# pkg/controller/constants/constants.go, PodSetLabel), so every admitted job's pods carry it.
+ADMITTED_POD_SELECTOR = "kueue.x-k8s.io/podset"
+
+
+def driver_upgrade_policy() -> dict[str, Any]:
+    """The operator's driver upgrade waits for the node's admitted jobs to end before it deletes GPU pods.
+
+    Its default (`values.yaml:167-198` at v26.7.0) waits for no pod (`waitForCompletion.podSelector: ""`) and
+    deletes each node's GPU pods after 300 s, so a driver bump kills running jobs node by node. With the
+    selector and `timeoutSeconds: 0` ("zero means infinite", the ClusterPolicy CRD) it waits for them; holding
+    the pools' queues first (`invoke drain`) lets the nodes empty."""
+    return {"waitForCompletion": {"podSelector": ADMITTED_POD_SELECTOR, "timeoutSeconds": 0}}
+
+
 def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     any_mig = any(p.sharing.mode == "mig" for p in spec.node_pools)
     manage = operator_manages_driver(spec)
     driver: dict[str, Any] = {"enabled": manage}
     if manage:
-        driver |= {"usePrecompiled": True, "version": spec.versions.nvidia_driver_branch}
+        driver |= {
+            "usePrecompiled": True,
+            "version": spec.versions.nvidia_driver_branch,
+            "upgradePolicy": driver_upgrade_policy(),
+        }
     return {
         "driver": driver,
         "toolkit": {"enabled": manage},

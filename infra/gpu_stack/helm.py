@@ -45,6 +45,7 @@ def chart_release(
     create_namespace: bool = True,
     cleanup_on_fail: bool = True,
     skip_crds: bool = False,
+    disable_openapi_validation: bool = False,
 ) -> k8s.helm.v3.Release:
     """A Helm release of one of our pinned charts; the release is named after the chart unless `release` says
     otherwise. A chart in an OCI registry is addressed by its URL, one in a classic repository through
@@ -62,6 +63,7 @@ def chart_release(
         create_namespace=create_namespace or None,
         values=values,
         skip_crds=skip_crds or None,
+        disable_openapi_validation=disable_openapi_validation or None,
         atomic=True,
         cleanup_on_fail=cleanup_on_fail or None,
         timeout=timeout_s,

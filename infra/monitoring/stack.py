@@ -222,6 +222,22 @@ def alertmanager_config(mon: Monitoring) -> dict[str, Any] | None:
     }
 
 
+def crd_upgrade_values(spec: ClusterSpec) -> dict[str, Any]:
+    """The chart's CRD upgrade job, on: Helm never upgrades CRDs it installed from `crds/`, so a chart bump
+    would run the new operator on stale `monitoring.coreos.com` CRDs (kube-prometheus-stack 88.5.3 README
+    "Upgrading chart"; `crds.upgradeJob`, values.yaml:33-43, applies them server-side in a pre-upgrade hook,
+    taking them over from Helm with `forceConflicts`). Its busybox image is pinned (the chart's default is
+    "latest"); on aws it runs on the system nodes like the operator."""
+    job: dict[str, Any] = {
+        "enabled": True,
+        "forceConflicts": True,
+        "image": {"busybox": {"tag": spec.versions.kps_crd_job_busybox}},
+    }
+    if spec.platform == "aws":
+        job["nodeSelector"] = dict(SYSTEM_NODES)
+    return {"enabled": True, "upgradeJob": job}
+
+
 def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
     """Values for the pinned kube-prometheus-stack chart (`monitoring.prometheus: install`)."""
     mon = spec.cluster.monitoring
@@ -248,6 +264,7 @@ def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
             }
         },
         "alertmanager": alertmanager,
+        "crds": crd_upgrade_values(spec),
         "prometheusOperator": {**on_system},
         **off_on_eks,
         "grafana": {

@@ -23,7 +23,7 @@ from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.aws.nodepools import (
     LAUNCH_TEMPLATE_TAG,
     launch_template_fingerprint,
-    node_group_tags,
+    launch_template_tags,
     plan_node_groups,
     release_version,
 )
@@ -142,7 +142,7 @@ def check_monitoring_addon(eks: EKSClient, spec: ClusterSpec) -> list[Finding]:
 
 def planned_fingerprint(spec: ClusterSpec, pool_name: str) -> str | None:
     plan = next((p for p in plan_node_groups(spec) if p.pool == pool_name), None)
-    return launch_template_fingerprint(plan, node_group_tags(spec, plan)) if plan else None
+    return launch_template_fingerprint(plan, launch_template_tags(spec, plan)) if plan else None
 
 
 def capacity_block_update_findings(

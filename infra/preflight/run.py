@@ -29,6 +29,7 @@ from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs, ch
 from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
 from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
+from infra.preflight.upgrade import check_minor_step
 from infra.slurm.site import uses_slurm
 from infra.spec import AwsRole, ClusterSpec
 
@@ -132,6 +133,7 @@ def run_preflight(
             *check_amis(session.client("ssm", config=_CONFIG), spec),
             *check_capacity_blocks(ec2, spec, now),
             *check_provisioning_rbac(spec),
+            *check_minor_step(eks, spec),
             *check_capacity_block_updates(eks, spec),
             *check_monitoring_addon(eks, spec),
             *check_admin_roles(iam, spec, session.client("sts", config=_CONFIG)),

@@ -76,6 +76,7 @@ MISTAKES: list[tuple[str, str, Callable[[Config], None], str, str]] = [
     ("partition-of-no-pool", "metal-slurm", put(SLURM, "partitions", "a100", value={"maxTime": "1:00:00"}), f"{SLURM}.partitions.a100", "no pool named 'a100'"),
     ("max-time-in-days", "metal-slurm", put(SLURM, "partitions", "h100", "maxTime", value="7d"), f"{SLURM}.partitions.h100.maxTime", "a Slurm time limit: minutes, days-hours:minutes:seconds or UNLIMITED, e.g. 7-00:00:00 for 7 days"),
     ("slurm-host-with-a-comma", "metal-slurm", put(NP, 0, "hosts", 0, value="gpu-h100-01,gpu-h100-02"), f"{NP}[0].hosts[0]", "not a host name"),
+    ("untested-kueue-release", "dev", put("gpufleet:versions", value={"kueueChart": "0.20.0"}), "gpufleet:versions.kueueChart", "set gpufleet:versions.kueueChartOverride: true"),
     ("no-accounting-host", "metal-slurm", lambda c: c[SLURM].pop("accountingHost"), f"{SLURM}.accountingHost", "required key is missing"),
 ]  # fmt: skip
 
@@ -132,6 +133,7 @@ def test_two_whole_gpu_pools_of_one_model_on_slurm_name_both_pools() -> None:
         ),  # more GPUs than the host has: the host's verify says so
         ("metal", put(TEAMS, 0, "quotas", "h100", value="16")),  # a number in quotes is the number
         ("dev", put(CLUSTER, "monitoring", value={"prometheus": "install", "grafana": True})),
+        ("dev", put("gpufleet:versions", value={"kueueChart": "0.20.0", "kueueChartOverride": True})),
     ],
 )
 def test_what_is_rightly_accepted(stack: str, mistake: Callable[[Config], None]) -> None:

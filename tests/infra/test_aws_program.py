@@ -293,7 +293,14 @@ def test_dev_has_no_efa_plugin(mocks: Mocks) -> pulumi.Output[Any]:
 @pulumi.runtime.test
 def test_outputs(mocks: Mocks) -> pulumi.Output[Any]:
     outputs = build(load_example("example-prod"))
-    assert set(outputs) == {"cluster_name", "endpoint", "kubeconfig", "node_group_names", "oidc_provider_arn"}
+    assert set(outputs) == {
+        "cluster_name",
+        "endpoint",
+        "kubeconfig",
+        "node_group_names",
+        "oidc_provider_arn",
+        "rolloutFacts",
+    }
 
     def check(values: list[Any]) -> None:
         got = dict(zip(outputs, values, strict=True))

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.gpu_stack.gpu_operator import gpu_operator_values
+from infra.gpu_stack.gpu_operator import ADMITTED_POD_SELECTOR, gpu_operator_values
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
 from tests.conftest import EXAMPLE_STACKS, load_example
@@ -123,8 +123,29 @@ def test_operator_installs_the_driver_only_when_asked() -> None:
         "enabled": True,
         "usePrecompiled": True,
         "version": spec.versions.nvidia_driver_branch,
+        "upgradePolicy": {"waitForCompletion": {"podSelector": ADMITTED_POD_SELECTOR, "timeoutSeconds": 0}},
     }
     assert values["toolkit"] == {"enabled": True}
+
+
+def test_a_driver_upgrade_waits_for_admitted_jobs_where_the_chart_waits_for_none(shared_dir: Path) -> None:
+    """gpu-operator v26.7.0 values.yaml:167-198: no pod is waited for and GPU pods are deleted after 300 s; the
+    ClusterPolicy CRD says a waitForCompletion timeout of 0 is infinite. (tests/twin/test_upgrade.py shows the
+    selected label on the pods of a job the real Kueue admitted.)"""
+    chart = yaml.safe_load((shared_dir / "crds" / "gpu-operator" / "values.yaml").read_text())
+    assert chart["driver"]["upgradePolicy"]["waitForCompletion"] == {"timeoutSeconds": 0, "podSelector": ""}
+    crd = yaml.safe_load(
+        (shared_dir / "crds" / "gpu-operator" / "nvidia.com_clusterpolicies.yaml").read_text()
+    )
+    driver = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "driver"
+    ]
+    timeout = driver["properties"]["upgradePolicy"]["properties"]["waitForCompletion"]["properties"][
+        "timeoutSeconds"
+    ]
+    assert "zero means infinite" in " ".join(timeout["description"].split())
+    wait = gpu_operator_values(_operator_driver_metal())["driver"]["upgradePolicy"]["waitForCompletion"]
+    assert wait["podSelector"] == ADMITTED_POD_SELECTOR and wait["timeoutSeconds"] == 0
 
 
 @pytest.mark.parametrize("stack", ["dev", "example-prod"])

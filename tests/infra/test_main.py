@@ -40,7 +40,14 @@ def test_main_reads_the_stack_config_and_exports_the_outputs(
     def check() -> None:
         assert mocks.one("aws:eks/cluster:Cluster", "gpufleet-dev").inputs["version"] == "1.35"
         exported = set(stack.outputs)
-        assert exported == {"cluster_name", "endpoint", "kubeconfig", "node_group_names", "oidc_provider_arn"}
+        assert exported == {
+            "cluster_name",
+            "endpoint",
+            "kubeconfig",
+            "node_group_names",
+            "oidc_provider_arn",
+            "rolloutFacts",  # what the next `invoke preview` compares the stack file against
+        }
 
     return after_registration(check)
 

@@ -32,7 +32,7 @@ def test_the_documented_pool_loads_and_builds_a_valid_nodepool(karpenter_schemas
     spec = parse_config(config, "doc")
     np = node_pool(spec, spec.pool(documented["name"]))
     assert crd_problems(np, karpenter_schemas) + cel_problems(np, karpenter_schemas) == []
-    assert np["spec"]["disruption"]["budgets"][1]["schedule"] == "0 8 * * mon-fri"
+    assert np["spec"]["disruption"]["budgets"][2]["schedule"] == "0 8 * * mon-fri"
 
 
 def test_documented_defaults_are_the_codes() -> None:

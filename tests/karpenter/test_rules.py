@@ -141,8 +141,8 @@ CASES: list[tuple[str, Callable[[Config], None], str, str]] = [
     ),
     (
         "budget-window-half-given",
-        lambda c: pool(c, "a10g-spot")["karpenter"]["budgets"][1].pop("duration"),
-        f"{NP}[2].karpenter.budgets[1]",
+        lambda c: pool(c, "a10g-spot")["karpenter"]["budgets"][2].pop("duration"),
+        f"{NP}[2].karpenter.budgets[2]",
         "schedule and duration go together",
     ),
     (
@@ -150,6 +150,18 @@ CASES: list[tuple[str, Callable[[Config], None], str, str]] = [
         lambda c: pool(c, "a10g-spot")["karpenter"]["budgets"][0].update(nodes="one"),
         f"{NP}[2].karpenter.budgets[0].nodes",
         "",
+    ),
+    (
+        "drift-budget-on-a-training-pool",
+        lambda c: pool(c, "a10g-spot")["karpenter"]["budgets"][0].update(nodes="1"),
+        f"{NP}[2].karpenter.budgets[0]",
+        "deletes running training pods",
+    ),
+    (
+        "all-reasons-budget-on-a-training-pool",
+        lambda c: pool(c, "a10g-spot")["karpenter"]["budgets"].append({"nodes": "10%"}),
+        f"{NP}[2].karpenter.budgets[3]",
+        "karpenter.drainBusyNodesOnDrift: true",
     ),
     (
         "expire-after-pattern",
@@ -172,6 +184,19 @@ def test_rule_names_key_path(mutate: Callable[[Config], None], path: str, words:
     mutate(config)
     found = problems_for(config)
     assert any(p.startswith(f"{path}:") and words in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    "allow",
+    [{"terminationGracePeriod": "Never"}, {"drainBusyNodesOnDrift": True}, {"workload": "inference"}],
+    ids=["drift-waits-for-jobs", "explicit-opt-in", "inference-pool"],
+)
+def test_a_drift_budget_is_accepted_where_it_cannot_kill_a_training_job(allow: dict[str, Any]) -> None:
+    config = copy.deepcopy(karpenter())
+    settings = pool(config, "a10g-spot")["karpenter"]
+    settings["budgets"][0]["nodes"] = "1"
+    settings.update(allow)
+    assert parse_config(config, "test").pool("a10g-spot").karpenter is not None
 
 
 def test_karpenter_is_refused_on_an_existing_cluster() -> None:
@@ -216,6 +241,25 @@ def test_cli_exits_2_with_the_key_path_and_creates_nothing(tmp_path: Path) -> No
     )
     assert result.returncode == 2
     assert f"{NP}[2].oversubscribe" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_cli_refuses_a_drift_budget_that_would_kill_training_in_one_line(tmp_path: Path) -> None:
+    doc = yaml.safe_load((ROOT / "Pulumi.example-karpenter.yaml").read_text())
+    pool(doc["config"], "a10g-spot")["karpenter"]["budgets"][0]["nodes"] = "1"
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "render", "--stack", str(stack), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    named = [line for line in result.stderr.splitlines() if f"{NP}[2].karpenter.budgets[0]" in line]
+    assert len(named) == 1 and "Drifted" in named[0] and "Traceback" not in result.stderr
     assert not out.exists()
 
 

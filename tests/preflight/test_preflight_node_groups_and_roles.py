@@ -51,12 +51,13 @@ def test_capacity_block_launch_template_change_refused_while_running(
     aws: FakeAws, tmp_path: Path, desired: int, refused: bool
 ) -> None:
     """EKS User Guide, "Create a managed node group with Capacity Blocks for ML": a capacity-block group is
-    updated only at desired size 0. A user tag (it flows into the launch template's tag_specifications) makes
-    a new launch template version with the same AMI release and Kubernetes version, and that rolls the whole
-    block just the same, so the guard compares the template's fingerprint, not only release and version."""
+    updated only at desired size 0. A larger root volume makes a new launch template version with the same
+    AMI release and Kubernetes version, and that rolls the whole block just the same, so the guard compares
+    the template's fingerprint, not only release and version."""
     before = load_example("example-prod")
     doc = stack_doc("example-prod")
-    doc["config"]["gpufleet:cluster"]["tags"]["owner"] = "research"
+    pool = next(p for p in doc["config"]["gpufleet:nodePools"] if p["name"] == POOL)
+    pool["rootVolumeGiB"] = pool.get("rootVolumeGiB", 200) + 100
     after = variant(tmp_path, "tagged", **doc["config"])
     assert planned_fingerprint(before, POOL) != planned_fingerprint(after, POOL)
     aws.seed_clean(after)

@@ -99,6 +99,8 @@ def test_deploy_again_preview_destroy(bare: Kube, tmp_path: Path) -> None:
     preview = invoke("preview", "--stack", str(path), *backend, env=env)
     assert preview.returncode == 0, preview.stderr[-3000:]
     assert set(counts(preview.stdout, "preview of")) == {"same"}
+    # compared with the rollout facts the deploy recorded in the state: nothing rolls
+    assert "no node group or NodePool rolls" in preview.stdout.splitlines()
 
     gone = invoke("destroy", "--stack", str(path), "--yes", *backend, env=env)
     assert gone.returncode == 0, [

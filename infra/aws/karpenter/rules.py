@@ -16,7 +16,7 @@ from infra.pools import (
     uses_karpenter,
 )
 from infra.problems import NP
-from infra.spec import ClusterSpec, NodePool
+from infra.spec import ClusterSpec, DisruptionBudget, NodePool
 
 SHARED_REASON = (
     "Karpenter sizes nodes from instance-type facts and no instance type offers nvidia.com/gpu.shared or "
@@ -63,6 +63,36 @@ def _disruption(at: str, pool: NodePool, problems: list[str]) -> None:
         )
 
 
+def _allows_drift(budget: DisruptionBudget) -> bool:
+    """A budget that lets at least one node drift (no reasons: every reason, Drifted included)."""
+    covers = not budget.reasons or "Drifted" in budget.reasons
+    return covers and int(budget.nodes.rstrip("%")) > 0
+
+
+def _drift(at: str, pool: NodePool, problems: list[str]) -> None:
+    """A `Drifted` budget above 0 on a training pool kills running jobs unless drift waits for them.
+
+    Karpenter v1.14.1 drains a drifted node despite `karpenter.sh/do-not-disrupt` once the NodePool has a
+    `terminationGracePeriod` and deletes the remaining pods when it ends (karpenter-provider-aws
+    website/content/en/docs/concepts/disruption.md:277-278, 386-387; kubernetes-sigs/karpenter
+    pkg/controllers/disruption/types.go:189-196, drift is an eventual disruption). Without a grace period
+    (`Never`) drift is blocked by the do-not-disrupt pods, so the node rolls once its jobs end.
+    """
+    settings = pool.karpenter
+    if settings is None or settings.workload != "training" or settings.budgets is None:
+        return
+    if settings.termination_grace_period == "Never" or settings.drain_busy_nodes_on_drift:
+        return
+    for j, budget in enumerate(settings.budgets):
+        if _allows_drift(budget):
+            problems.append(
+                f"{at}.karpenter.budgets[{j}]: a Drifted budget of {budget.nodes} nodes on a training pool "
+                "deletes running training pods when the grace period ends (an AMI bump, any NodePool change); "
+                "accepted: nodes 0 for Drifted, terminationGracePeriod: Never (drift waits for running jobs), "
+                "or karpenter.drainBusyNodesOnDrift: true"
+            )
+
+
 def _pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> None:
     at = f"{NP}[{i}]"
     if not karpenter_managed(spec, pool):
@@ -74,6 +104,7 @@ def _pool(i: int, pool: NodePool, spec: ClusterSpec, problems: list[str]) -> Non
     # instanceTypes and availabilityZones are checked for every aws pool (infra.aws.rules).
     _capacity(at, pool, problems)
     _disruption(at, pool, problems)
+    _drift(at, pool, problems)
     for key, value in (("minSize", pool.min_size), ("desiredSize", pool.desired_size)):
         if value:
             problems.append(
