@@ -269,7 +269,29 @@ def deploy(spec: ClusterSpec, root: Path, backend: str | None, console: Console)
     raise_on_errors(findings, spec.stack)
     stack = _engine("stack select", spec, lambda: select_stack(spec, root, url))
     result = _engine("up", spec, lambda: stack.up(on_event=event_printer(console), color="never"))
+    wait_for_monitoring(spec, stack, console)
     return dict(result.summary.resource_changes or {})
+
+
+def wait_for_monitoring(spec: ClusterSpec, stack: Stack, console: Console) -> None:
+    """After `up`: the operator-made Prometheus and Alertmanager pods Ready, or CheckFailed saying why not
+    (`infra.monitoring.readiness`). Read with the stack's kubeconfig output on aws, the stack's own on existing."""
+    import tempfile
+
+    from infra.monitoring.readiness import READY_TIMEOUT_S, wait_ready, watched
+    from infra.preflight.kube import KubernetesReader
+
+    if not watched(spec):
+        return
+    console.print(f"waiting up to {READY_TIMEOUT_S // 60} min for Prometheus and Alertmanager to be Ready")
+    if spec.platform == "existing":
+        path = str(Path(spec.cluster.kubeconfig or "").expanduser())
+        wait_ready(spec, KubernetesReader(path, spec.cluster.kubeconfig_context))
+        return
+    values = _engine("stack output", spec, stack.outputs)
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(write_kubeconfig(kubeconfig_text(values, spec.stack), Path(folder) / "kubeconfig"))
+        wait_ready(spec, KubernetesReader(path, None))
 
 
 def preview(spec: ClusterSpec, root: Path, backend: str | None, console: Console) -> dict[str, Any]:

@@ -51,13 +51,17 @@ def _meta(spec: ClusterSpec, name: str, namespace: str, **extra: str) -> dict[st
     return {"name": name, "namespace": namespace, "labels": {**MANAGED_BY, **release_labels(spec), **extra}}
 
 
-def prometheus_service_account(spec: ClusterSpec) -> str:
-    """The ServiceAccount of the chart's Prometheus: `<fullname>-prometheus`, where fullname is the release name
-    if it contains the chart name, else `<release>-kube-prometheus-stack`, cut to 26 characters
-    (`kube-prometheus-stack.fullname` in the chart's templates/_helpers.tpl at 88.5.3)."""
+def chart_fullname(spec: ClusterSpec) -> str:
+    """`kube-prometheus-stack.fullname` (the chart's templates/_helpers.tpl at 88.5.3): the release name if it
+    contains the chart name, else `<release>-kube-prometheus-stack`, cut to 26 characters."""
     release = spec.cluster.monitoring.release
     full = release if "kube-prometheus-stack" in release else f"{release}-kube-prometheus-stack"
-    return f"{full[:26].rstrip('-')}-prometheus"
+    return full[:26].rstrip("-")
+
+
+def prometheus_service_account(spec: ClusterSpec) -> str:
+    """The ServiceAccount of the chart's Prometheus: `<fullname>-prometheus`."""
+    return f"{chart_fullname(spec)}-prometheus"
 
 
 def storage_spec(mon: Monitoring) -> dict[str, Any]:

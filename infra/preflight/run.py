@@ -29,6 +29,7 @@ from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs, ch
 from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
 from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
+from infra.preflight.storage import check_monitoring_storage
 from infra.slurm.site import uses_slurm
 from infra.spec import AwsRole, ClusterSpec
 
@@ -115,6 +116,7 @@ def run_preflight(
         return (
             found
             + check_existing_cluster(spec)
+            + check_monitoring_storage(spec)
             + check_nvsentinel_prerequisites(spec)
             + check_images(spec, registry)
         )

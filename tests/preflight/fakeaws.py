@@ -35,6 +35,7 @@ from moto.servicequotas.responses import ServiceQuotasResponse
 from moto.ssm.models import Parameter, ssm_backends
 
 from infra import catalog
+from infra.aws.addons.ebs_csi import ADDON as EBS_CSI_ADDON
 from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.pools import capacity_types, karpenter_pools
 from infra.preflight.ami import pool_release, system_release
@@ -143,6 +144,9 @@ class FakeAws:
         self.seed_parameter(spec.region or "", system_release(spec).parameters[0])
         self.seed_addon_version(
             MONITORING_ADDON, spec.cluster.kubernetes_version, spec.versions.node_monitoring_agent_addon
+        )
+        self.seed_addon_version(
+            EBS_CSI_ADDON, spec.cluster.kubernetes_version, spec.versions.ebs_csi_driver_addon
         )
         for arn in spec.cluster.admin_role_arns:
             self.seed_role(arn)
