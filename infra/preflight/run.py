@@ -15,6 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from infra.errors import CheckFailed, ToolMissing
+from infra.preflight.access import check_deployer_access
 from infra.preflight.capacity import check_capacity_blocks
 from infra.preflight.checks import REJECTED, check_amis, check_kubeconfig, check_offerings, check_quotas
 from infra.preflight.eks import (
@@ -137,6 +138,7 @@ def run_preflight(
             *check_capacity_block_updates(eks, spec),
             *check_monitoring_addon(eks, spec),
             *check_admin_roles(iam, spec, session.client("sts", config=_CONFIG)),
+            *check_deployer_access(eks, session.client("sts", config=_CONFIG), spec),
             *check_karpenter_offerings(ec2, spec),
             *check_spot_service_role(iam, spec),
             *check_odcrs(ec2, spec, now),

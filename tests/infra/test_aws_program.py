@@ -325,6 +325,23 @@ def test_prometheus_volume_has_a_provisioner_and_a_default_class_before_the_metr
 
 @pytest.mark.usefixtures("mocks")
 @pulumi.runtime.test
+def test_in_cluster_resources_wait_for_the_admin_access_entries(mocks: Mocks) -> pulumi.Output[Any]:
+    """A role in adminRoleArns that deploys (the CI role after a laptop created the cluster) authenticates
+    through its own access entry, so the Kubernetes provider is created only once every entry has its policy."""
+
+    def check(m: Mocks) -> None:
+        (provider,) = m.of_type("pulumi:providers:kubernetes")
+        associations = m.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+        assert [a.inputs["principalArn"] for a in associations] == load_example(
+            "example-prod"
+        ).cluster.admin_role_arns
+        assert {a.urn for a in associations} <= set(provider.dependencies)
+
+    return _run(mocks, "example-prod", check)
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
 def test_no_ebs_driver_without_prometheus(mocks: Mocks) -> pulumi.Output[Any]:
     """`dev` installs no Prometheus, so it makes no claim and gets no EBS add-on, role or class."""
     assert load_example("dev").cluster.monitoring.prometheus != "install"

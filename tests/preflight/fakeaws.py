@@ -59,6 +59,8 @@ class FakeAws:
         self.addon_versions: dict[tuple[str, str], list[str]] = {}  # (add-on, k8s minor) -> versions
         self.iam_roles: list[str] = []
         self.eks_regions: set[str] = set()
+        # cluster -> principal ARNs with an access entry (ListAccessEntries); moto's EKS keeps none
+        self.access_entries: dict[str, list[str]] = {}
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
         # Its own keys: seeding and cleanup must work whatever credentials a test puts in the environment.
@@ -113,18 +115,26 @@ class FakeAws:
         )
         self.iam_roles.append(SPOT_SERVICE_ROLE)
 
+    def seed_cluster(self, region: str, cluster: str, version: str, creator: str | None = None) -> None:
+        """An existing EKS cluster (moto's own EKS) with its creator's access entry, which EKS makes itself
+        (`bootstrapClusterCreatorAdminPermissions`); the creator is the fake's own identity unless named."""
+        eks = self.client("eks", region)
+        eks.create_cluster(
+            name=cluster,
+            version=version,
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+        )
+        self.access_entries[cluster] = [creator or self.client("sts").get_caller_identity()["Arn"]]
+        self.eks_regions.add(region)
+
     def seed_node_group(
         self, region: str, cluster: str, name: str, *, version: str, release: str, desired: int
     ) -> None:
         """An existing EKS managed node group (moto's own EKS), as a previous deploy left it."""
         eks = self.client("eks", region)
         if cluster not in eks.list_clusters()["clusters"]:
-            eks.create_cluster(
-                name=cluster,
-                version=version,
-                roleArn="arn:aws:iam::123456789012:role/eks",
-                resourcesVpcConfig={"subnetIds": ["subnet-1"]},
-            )
+            self.seed_cluster(region, cluster, version)
         eks.create_nodegroup(
             clusterName=cluster,
             nodegroupName=name,
@@ -183,6 +193,7 @@ class FakeAws:
         for region in self.eks_regions:
             eks_backends[DEFAULT_ACCOUNT_ID][region].clusters.clear()
         self.eks_regions.clear()
+        self.access_entries.clear()
 
 
 CURRENT: list[FakeAws] = []
@@ -258,7 +269,26 @@ def _describe_addon_versions(request: Any, full_url: str, headers: Any) -> tuple
     return 200, {"Content-Type": "application/json"}, json.dumps(body)
 
 
-EKS_ROUTES = {"{0}/addons/supported-versions$": _describe_addon_versions}
+def _list_access_entries(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+    """GET /clusters/<name>/access-entries (EKS API ListAccessEntries): the principal ARNs, one page."""
+    from urllib.parse import unquote, urlparse
+
+    cluster = unquote(urlparse(full_url).path.split("/")[2])
+    entries = CURRENT[-1].access_entries.get(cluster)
+    if entries is None:
+        body = {"message": f"No cluster found for name: {cluster}."}
+        return (
+            404,
+            {"Content-Type": "application/json", "x-amzn-ErrorType": "ResourceNotFoundException"},
+            json.dumps(body),
+        )
+    return 200, {"Content-Type": "application/json"}, json.dumps({"accessEntries": entries})
+
+
+EKS_ROUTES = {
+    "{0}/addons/supported-versions$": _describe_addon_versions,
+    "{0}/clusters/(?P<name>[^/]+)/access-entries$": _list_access_entries,
+}
 
 PATCHES = (
     (ServiceQuotasBackend, "get_service_quota", _get_service_quota),

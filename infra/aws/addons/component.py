@@ -42,8 +42,11 @@ class Addons(pulumi.ComponentResource):
         system_nodes: Sequence[pulumi.Resource] = (),
     ) -> None:
         super().__init__("gpufleet:aws:Addons", name, None, opts)
+        # After the admin access entries: a role in adminRoleArns that deploys reaches the cluster through its own.
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=cluster.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-k8s",
+            kubeconfig=cluster.kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.admin_access),
         )
         after_nodes = pulumi.ResourceOptions(
             parent=self, provider=self.provider, depends_on=list(node_groups)
