@@ -51,17 +51,6 @@ class Addons(pulumi.ComponentResource):
         after_nodes = pulumi.ResourceOptions(
             parent=self, provider=self.provider, depends_on=list(node_groups)
         )
-        self.karpenter: Karpenter | None = None
-        if uses_karpenter(spec) and network is not None:
-            self.karpenter = Karpenter(
-                f"{name}-karpenter",
-                spec,
-                network,
-                cluster,
-                self.provider,
-                system_nodes,
-                pulumi.ResourceOptions(parent=self),
-            )
         self.storage: list[pulumi.Resource] = []
         if ebs_csi.installs_ebs_csi(spec):
             self.storage = self._ebs_csi(name, spec, cluster, node_groups, after_nodes)
@@ -72,6 +61,19 @@ class Addons(pulumi.ComponentResource):
             [*node_groups, *self.storage],
             pulumi.ResourceOptions(parent=self),
         )
+        self.karpenter: Karpenter | None = None
+        if uses_karpenter(spec) and network is not None:
+            # Its chart's ServiceMonitor (with an installed Prometheus) waits for the release serving the kind.
+            self.karpenter = Karpenter(
+                f"{name}-karpenter",
+                spec,
+                network,
+                cluster,
+                self.provider,
+                system_nodes,
+                pulumi.ResourceOptions(parent=self),
+                metrics=self.gpu.metrics,
+            )
         self.autoscaler: k8s.helm.v3.Release | None = None
         if needs_cluster_autoscaler(spec):
             # Its chart renders a ServiceMonitor when monitoring is on: after the release that installs that CRD.
