@@ -27,6 +27,8 @@ from infra.preflight.eks import (
 from infra.preflight.findings import Finding, errors, ok
 from infra.preflight.images import Registry, check_images
 from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs, check_spot_service_role
+from infra.preflight.lifecycle import check_kubernetes_version
+from infra.preflight.names import check_account_wide_names
 from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
 from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
@@ -139,6 +141,8 @@ def run_preflight(
             *check_monitoring_addon(eks, spec),
             *check_admin_roles(iam, spec, session.client("sts", config=_CONFIG)),
             *check_deployer_access(eks, session.client("sts", config=_CONFIG), spec),
+            *check_kubernetes_version(eks, spec, now),
+            *check_account_wide_names(eks, iam, spec),
             *check_karpenter_offerings(ec2, spec),
             *check_spot_service_role(iam, spec),
             *check_odcrs(ec2, spec, now),

@@ -60,6 +60,8 @@ class FakeAws:
         self.iam_roles: list[str] = []
         self.eks_regions: set[str] = set()
         # cluster -> principal ARNs with an access entry (ListAccessEntries); moto's EKS keeps none
+        # Kubernetes minor -> DescribeClusterVersions' ClusterVersionInformation (dates as epoch seconds)
+        self.cluster_versions: dict[str, dict[str, Any]] = {}
         self.access_entries: dict[str, list[str]] = {}
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
@@ -158,6 +160,11 @@ class FakeAws:
         self.seed_addon_version(
             EBS_CSI_ADDON, spec.cluster.kubernetes_version, spec.versions.ebs_csi_driver_addon
         )
+        far = (datetime.now(UTC) + timedelta(days=365)).timestamp()
+        self.cluster_versions[spec.cluster.kubernetes_version] = {
+            "status": "STANDARD_SUPPORT",
+            "endOfStandardSupportDate": far,
+        }
         for arn in spec.cluster.admin_role_arns:
             self.seed_role(arn)
         if any("spot" in capacity_types(p) for p in karpenter_pools(spec)):
@@ -194,6 +201,7 @@ class FakeAws:
             eks_backends[DEFAULT_ACCOUNT_ID][region].clusters.clear()
         self.eks_regions.clear()
         self.access_entries.clear()
+        self.cluster_versions.clear()
 
 
 CURRENT: list[FakeAws] = []
@@ -285,7 +293,18 @@ def _list_access_entries(request: Any, full_url: str, headers: Any) -> tuple[int
     return 200, {"Content-Type": "application/json"}, json.dumps({"accessEntries": entries})
 
 
+def _describe_cluster_versions(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+    """GET /cluster-versions?clusterVersions=<minor> (EKS API DescribeClusterVersions), from the seed table."""
+    from urllib.parse import parse_qs, urlparse
+
+    wanted = parse_qs(urlparse(full_url).query).get("clusterVersions", [])
+    table = CURRENT[-1].cluster_versions
+    found = [{"clusterVersion": v, **table[v]} for v in wanted if v in table]
+    return 200, {"Content-Type": "application/json"}, json.dumps({"clusterVersions": found})
+
+
 EKS_ROUTES = {
+    "{0}/cluster-versions$": _describe_cluster_versions,
     "{0}/addons/supported-versions$": _describe_addon_versions,
     "{0}/clusters/(?P<name>[^/]+)/access-entries$": _list_access_entries,
 }
