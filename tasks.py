@@ -76,10 +76,11 @@ def user_errors() -> Iterator[None]:
     """Turn the toolkit's user-facing errors into a message and an exit code."""
     from infra.errors import STOPS, GpufleetError, stop_message
     from scheduler.errors import SchedulerConfigError
+    from scheduler.explain.cluster import ClusterError
 
     try:
         yield
-    except (GpufleetError, SchedulerConfigError) as exc:
+    except (GpufleetError, SchedulerConfigError, ClusterError) as exc:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
     except STOPS as stop:
         message, code = stop_message(stop)
@@ -215,6 +216,8 @@ def simulate(
         "exit with the command's status",
         "monitoring": "also run the metrics chain: the Prometheus operator, Prometheus, Alertmanager, "
         "kube-state-metrics and a dcgm-exporter stand-in, scraping the twin (needs monitoring.prometheus)",
+        "time-scale": "run the autoscaler stand-in's clock faster: its boot times and scale-down timers times "
+        "this number, above 0 and at most 1 (default 1: as the cluster's autoscaler would)",
     },
     auto_shortflags=False,  # long options only: -r, -o, -b meant different things per task
 )
@@ -226,6 +229,7 @@ def twin(
     bare: bool = False,
     run: str = "",
     monitoring: bool = False,
+    time_scale: str = "1",
 ) -> None:
     """Bring up the stack's cluster on real Kubernetes components as local processes (docs/twin.md)."""
     from twin.command import run_twin
@@ -233,7 +237,7 @@ def twin(
     with user_errors():
         spec = load(stack)
         code, message = run_twin(stack_file(stack), spec, BUILD / spec.stack / "twin", minor=minor, nodes=nodes,
-                                 bare=bare, run=run, monitoring=monitoring)  # fmt: skip
+                                 bare=bare, run=run, monitoring=monitoring, time_scale=time_scale)  # fmt: skip
     if code:
         raise Exit(message or None, code=code)
 
@@ -469,3 +473,63 @@ def reclaim(
         print("no team opts in (gpufleet:teams[].reclaimIdle): nothing to reclaim")
         return
     print(summary(decisions, apply))
+
+
+TEAM_HELP = {
+    "namespace": "the team's namespace (default: the kubeconfig context's)",
+    "kubeconfig": "kubeconfig file (default: kubectl's)",
+    "context": "kubeconfig context",
+    "as-group": "impersonate a member of this group (kubectl --as-group), e.g. to see what the team sees",
+}
+TEAM_EVENTS_HELP = "record each answer as an Event on its Workload (default: yes; --no-events to skip)"
+
+
+def _team_kubectl(kubeconfig: str, context: str, as_group: str):  # -> scheduler.explain.cluster.Kubectl
+    from scheduler.explain.cluster import Kubectl
+
+    return Kubectl.of(kubeconfig=kubeconfig, context=context, groups=(as_group,) if as_group else ())
+
+
+@task(help=TEAM_HELP, auto_shortflags=False)
+def quota(
+    c: Context, namespace: str = "", kubeconfig: str = "", context: str = "", as_group: str = ""
+) -> None:
+    """A team's GPU quota per pool: guarantee, use, borrowing, lending, and the cohort's free GPUs (docs/teams.md)."""
+    from scheduler.explain import commands
+
+    with user_errors():
+        print(commands.quota(_team_kubectl(kubeconfig, context, as_group), namespace))
+
+
+@task(help={**TEAM_HELP, "events": TEAM_EVENTS_HELP}, auto_shortflags=False)
+def queue(
+    c: Context,
+    namespace: str = "",
+    kubeconfig: str = "",
+    context: str = "",
+    as_group: str = "",
+    events: bool = True,
+) -> None:
+    """A team's waiting jobs in Kueue's order, with each one's reason and what would let it start (docs/teams.md)."""
+    from scheduler.explain import commands
+
+    with user_errors():
+        print(commands.queue(_team_kubectl(kubeconfig, context, as_group), namespace, record=events))
+
+
+@task(help={"job": "a Job (or other job kind) name, or a Workload name", **TEAM_HELP, "events": TEAM_EVENTS_HELP},
+      auto_shortflags=False)  # fmt: skip
+def why(
+    c: Context,
+    job: str,
+    namespace: str = "",
+    kubeconfig: str = "",
+    context: str = "",
+    as_group: str = "",
+    events: bool = True,
+) -> None:
+    """One job's story: its reason, place in line, admission checks, preemptions and nodes (docs/teams.md)."""
+    from scheduler.explain import commands
+
+    with user_errors():
+        print(commands.why(_team_kubectl(kubeconfig, context, as_group), job, namespace, record=events))

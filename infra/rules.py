@@ -14,6 +14,7 @@ from __future__ import annotations
 from infra import catalog
 from infra.aws.karpenter.rules import karpenter_problems
 from infra.aws.rules import aws_cluster_problems, aws_pool, aws_problems, aws_regions
+from infra.aws.team_access import team_access_problems
 from infra.errors import ConfigError
 from infra.existing.rules import existing_cluster_problems, existing_pool, host_problems
 from infra.monitoring.rules import monitoring_problems
@@ -169,6 +170,7 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
         existing_cluster_problems(spec, problems)
         host_problems(spec, problems)
     _addons(spec, problems)
+    team_access_problems(spec, problems)
     pools = [
         aws_pool(i, p, spec, problems) if spec.platform == "aws" else existing_pool(i, p, problems)
         for i, p in enumerate(spec.node_pools)

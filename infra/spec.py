@@ -439,6 +439,9 @@ class Team(Model):
     lending_limit: Count | None = None  # GPUs of its quota this team lends per pool (None: all)
     priority: str = "default"  # default WorkloadPriorityClass for the team's jobs
     groups: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    # aws: the IAM roles (an IAM Identity Center permission set's role too) the team's members sign in with; each
+    # becomes an EKS access entry in the team's `groups`, so the namespace's RoleBindings apply to them.
+    role_arns: list[str] = Field(default_factory=list)
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0  # fair-sharing weight
     idle_after: Duration | None = None  # GPU idle alert/reclaim threshold (default: monitoring.idleAfter)
     pending_after: Duration | None = None  # queue wait alert threshold (default: monitoring.pendingAfter)

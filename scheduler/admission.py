@@ -18,6 +18,9 @@ Validating (admissionregistration.k8s.io/v1, every supported Kubernetes version)
 - where the secondary scheduler binds GPU pods (`existing` clusters, and every platform with
   `placement.strategy: FragmentationAware`), a GPU pod names it (`schedulerName: gpu-binpack`), so GPUs are
   only ever bound by one scheduler;
+- where the API server gives a pod that names a GPU resource the GPU taint's toleration (EKS), no container
+  names one at 0 (its pod would tolerate the taint without a GPU, and be refused after Kueue admitted its job);
+- what the Kueue release the twin runs gets wrong in enabled integrations (scheduler.kueue_gaps);
 - no Service of type LoadBalancer or NodePort, unless the team's `allowExternalServices` is set (its namespace
   then carries `gpufleet.io/external-services=allowed`, which the policy reads), and no `externalIPs` at all.
 
@@ -43,6 +46,7 @@ from scheduler.gpu_share import share_message, within_share
 from scheduler.identities import BY_KUEUE
 from scheduler.job_control import ELASTIC_GATE, grace_capped, grace_message, grace_policy, job_start_policies
 from scheduler.job_kinds import TEMPLATES, enabled_kinds, job_rules, refused_kinds_policy
+from scheduler.kueue_gaps import kueue_gap_policies
 from scheduler.labels import GPU_TAINT_KEY, GPU_TAINT_VALUE, SECONDARY_SCHEDULER_NAME, SHARED_GPU_RESOURCE
 from scheduler.model import PoolView, SchedulingPolicy
 from scheduler.ownership import ownership_policy
@@ -53,7 +57,9 @@ from scheduler.podcel import (
     gated,
     no_gpu_request,
     no_visible_devices,
+    no_zero_gpu,
     tolerates_gpu_taint,
+    zero_gpu_message,
 )
 from scheduler.queue_routing import ROUTE_QUEUE, SET_CPU_QUEUE, pod_routing, route_condition
 from scheduler.tenancy import (
@@ -134,7 +140,9 @@ def ratchet(expression: str) -> str:
 
 def pod_validations(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:
     gates = ", ".join(KUEUE_GATES)
+    named = [_validation(ratchet(no_zero_gpu("object")), zero_gpu_message("a container"))]
     out = [
+        *(named if policy.tolerates_named_gpus else []),
         _validation(ratchet(NO_VISIBLE_DEVICES), f"containers in team namespaces may not set {VISIBLE_DEVICES}; request a GPU resource instead"),
         _validation(GPU_TOLERATION_NEEDS_GPU,
                     f"a pod that tolerates the {GPU_TAINT_KEY}={GPU_TAINT_VALUE} taint must request a GPU resource; "
@@ -226,6 +234,7 @@ def team_admission(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[
         *ownership_policy(policy),
         *refused_kinds_policy(policy),
         *job_start_policies(policy),
+        *kueue_gap_policies(policy),
         *grace_policy(policy),
         *mutating_policies(policy),
     ]

@@ -123,6 +123,13 @@ class SchedulingPolicy:
     max_termination_grace_period: str = "5m"
 
     @property
+    def tolerates_named_gpus(self) -> bool:
+        """The API server gives a pod that names a GPU resource, even at 0, the GPU taint's toleration: EKS runs
+        the ExtendedResourceToleration admission plugin on every platform version (its user guide, "View Amazon
+        EKS platform versions"); an existing cluster's API server is not ours to know, and kubeadm leaves it off."""
+        return self.platform == "aws"
+
+    @property
     def uses_secondary_scheduler(self) -> bool:
         """Team GPU pods are bound by the in-cluster secondary scheduler (`gpu-binpack`): on existing clusters,
         whose control plane is not ours, and with FragmentationAware everywhere, since the EKS control plane's

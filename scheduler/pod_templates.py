@@ -22,7 +22,9 @@ from scheduler.podcel import (
     at_most_one_shared,
     no_gpu_request,
     no_visible_devices,
+    no_zero_gpu,
     tolerates_gpu_taint,
+    zero_gpu_message,
 )
 from scheduler.queue_routing import template_routing
 from scheduler.tenancy import pod_priority_allowed, pod_priority_message
@@ -31,7 +33,7 @@ from scheduler.vap import TEAM_NAMESPACES, rule, supports_mutating_policies, val
 TEMPLATE_POLICY = "gpufleet-team-pod-templates"
 # Checked on UPDATE only where the old templates kept them (see scheduler.admission.ratchet): a job created before
 # a rule existed can still be updated, so Kueue can start it.
-RATCHETED = ("visible", "shared", "priority", "share", "grace")
+RATCHETED = ("visible", "shared", "priority", "share", "grace", "zero")
 
 
 def _template_checks(var: str, policy: SchedulingPolicy, pools: Sequence[PoolView]) -> dict[str, str]:
@@ -47,6 +49,7 @@ def _template_checks(var: str, policy: SchedulingPolicy, pools: Sequence[PoolVie
         ),
         "share": within_share(var, pools),
         "grace": grace_capped(var, policy),
+        "zero": no_zero_gpu(var),
     }
 
 
@@ -71,6 +74,8 @@ def template_validations(policy: SchedulingPolicy, pools: Sequence[PoolView]) ->
         validation(every["share"], share_message(pools, "a pod template")),
         validation(every["grace"], grace_message(policy, "a GPU pod template")),
     ]  # fmt: skip
+    if policy.tolerates_named_gpus:
+        out.insert(0, validation(every["zero"], zero_gpu_message("a container of a pod template")))
     if policy.uses_secondary_scheduler and not supports_mutating_policies(policy.kubernetes_version):
         out.append(
             validation(

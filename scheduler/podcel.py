@@ -4,7 +4,8 @@ Quantities are read with the Kubernetes CEL quantity library (`quantity()`, kube
 Language in Kubernetes", Kubernetes quantity library), so `0`, `0k` and `000` are all zero and `1e3` is a
 thousand, however the user wrote them (the API server keeps a quantity's own spelling unless it is zero).
 A zero GPU quantity is no GPU request: `nvidia.com/gpu: 0` neither lets a pod tolerate the GPU taint nor sends
-CPU work to a GPU queue.
+CPU work to a GPU queue, except where the API server's ExtendedResourceToleration plugin runs (EKS): it
+gives a pod that names a GPU resource at any amount the GPU taint's toleration, so there a zero is refused.
 """
 
 from __future__ import annotations
@@ -37,6 +38,26 @@ def no_gpu_request(var: str) -> str:
         for kind in ("requests", "limits")
     )
     return containers(var, f"!has(c.resources) || ({resources})")
+
+
+def no_zero_gpu(var: str) -> str:
+    """No container names the GPU taint's resource (`nvidia.com/gpu`) at zero, in requests or limits (the API
+    server copies a limit to an unset request before admission plugins run). Other `nvidia.com/` resources get
+    tolerations of taints gpufleet never sets."""
+    key = f"'{GPU_TAINT_KEY}'"
+    resources = " && ".join(
+        f"(!has(c.resources.{kind}) || !({key} in c.resources.{kind}) || {positive(f'c.resources.{kind}[{key}]')})"
+        for kind in ("requests", "limits")
+    )
+    return containers(var, f"!has(c.resources) || ({resources})")
+
+
+def zero_gpu_message(what: str) -> str:
+    """Why a zero GPU quantity is refused where the API server adds the toleration (no_zero_gpu)."""
+    return (
+        f"{what} names {GPU_TAINT_KEY} at 0: this cluster's API server (ExtendedResourceToleration) gives such a "
+        f"pod the {GPU_TAINT_KEY} toleration, and CPU work may not tolerate the GPU taint; leave the resource out"
+    )
 
 
 def amount(resource: str) -> str:

@@ -64,6 +64,7 @@ class TwinOptions:
     bare: bool = False
     api_port: int = 0  # 0: any free port; the launcher passes the port it forwards from the machine
     monitoring: bool = False  # the metrics chain on real components (`twin.monitoring`)
+    time_scale: float = 1.0  # the autoscaler stand-in's durations (boot times, scale-down timers) times this
 
     @property
     def kubernetes_minor(self) -> str:
@@ -105,7 +106,13 @@ class Twin:
             self.plane = self._step(
                 "control plane",
                 lambda: start_control_plane(
-                    tools, self.sup, opts.folder, minor, opts.api_port, default_scheduler_plugins(opts.spec)
+                    tools,
+                    self.sup,
+                    opts.folder,
+                    minor,
+                    opts.api_port,
+                    default_scheduler_plugins(opts.spec),
+                    opts.spec.platform,
                 ),
             )
             self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
@@ -235,7 +242,7 @@ class Twin:
         self.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
 
     def _autoscaler(self) -> None:
-        """aws pools scale: the twin's stand-in for the autoscaler's scale-up (`twin.autoscaler`)."""
+        """aws node groups scale: the twin's stand-in for cluster-autoscaler (`twin.autoscaler`)."""
         import logging
 
         from twin.autoscaler import Autoscaler
@@ -246,7 +253,7 @@ class Twin:
         logger = logging.getLogger("twin.autoscaler")
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
-        self.autoscaler = Autoscaler(self.options.spec, self.plane.admin).start()
+        self.autoscaler = Autoscaler(self.options.spec, self.plane.admin, self.options.time_scale).start()
 
     def _frameworks(self) -> None:
         """The CRDs of the job frameworks Kueue integrates beyond the built-in kinds (PyTorchJob, MPIJob, ...,

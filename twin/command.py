@@ -29,6 +29,7 @@ def run_twin(
     bare: bool,
     run: str,
     monitoring: bool,
+    time_scale: str = "1",
 ) -> tuple[int, str]:
     """Start the twin in `folder` and serve it (or run `run` in it); (exit code, message)."""
     with on_stop("the twin was stopped, with every process it started"):
@@ -41,8 +42,9 @@ def run_twin(
                 "--monitoring: gpufleet:cluster.monitoring.prometheus is none; set install or existing"
             )
         started = launch.start(
-            stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run, monitoring=monitoring
-        )
+            stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run, monitoring=monitoring,
+            time_scale=time_scale,
+        )  # fmt: skip
         if run:
             return launch.finish(started), ""
         code = launch.serve(started)

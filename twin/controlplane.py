@@ -28,6 +28,17 @@ HEALTH_PATHS = "/healthz,/readyz,/livez,/metrics"
 # In-cluster names of the API server (its certificate carries them as a real cluster's does; never dialled).
 API_DNS = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
            "kubernetes.default.svc.cluster.local")  # fmt: skip
+# The admission plugins each platform's API server runs beyond kube-apiserver's defaults (on by default:
+# kubernetes v1.36.4 pkg/kubeapiserver/options/plugins.go DefaultOffAdmissionPlugins). EKS lists, for every
+# platform version, NodeRestriction and ExtendedResourceToleration among its admission controllers
+# (awsdocs/amazon-eks-user-guide latest/ug/clusters/platform-versions.adoc:43, the same list for 1.25-1.31);
+# the second gives every pod that names an extended resource (even at 0) a toleration of the taint with that key,
+# which gpufleet's GPU taint shares. kubeadm, the common way to build an existing cluster, enables
+# NodeRestriction only (kubernetes v1.36.4 cmd/kubeadm/app/phases/controlplane/manifests.go:188).
+ADMISSION_PLUGINS: dict[str, tuple[str, ...]] = {
+    "aws": ("NodeRestriction", "ExtendedResourceToleration"),
+    "existing": ("NodeRestriction",),
+}
 # The minor's MutatingAdmissionPolicy API is on by default from 1.36 (GA, KEP-3962); below it stays as the
 # managed platforms ship it (off), because the project renders MutatingAdmissionPolicies only for >= 1.36.
 
@@ -77,9 +88,11 @@ def start_control_plane(
     minor: str,
     api_port: int = 0,
     plugin_config: list[dict[str, Any]] | None = None,
+    platform: str = "existing",
 ) -> ControlPlane:
     """`api_port`: the API server's port (0: any free one); the twin passes the port it forwards from.
-    `plugin_config`: the default scheduler profile's pluginConfig (what a managed control plane is given)."""
+    `plugin_config`: the default scheduler profile's pluginConfig (what a managed control plane is given).
+    `platform`: whose API server admission plugins to run (ADMISSION_PLUGINS)."""
     pki = folder / "pki"
     ca = CertificateAuthority(pki)
     sa = service_account_keys(pki)
@@ -131,6 +144,7 @@ def start_control_plane(
             f"--service-account-signing-key-file={sa.key}",
             "--allow-privileged=true",
             "--profiling=false",
+            f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS[platform])}",
         ],
     )
     admin = write_kubeconfig(

@@ -36,9 +36,20 @@ def lock_path() -> Path:
     return Path(os.environ.get(LOCK_ENV) or cache_root() / "twin.lock")
 
 
-def check_options(spec: ClusterSpec, minor: str, nodes: str) -> None:
+def time_scale_value(text: str) -> float | None:
+    """`--time-scale`: a number above 0 and at most 1 (None when it is not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 < value <= 1 else None
+
+
+def check_options(spec: ClusterSpec, minor: str, nodes: str, time_scale: str = "1") -> None:
     """Bad options are bad input (exit 2), found before anything starts."""
     problems = []
+    if time_scale_value(time_scale) is None:
+        problems.append(f"--time-scale: {time_scale!r} is not a number above 0 and at most 1")
     wanted = minor or spec.cluster.kubernetes_version
     if wanted not in TWIN_MINORS:
         key = "--minor" if minor else "gpufleet:cluster.kubernetesVersion"
@@ -110,13 +121,14 @@ def start(
     bare: bool = False,
     run: str = "",
     monitoring: bool = False,
+    time_scale: str = "1",
     say: Callable[[str], None] = print,
     stdout: int | IO[bytes] | None = None,
     lock: Path | None = None,
 ) -> RunningTwin:
     """Check, lock, and start a twin; returns once it is up (or, with `run`, once it has started). Interrupted
     at any point (Ctrl-C, a stop signal the caller turns into an exception), it stops what it started."""
-    check_options(spec, minor, nodes)
+    check_options(spec, minor, nodes, time_scale)
     locate(
         minor or spec.cluster.kubernetes_version, say, monitoring=monitoring
     )  # exit 3 before anything starts
@@ -132,7 +144,7 @@ def start(
     port = listener.getsockname()[1]  # the API server's port on this machine's loopback
     argv = [sys.executable, "-m", "twin.session", "--stack-file", str(stack_file.resolve()),
             "--folder", str(folder.resolve()), "--listen-fd", str(listener.fileno()), "--ready-file", str(ready),
-            "--minor", minor, "--nodes", nodes]  # fmt: skip
+            "--minor", minor, "--nodes", nodes, "--time-scale", time_scale]  # fmt: skip
     if bare:
         argv.append("--bare")
     if run:

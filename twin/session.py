@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bare", action="store_true")
     parser.add_argument("--run", default="")
     parser.add_argument("--monitoring", action="store_true")
+    parser.add_argument("--time-scale", type=float, default=1.0)
     # listening sockets on the machine's loopback for Prometheus and Alertmanager (with --monitoring)
     parser.add_argument("--prometheus-fd", type=int, default=-1)
     parser.add_argument("--alertmanager-fd", type=int, default=-1)
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         args.bare,
         api_port=entry.port,
         monitoring=args.monitoring,
+        time_scale=args.time_scale,
     )
     twin = Twin(options, say)
     start = time.monotonic()

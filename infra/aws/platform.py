@@ -10,6 +10,7 @@ from infra.aws.addons.component import Addons
 from infra.aws.cluster import Cluster
 from infra.aws.network import Network
 from infra.aws.nodegroups import NodeGroups
+from infra.aws.team_entries import TeamAccess
 from infra.pools import SYSTEM_GROUP, managed_node_group_spec
 from infra.spec import ClusterSpec
 
@@ -19,6 +20,7 @@ def build_aws(spec: ClusterSpec) -> dict[str, Any]:
     name = spec.cluster.name
     network = Network(f"{name}-net", spec)
     cluster = Cluster(name, spec, network)
+    TeamAccess(f"{name}-teams", spec, cluster.eks.name)
     # Under Karpenter, only the system group and shared-GPU pools are managed node groups.
     groups = NodeGroups(f"{name}-nodes", managed_node_group_spec(spec), network, cluster)
     Addons(

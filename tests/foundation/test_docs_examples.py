@@ -8,8 +8,8 @@ Not run here, and why (`SKIPPED`): the install and `invoke test` (this suite run
 of that test); Pulumi against AWS (`deploy`, `preview`, ...), `preflight` on an AWS account; `invoke metal`,
 Ansible and SSH (real hosts; tests/tasks/test_render_and_metal.py and tests/ansible run the playbooks without
 them); `kubectl` and `invoke usage`/`reclaim` against a deployed cluster's API server or Prometheus
-(tests/twin/test_docs_workloads.py and tests/monitoring/test_usage.py run them on the twin and on a Prometheus
-on loopback); the twins (`invoke twin`, `twin-build`: tests/twin/test_twin.py, tests/twin/test_docs.py,
+(tests/twin/test_docs_workloads.py, tests/twin/test_docs_teams.py and tests/monitoring/test_usage.py run them
+on the twin and on a Prometheus on loopback); the twins (`invoke twin`, `twin-build`: tests/twin/test_twin.py, tests/twin/test_docs.py,
 tests/slurm/test_slurm_twin.py); `sacct` (a Slurm cluster: tests/slurm/test_slurm_daemons.py).
 
 The simulate examples run on a cut of the openb trace (its first 60 GPU nodes and 300 pods, in files of the

@@ -84,7 +84,11 @@ def test_prod_public_endpoint_only_for_the_allow_list_and_admin_access(mocks: Mo
     def check(m: Mocks) -> None:
         vpc = m.one(EKS, "gpufleet-prod").inputs["vpcConfig"]
         assert vpc["endpointPublicAccess"] is True and vpc["publicAccessCidrs"] == ["203.0.113.0/24"]
-        (entry,) = m.of_type("aws:eks/accessEntry:AccessEntry")
+        (entry,) = [
+            e
+            for e in m.of_type("aws:eks/accessEntry:AccessEntry")
+            if e.name.startswith("gpufleet-prod-admin")
+        ]
         assert entry.inputs["principalArn"] == "arn:aws:iam::123456789012:role/platform-admins"
         (assoc,) = m.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
         assert (

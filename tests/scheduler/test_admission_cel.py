@@ -14,6 +14,7 @@ from scheduler.admission import PODS
 from scheduler.identities import KUEUE_USER
 from scheduler.job_control import GRACE, JOB_START
 from scheduler.job_kinds import REFUSED_KINDS
+from scheduler.kueue_gaps import PARALLELISM
 from scheduler.ownership import OWNERS
 from scheduler.pod_templates import TEMPLATE_POLICY
 from scheduler.tenancy import DISRUPTION_BUDGETS
@@ -63,6 +64,39 @@ def test_a_zero_gpu_job_is_cpu_work_for_the_queue_rules() -> None:
     template = {"spec": pod({"cpu": "16", "nvidia.com/gpu": 0})["spec"]}
     refused = refusals(policy(f"{TEMPLATE_POLICY}-jobs"), job(template))
     assert any("goes to the 'cpu' queue" in m for m in refused), refused
+
+
+@pytest.mark.parametrize(
+    ("requests", "zero"),
+    [({"cpu": "1", "nvidia.com/gpu": "1"}, False), ({"cpu": "1", "nvidia.com/gpu": "0"}, True),
+     ({"cpu": "1", "nvidia.com/gpu": "000"}, True), ({"cpu": "1", "nvidia.com/mig-1g.10gb": "0"}, False),
+     ({"cpu": "1"}, False)],
+)  # fmt: skip
+def test_a_zero_gpu_quantity_is_refused_only_where_the_api_server_adds_the_toleration(
+    requests: dict[str, str], zero: bool
+) -> None:
+    """On aws (EKS's ExtendedResourceToleration) a pod or template naming a GPU resource at 0 is refused; on an
+    existing cluster the same request is CPU work."""
+    prod = compile(PROD, PROD_POOLS)
+    template = {"spec": pod(requests, queue="cpu")["spec"]}
+    for name in (PODS, f"{TEMPLATE_POLICY}-jobs"):
+        obj = pod(requests, queue="cpu") if name == PODS else job(template)
+        on_aws = refusals(policy(name, prod), obj, namespace="team-research")
+        assert any("ExtendedResourceToleration" in m for m in on_aws) is zero, (name, on_aws)
+        assert not any("ExtendedResourceToleration" in m for m in refusals(policy(name), obj)), name
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "completions", "allowed"), [(2, 2, True), (1, 4, True), (4, 2, False), (4, None, True)]
+)
+def test_a_job_asks_at_most_its_completions_at_once(
+    parallelism: int, completions: int | None, allowed: bool
+) -> None:
+    spec = {"parallelism": parallelism, **({"completions": completions} if completions else {})}
+    obj = job({"spec": pod({"cpu": "1"}, queue="cpu")["spec"]}, **spec)
+    refused = refusals(policy(f"{PARALLELISM}-jobs"), obj)
+    assert (not refused) is allowed, refused
+    assert not refusals(policy(f"{PARALLELISM}-jobs"), obj, user=JOB_CONTROLLER)
 
 
 # ---- cores and memory per GPU ---------------------------------------------------------------------------

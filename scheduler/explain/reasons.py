@@ -1,0 +1,176 @@
+"""Why one workload waits, in the team's terms, and what would let it start.
+
+The state is Kueue's (the Workload's conditions and admission checks, kueue.x-k8s.io/v1beta2) and the
+scheduler's (the pods' PodScheduled condition); the terms are the team's: its quota per pool, the teams that
+borrow from it, the pool's nodes, its priority. One reason is chosen, the first that holds of:
+
+- finished, deactivated, running (every pod bound);
+- waiting for nodes: an admission check (the ProvisioningRequest one: the autoscaler provisions the job's nodes
+  before Kueue admits it) is Pending;
+- fragmentation: admitted, so the quota is there, but the scheduler finds no node with the pod's GPUs free
+  together (`Insufficient <gpu resource>` in its message);
+- over the limit: Kueue says the request exceeds what the team's queue may ever hold there;
+- priority: preempted by higher-priority work, or higher-priority work of the team is ahead in line;
+- borrowed: other teams borrow in the pool while the team uses less than its quota there, so part of its
+  guarantee is lent out and Kueue reclaims it (the compiled ClusterQueues set `reclaimWithinCohort: Any`);
+- quota exhausted: the team's quota and the cohort's spare are in use.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from scheduler.explain.kueue_messages import Shortage, shortages
+from scheduler.explain.order import condition, is_true, job_of, kueue_order, priority
+from scheduler.explain.quota import PoolRow
+
+GPU_PREFIX = "nvidia.com/"  # the GPU resources; cpu and memory have a flavor of their own
+
+
+class Reason(enum.Enum):
+    """What holds a workload; the value is the Event reason written on it."""
+
+    FINISHED = "Finished"
+    INACTIVE = "Deactivated"
+    RUNNING = "Running"
+    PROVISIONING = "WaitingForNodes"
+    FRAGMENTATION = "Fragmentation"
+    OVER_LIMIT = "OverTeamLimit"
+    PRIORITY = "BehindHigherPriority"
+    BORROWED = "ReclaimingFromBorrowers"
+    QUOTA = "QuotaInUse"
+    STARTING = "Starting"
+    UNKNOWN = "Waiting"
+
+
+@dataclass(frozen=True)
+class Answer:
+    reason: Reason
+    says: str  # the reason, one sentence
+    to_start: str  # what would let it start ("" once it runs)
+
+
+def _n(value: Decimal) -> str:
+    return f"{value.normalize():f}"
+
+
+def _pod_unschedulable(pods: Sequence[Mapping[str, Any]]) -> str:
+    for pod in pods:
+        for c in pod.get("status", {}).get("conditions", []) or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                return str(c.get("message", ""))
+    return ""
+
+
+def _row(rows: Sequence[PoolRow], shortage: Shortage) -> PoolRow | None:
+    return next((r for r in rows if r.pool == shortage.flavor and r.resource == shortage.resource), None)
+
+
+def _admitted(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Answer:
+    checks = workload.get("status", {}).get("admissionChecks", []) or []
+    waiting = [c for c in checks if c.get("state") == "Pending"]
+    if waiting and not is_true(workload, "Admitted"):
+        said = "; ".join(f"{c['name']}: {c.get('message') or 'pending'}" for c in waiting)
+        return Answer(Reason.PROVISIONING, f"waiting for nodes: the autoscaler is provisioning ({said})",
+                      "nothing: it starts when the nodes are ready")  # fmt: skip
+    unschedulable = _pod_unschedulable(pods)
+    if "Insufficient" in unschedulable and "gpu" in unschedulable:
+        flavors = {f for ps in workload["status"]["admission"].get("podSetAssignments", []) or []
+                   for r, f in (ps.get("flavors") or {}).items() if r.startswith(GPU_PREFIX)}  # fmt: skip
+        pool = ", ".join(sorted(flavors)) or "its pool"
+        gpus = _gpus_per_pod(pods[0]) if pods else ""
+        return Answer(
+            Reason.FRAGMENTATION,
+            f"no node of pool {pool} has {gpus or 'the'} free GPUs together: fragmentation "
+            f"(the quota is there; the scheduler says: {unschedulable})",
+            "fewer GPUs per pod (more pods), or wait for a job on those nodes to end; a pool that may grow gets "
+            "a node from the autoscaler",
+        )
+    if pods and all(p.get("spec", {}).get("nodeName") for p in pods):
+        nodes = ", ".join(sorted({str(p["spec"]["nodeName"]) for p in pods}))
+        return Answer(Reason.RUNNING, f"admitted; its pods run on {nodes}", "")
+    return Answer(Reason.STARTING, "admitted; its pods are being created and bound", "")
+
+
+def _gpus_per_pod(pod: Mapping[str, Any]) -> str:
+    total = Decimal(0)
+    for c in pod.get("spec", {}).get("containers", []) or []:
+        for name, value in (c.get("resources", {}).get("requests") or {}).items():
+            if name.startswith(GPU_PREFIX):
+                total += Decimal(str(value))
+    return _n(total) if total else ""
+
+
+def explain(
+    workload: Mapping[str, Any],
+    rows: Sequence[PoolRow],
+    line: Sequence[Mapping[str, Any]] = (),
+    pods: Sequence[Mapping[str, Any]] = (),
+) -> Answer:
+    """One workload's reason; `rows` are its team's pool rows, `line` the team's workloads (for priority)."""
+    if is_true(workload, "Finished"):
+        return Answer(Reason.FINISHED, "finished", "")
+    if workload.get("spec", {}).get("active", True) is False:
+        return Answer(Reason.INACTIVE, "deactivated (spec.active: false): Kueue does not queue it",
+                      "set spec.active back to true, or resubmit")  # fmt: skip
+    if is_true(workload, "QuotaReserved"):
+        return _admitted(workload, pods)
+    message = str((condition(workload, "QuotaReserved") or {}).get("message", ""))
+    lacks = shortages(message)
+    over = [s for s in lacks if s.over_maximum]
+    if over and len(over) == len(lacks):  # no pool it could wait for: over the maximum everywhere it may go
+        s = max(over, key=lambda o: o.maximum or Decimal(0))  # the pool the team has quota in
+        return Answer(
+            Reason.OVER_LIMIT,
+            f"it asks {_n(s.needed + (s.maximum or 0))} {s.resource} in pool {s.flavor}, more than your team may "
+            f"ever hold there ({_n(s.maximum or Decimal(0))}: quota plus borrowing limit)",
+            "ask for fewer, or another pool; or ask the platform team for more quota",
+        )
+    evicted = condition(workload, "Preempted")
+    if evicted and evicted.get("status") == "True":
+        return Answer(Reason.PRIORITY, f"preempted ({evicted.get('reason')}): {evicted.get('message', '')}",
+                      "nothing: it is back in line and starts when quota frees")  # fmt: skip
+    ahead = _higher_ahead(workload, line)
+    if ahead:
+        return Answer(
+            Reason.PRIORITY,
+            f"your priority ({priority(workload)}) is below that of {len(ahead)} of your team's workloads ahead "
+            f"({', '.join(ahead[:3])})",
+            "wait for them, or submit with a higher priority class if the work is more urgent",
+        )
+    for s in (s for s in lacks if not s.over_maximum):
+        row = _row(rows, s)
+        if row is None:
+            continue
+        if row.borrowers and row.mine.used < row.mine.nominal:  # others hold part of the team's guarantee
+            who = ", ".join(f"team {q} is borrowing {_n(b)}" for q, b in row.borrowers)
+            return Answer(
+                Reason.BORROWED,
+                f"{who} of pool {s.flavor}'s {s.resource}; reclaimable now: your job fits in your quota "
+                f"({_n(row.mine.used)} of {_n(row.mine.nominal)} in use)",
+                "nothing: Kueue preempts the borrowed work for yours",
+            )
+        return Answer(
+            Reason.QUOTA,
+            f"your team uses {_n(row.mine.used)} of its {_n(row.mine.nominal)} {s.resource} in pool {s.flavor} "
+            f"and the cohort has {_n(row.cohort_free)} free; {_n(s.needed)} more needed",
+            "wait for your team's running jobs to end, or use a pool where your team has quota free",
+        )
+    if lacks or message:
+        return Answer(
+            Reason.UNKNOWN, f"waiting for quota: {message}", "wait; see `why` for Kueue's own words"
+        )
+    return Answer(Reason.UNKNOWN, "not yet considered by Kueue", "wait a few seconds")
+
+
+def _higher_ahead(workload: Mapping[str, Any], line: Sequence[Mapping[str, Any]]) -> list[str]:
+    order = kueue_order(line)
+    names = [str(w["metadata"]["name"]) for w in order]
+    me = str(workload["metadata"]["name"])
+    if me not in names:
+        return []
+    return [job_of(w) for w in order[: names.index(me)] if priority(w) > priority(workload)]

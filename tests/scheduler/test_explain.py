@@ -1,0 +1,158 @@
+"""The team's view, pure: Kueue's pending messages parsed, the queue order, the pool rows of a team read from
+the stack's own compiled ClusterQueues and Cohorts, and the reason chosen for each state a workload can be in.
+
+Kueue's messages are its v0.19.2 format strings filled in (pkg/scheduler/flavorassigner/flavorassigner.go:
+228-246, 1349-1368); the twin's real Kueue writes them in tests/twin/test_team_console.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from infra.scheduling import scheduler_inputs
+from scheduler import compile
+from scheduler.explain.events import answer_event
+from scheduler.explain.kueue_messages import shortages
+from scheduler.explain.order import kueue_order, pending_positions, positions
+from scheduler.explain.quota import PoolRow, cohort_parents, team_rows
+from scheduler.explain.reasons import Reason, explain
+from tests.conftest import load_example
+from tests.scheduler.helpers import find, of_kind
+
+GPU = "nvidia.com/gpu"
+# As the twin's Kueue wrote them for a member of vision on the metal stack (h100 quota 16 + borrowing 8; no
+# quota in the l40s flavor, which Kueue tries too).
+L40S = (
+    "insufficient quota for nvidia.com/gpu in flavor l40s, previously considered podsets requests (0) + current "
+    "podset request (8) > maximum capacity (0)"
+)
+UNUSED = f"couldn't assign flavors to pod set main: {L40S}, insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed"
+OVER = (
+    "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor h100, previously "
+    "considered podsets requests (0) + current podset request (32) > maximum capacity (24), "
+    + L40S.replace("(8)", "(32)")
+)
+
+
+@pytest.fixture(scope="module")
+def compiled() -> list[dict[str, Any]]:
+    return compile(*scheduler_inputs(load_example("metal")))
+
+
+def with_usage(cq: dict[str, Any], used: int, borrowed: int = 0) -> dict[str, Any]:
+    out = copy.deepcopy(cq)
+    out["status"] = {"flavorsUsage": [{"name": "h100", "resources": [
+        {"name": GPU, "total": str(used), "borrowed": str(borrowed)}]}]}  # fmt: skip
+    return out
+
+
+def rows(compiled: list[dict[str, Any]], vision_used: int, nlp_used: int) -> list[PoolRow]:
+    vision = with_usage(find(compiled, "ClusterQueue", "vision"), vision_used, max(0, vision_used - 16))
+    nlp = with_usage(find(compiled, "ClusterQueue", "nlp"), nlp_used, max(0, nlp_used - 16))
+    others = [q for q in of_kind(compiled, "ClusterQueue") if q["metadata"]["name"] not in ("vision", "nlp")]
+    parents = cohort_parents(of_kind(compiled, "Cohort"))
+    return team_rows(vision, [vision, nlp, *others], parents)
+
+
+def workload(
+    name: str, *, prio: int = 100, created: str = "2026-01-01T00:00:00Z", **status: Any
+) -> dict[str, Any]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": name, "namespace": "vision", "uid": f"uid-{name}", "creationTimestamp": created},
+            "spec": {"queueName": "default", "priority": prio}, "status": status}  # fmt: skip
+
+
+def pending(name: str, message: str, **kw: Any) -> dict[str, Any]:
+    cond = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message}
+    return workload(name, conditions=[cond], **kw)
+
+
+def test_kueue_messages_parsed_per_flavor() -> None:
+    two = UNUSED + "; couldn't assign flavors to pod set workers: " + OVER.split(": ", 1)[1]
+    (l40s, a, b, l40s_b) = shortages(two)
+    assert (l40s.flavor, l40s.needed, l40s.maximum, l40s.over_maximum) == ("l40s", 8, 0, True)
+    assert (a.resource, a.flavor, a.needed, a.over_maximum) == (GPU, "h100", Decimal(8), False)
+    assert (b.flavor, b.needed, b.maximum, b.over_maximum) == ("h100", Decimal(8), Decimal(24), True)
+    assert l40s_b.flavor == "l40s"
+    assert shortages("couldn't assign flavors to pod set main: flavor l40s doesn't match node affinity") == []
+
+
+def test_kueue_order_priority_then_time_and_eviction_by_a_check_goes_to_the_back() -> None:
+    early, late = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+    low = pending("low", UNUSED, prio=10, created=early)
+    high = pending("high", UNUSED, prio=100, created=late)
+    first = pending("first", UNUSED, prio=100, created=early)
+    first["status"]["conditions"].append({"type": "Evicted", "status": "True", "reason": "AdmissionCheck",
+                                          "lastTransitionTime": "2026-01-01T00:10:00Z"})  # fmt: skip
+    running = workload("running", conditions=[{"type": "QuotaReserved", "status": "True"}])
+    assert [w["metadata"]["name"] for w in kueue_order([low, high, first, running])] == [
+        "high",
+        "first",
+        "low",
+    ]
+    assert positions([low, high, first, running]) == {"high": 0, "first": 1, "low": 2}
+
+
+def test_pool_rows_span_the_cohort_tree_of_the_compiled_queues(compiled: list[dict[str, Any]]) -> None:
+    (row,) = [r for r in rows(compiled, vision_used=0, nlp_used=24) if r.pool == "h100" and r.resource == GPU]
+    assert (row.mine.nominal, row.maximum, row.mine.used) == (16, 24, 0)
+    assert row.borrowers == (("nlp", Decimal(8)),)  # each team sits in its own cohort under the stack's
+    assert row.cohort_free == 8 and row.lent == 16
+
+
+def test_each_state_gets_its_reason(compiled: list[dict[str, Any]]) -> None:
+    full = rows(compiled, vision_used=16, nlp_used=16)
+    borrowed = rows(compiled, vision_used=8, nlp_used=24)
+    assert explain(pending("a", UNUSED), full).reason is Reason.QUOTA
+    answer = explain(pending("a", UNUSED), borrowed)
+    assert answer.reason is Reason.BORROWED and "team nlp is borrowing 8" in answer.says
+    assert "reclaimable now" in answer.says
+    over = explain(pending("a", OVER), full)
+    assert over.reason is Reason.OVER_LIMIT and "asks 32" in over.says and "(24:" in over.says
+    low, high = pending("low", UNUSED, prio=10), pending("high", UNUSED, prio=100)
+    assert explain(low, full, [low, high]).reason is Reason.PRIORITY
+    assert explain(high, full, [low, high]).reason is Reason.QUOTA
+
+    admitted = {"admission": {"clusterQueue": "vision", "podSetAssignments": [{"name": "main", "flavors": {"cpu": "gpu-cores", GPU: "h100"}}]},
+                "conditions": [{"type": "QuotaReserved", "status": "True"}]}  # fmt: skip
+    checks = [
+        {
+            "name": "gpufleet-provisioning",
+            "state": "Pending",
+            "message": "Provisioning Request wasn't provisioned",
+        }
+    ]
+    provisioning = workload("p", **admitted, admissionChecks=checks)
+    assert explain(provisioning, full).reason is Reason.PROVISIONING
+    pod = {"metadata": {"name": "p-0"}, "spec": {"containers": [{"resources": {"requests": {GPU: "8"}}}]},
+           "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                      "message": "0/7 nodes are available: 4 Insufficient nvidia.com/gpu."}]}}  # fmt: skip
+    frag = explain(workload("f", **admitted), full, pods=[pod])
+    assert (
+        frag.reason is Reason.FRAGMENTATION and "no node of pool h100 has 8 free GPUs together" in frag.says
+    )
+    bound = {"metadata": {"name": "r-0"}, "spec": {"nodeName": "gpu-h100-01"}, "status": {}}
+    assert explain(workload("r", **admitted), full, pods=[bound]).reason is Reason.RUNNING
+
+
+def test_the_answer_is_an_event_on_the_workload() -> None:
+    wl = pending("a", UNUSED)
+    event = answer_event(wl, explain(wl, []))
+    assert event["involvedObject"] == {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "name": "a",
+                                       "namespace": "vision", "uid": "uid-a"}  # fmt: skip
+    assert event["metadata"]["namespace"] == "vision" and event["metadata"]["name"].startswith("a.")
+
+
+def test_positions_from_kueues_visibility_api() -> None:
+    """A PendingWorkloadsSummary as the visibility API serves it (apis/visibility/v1beta2/types.go:65-93): the
+    position in the ClusterQueue, the one that counts when several LocalQueues feed it."""
+    summary = {"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta2", "items": [
+        {"metadata": {"name": "job-a-1", "namespace": "vision"}, "priority": 100, "localQueueName": "default",
+         "positionInClusterQueue": 3, "positionInLocalQueue": 0},
+        {"metadata": {"name": "job-b-2", "namespace": "vision"}, "priority": 10, "localQueueName": "default",
+         "positionInClusterQueue": 5, "positionInLocalQueue": 1}]}  # fmt: skip
+    assert pending_positions(summary) == {"job-a-1": 3, "job-b-2": 5}

@@ -1,0 +1,100 @@
+"""The cluster-autoscaler stand-in (twin.autoscaler) against the real scheduler and Kueue on the dev stack's twin:
+its one GPU group (`l40s`, g6e.xlarge with one GPU, 0 to 2 nodes) starts empty, and the stand-in's clock runs a
+hundred times the wall's (tests.twin.conftest.TIME_SCALE). What it does is what cluster-autoscaler 1.35 does for
+the same pods (each behaviour's source is cited in the stand-in's modules)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support import eventually
+from tests.twin.conftest import start_twin
+from tests.twin.kube import Kube, job, name
+from tests.twin.test_team_rules import pods_of
+
+GPU = "nvidia.com/gpu"
+GROUP = "gpufleet-dev-l40s"
+NODEGROUP = "eks.amazonaws.com/nodegroup"
+
+
+@pytest.fixture(scope="module")
+def dev_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    twin = start_twin(tmp_path_factory, "dev")
+    yield Kube.of(twin)
+    twin.stop()
+
+
+def group_nodes(kube: Kube) -> list[str]:
+    return [n["metadata"]["name"] for n in kube.items("nodes", selector=f"{NODEGROUP}={GROUP}")]
+
+
+def events(kube: Kube, pod: dict[str, Any], reason: str) -> list[str]:
+    return [
+        e["message"]
+        for e in kube.items("events", pod["metadata"]["namespace"])
+        if e["involvedObject"].get("uid") == pod["metadata"]["uid"] and e["reason"] == reason
+    ]
+
+
+def one_pod(kube: Kube, job_name: str) -> dict[str, Any]:
+    return dict(eventually(lambda: (pods_of(kube, "research", job_name) or [None])[0], f"{job_name}'s pod"))
+
+
+def test_a_gpu_job_gets_a_node_which_goes_once_empty(dev_twin: Kube) -> None:
+    """The pod is unschedulable on an empty group: one node is added (TriggeredScaleUp, `0->1 (max: 2)`), the
+    pod is bound when it joins; once the job is gone the empty node is removed after the unneeded time."""
+    member = dev_twin.as_member(("gpufleet:research",))
+    train = name("train")
+    assert member.create(job(train, "research", {"cpu": "2", "memory": "8Gi", GPU: 1})).ok
+    try:
+        pod = one_pod(dev_twin, train)
+        triggered = eventually(lambda: events(dev_twin, pod, "TriggeredScaleUp"), "the scale-up event", 60)
+        assert f"{GROUP} 0->1 (max: 2)" in triggered[0], triggered
+        node = eventually(lambda: one_pod(dev_twin, train)["spec"].get("nodeName"), "the pod bound", 60)
+        assert node in group_nodes(dev_twin)
+    finally:
+        member.delete("job", train, "research")
+    eventually(lambda: not group_nodes(dev_twin), "the empty node removed", 90)
+
+
+def test_a_pod_no_group_can_host_adds_no_node_and_says_why(dev_twin: Kube) -> None:
+    """Two GPUs in one pod: no node of the group has two, so nothing is added and the pod's event gives the
+    scheduler's reasons per group, as the autoscaler's NotTriggerScaleUp does."""
+    member = dev_twin.as_member(("gpufleet:research",))
+    wide = name("wide")
+    assert member.create(job(wide, "research", {"cpu": "2", "memory": "8Gi", GPU: 2})).ok
+    try:
+        pod = one_pod(dev_twin, wide)
+        said = eventually(lambda: events(dev_twin, pod, "NotTriggerScaleUp"), "the no-scale-up event", 60)
+        assert said[0].startswith("pod didn't trigger scale-up: "), said
+        assert f"Insufficient {GPU}" in said[0], said
+        assert not group_nodes(dev_twin)
+        assert not events(dev_twin, pod, "TriggeredScaleUp")
+    finally:
+        member.delete("job", wide, "research")
+
+
+def test_a_pod_above_allocatable_scales_up_once_then_the_real_node_is_remembered(dev_twin: Kube) -> None:
+    """From zero nodes the autoscaler's AWS template has the instance's whole memory (32 GiB), so a pod asking
+    31.5 GiB triggers a scale-up; the node that joins has 31203 MiB allocatable (the kubelet's reservation), the
+    pod stays Pending, and from then on the autoscaler knows the real node: no second scale-up, the reason
+    instead."""
+    member = dev_twin.as_member(("gpufleet:research",))
+    big = name("big")
+    assert member.create(job(big, "research", {"cpu": "2", "memory": "32256Mi", GPU: 1})).ok
+    try:
+        pod = one_pod(dev_twin, big)
+        eventually(lambda: events(dev_twin, pod, "TriggeredScaleUp"), "the first scale-up", 60)
+        eventually(lambda: len(group_nodes(dev_twin)) == 1, "the node joined", 60)
+        said = eventually(
+            lambda: events(dev_twin, pod, "NotTriggerScaleUp"), "the reason once the node is known", 60
+        )
+        assert "Insufficient memory" in said[0], said
+        assert len(events(dev_twin, pod, "TriggeredScaleUp")) == 1
+        assert not one_pod(dev_twin, big)["spec"].get("nodeName")
+    finally:
+        member.delete("job", big, "research")
+    eventually(lambda: not group_nodes(dev_twin), "the empty node removed", 90)
