@@ -10,15 +10,19 @@ fix them: the spec (exit 2; a Slurm stack, which `invoke metal` applies, too), t
 `destroy` runs in phases so nothing in the cluster is left holding AWS resources when the cluster goes: first
 Karpenter's NodePools and EC2NodeClasses (their instances are terminated while the controller still runs), then
 the Helm releases (with everything that depends on them), then the remaining Kubernetes objects, then CRDs and
-namespaces, and only then the node groups, the cluster and the VPC. Load balancers and their ENIs that
-in-cluster controllers created are therefore gone before the subnets they live in are deleted.
+namespaces, then Prometheus' volume claims (its StatefulSet's, outside Pulumi's state) with a wait until the
+storage driver has deleted their volumes, and only then the node groups, the cluster and the VPC. Load
+balancers, their ENIs and volumes that in-cluster controllers created are therefore gone before the driver, the
+nodes and the subnets they live in are deleted.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -290,7 +294,53 @@ def deploy(
     if gate is not None and facts:
         gate(facts)
     result = _engine("up", spec, lambda: stack.up(on_event=event_printer(console), color="never"))
+    wait_for_monitoring(spec, stack, console)
     return dict(result.summary.resource_changes or {})
+
+
+@contextmanager
+def cluster_kubeconfig(spec: ClusterSpec, stack: Stack) -> Iterator[tuple[str, str | None]]:
+    """(kubeconfig path, context) of the stack's cluster: its kubeconfig output on aws (written owner-only to
+    a folder removed afterwards), the stack's own on existing."""
+    if spec.platform == "existing":
+        yield str(Path(spec.cluster.kubeconfig or "").expanduser()), spec.cluster.kubeconfig_context
+        return
+    values = _engine("stack output", spec, stack.outputs)
+    with tempfile.TemporaryDirectory() as folder:
+        yield str(write_kubeconfig(kubeconfig_text(values, spec.stack), Path(folder) / "kubeconfig")), None
+
+
+def wait_for_monitoring(spec: ClusterSpec, stack: Stack, console: Console) -> None:
+    """After `up`: the operator-made Prometheus and Alertmanager pods Ready, or CheckFailed saying why not
+    (`infra.monitoring.readiness`)."""
+    from infra.monitoring.readiness import READY_TIMEOUT_S, wait_ready, watched
+    from infra.preflight.kube import KubernetesReader
+
+    if not watched(spec):
+        return
+    console.print(f"waiting up to {READY_TIMEOUT_S // 60} min for Prometheus and Alertmanager to be Ready")
+    with cluster_kubeconfig(spec, stack) as (path, context):
+        wait_ready(spec, KubernetesReader(path, context))
+
+
+def release_monitoring_volumes(spec: ClusterSpec, stack: Stack, console: Console) -> None:
+    """Before the cluster goes: Prometheus' claims deleted and their volumes gone (`infra.monitoring.volumes`)."""
+    from infra.monitoring.volumes import RELEASE_TIMEOUT_S, KubernetesVolumes, release_volumes
+
+    if spec.cluster.monitoring.prometheus != "install":
+        return
+    console.print(f"destroy: Prometheus' volumes, waiting up to {RELEASE_TIMEOUT_S // 60} min for the driver")
+    with cluster_kubeconfig(spec, stack) as (path, context):
+        try:
+            release_volumes(spec, KubernetesVolumes(path, context))
+        except CheckFailed:
+            raise
+        except Exception as exc:  # any client or connection failure: one line, the cluster still stands
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise CheckFailed(
+                f"destroy of stack {spec.stack!r}: could not release Prometheus' volumes ({reason}); the cluster "
+                f"is still there: `invoke destroy --stack {spec.stack} --yes` again once it answers"
+            ) from None
 
 
 def preview(
@@ -335,6 +385,7 @@ def destroy(spec: ClusterSpec, root: Path, backend: str | None, console: Console
             stack.destroy, target=targets, target_dependents=True, on_event=on_event, color="never"
         )
         _engine("destroy", spec, phase)
+    release_monitoring_volumes(spec, stack, console)
     console.print("destroy: node groups, cluster, network and the rest")
     result = _engine("destroy", spec, lambda: stack.destroy(on_event=on_event, color="never"))
     return dict(result.summary.resource_changes or {})

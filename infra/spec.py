@@ -145,6 +145,9 @@ class Alertmanager(Model):
     receivers: list[AlertReceiver] = Field(default_factory=list)
     routes: dict[Literal["critical", "warning", "info"], Name] = Field(default_factory=dict)
     default: Name | None = None
+    # The receiver of the chart's always-firing Watchdog alert, every minute: a dead man's switch service that
+    # raises an alarm when the heartbeat stops (Prometheus, its rules or Alertmanager down). None: dropped.
+    watchdog: Name | None = None
 
     @model_validator(mode="after")
     def _known_receivers(self) -> Alertmanager:
@@ -154,6 +157,8 @@ class Alertmanager(Model):
         wanted = {f"routes.{sev}": name for sev, name in self.routes.items()}
         if self.default:
             wanted["default"] = self.default
+        if self.watchdog:
+            wanted["watchdog"] = self.watchdog
         for key, name in wanted.items():
             if name not in names:
                 raise ValueError(

@@ -96,6 +96,10 @@ class Versions(BaseModel):
     # later bump to v0.5.21-eksbuild.13 (eks-charts#1366) exists but its chart number was not confirmed.
     efa_device_plugin_chart: str = "v0.5.31"
     node_monitoring_agent_addon: str = "v1.6.6-eksbuild.1"
+    # The EBS CSI driver add-on Prometheus' volume is provisioned by (infra.aws.addons.ebs_csi): driver v1.64.0
+    # (kubernetes-sigs/aws-ebs-csi-driver tag v1.64.0, Aug 2026); preflight checks that EKS publishes this
+    # build for the cluster's Kubernetes version.
+    ebs_csi_driver_addon: str = "v1.64.0-eksbuild.1"
     # On aws dcgm-exporter reads that add-on's DCGM host engine (4.5.2 in v1.6.6), so it runs the exporter
     # release built on the same DCGM (NVIDIA/dcgm-exporter tag 4.5.2-4.8.1, hack/VERSION), not the GPU
     # operator chart's default; moves with node_monitoring_agent_addon (infra.gpu_stack.gpu_operator).

@@ -110,7 +110,8 @@ def prometheus_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 def alertmanager_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """The chart's Alertmanager: its configuration Secret (`alertmanager.config`, templates/alertmanager/
-    secret.yaml), the mounted secrets (`alertmanagerSpec.secrets`), the Alertmanager resource and its Service."""
+    secret.yaml), the mounted secrets (`alertmanagerSpec.secrets`, `volumes`, `volumeMounts`), the Alertmanager
+    resource and its Service."""
     mon = spec.cluster.monitoring
     ns, full = mon.namespace, fullname(spec)
     values = kube_prometheus_stack_values(spec).get("alertmanager", {})
@@ -128,7 +129,7 @@ def alertmanager_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
         "replicas": 1,
         "portName": "http-web",
         "externalUrl": f"http://{name}.{ns}:9093",
-        **{k: am_spec[k] for k in ("secrets", "retention") if am_spec.get(k)},
+        **{k: am_spec[k] for k in ("secrets", "volumes", "volumeMounts", "retention") if am_spec.get(k)},
     }
     return [
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"alertmanager-{name}", **meta},

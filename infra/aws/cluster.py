@@ -192,6 +192,8 @@ class Cluster(pulumi.ComponentResource):
         )
 
     def _admins(self, name: str, roles: Sequence[str], part: str, child: pulumi.ResourceOptions) -> None:
+        """`self.admin_access`: what in-cluster resources wait for, so a listed role that deploys is let in."""
+        self.admin_access: list[pulumi.Resource] = []
         for i, arn in enumerate(roles):
             entry = aws.eks.AccessEntry(
                 f"{name}-admin-{i}",
@@ -200,7 +202,7 @@ class Cluster(pulumi.ComponentResource):
                 type="STANDARD",
                 opts=child,
             )
-            aws.eks.AccessPolicyAssociation(
+            association = aws.eks.AccessPolicyAssociation(
                 f"{name}-admin-{i}",
                 cluster_name=self.eks.name,
                 principal_arn=arn,
@@ -208,3 +210,4 @@ class Cluster(pulumi.ComponentResource):
                 access_scope={"type": "cluster"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
             )
+            self.admin_access.append(association)

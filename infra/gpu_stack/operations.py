@@ -20,24 +20,34 @@ from infra.monitoring.health import installs_nvsentinel, nvsentinel_values
 from infra.monitoring.render import object_file
 from infra.monitoring.stack import kube_prometheus_stack_values, monitoring_objects
 from infra.spec import ClusterSpec
+from scheduler.labels import MANAGED_BY
 
 KPS = "kube-prometheus-stack"
 
 
 def metrics_stack(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release | None:
-    """The kube-prometheus-stack release on `prometheus: install` (its release name is `monitoring.release`)."""
+    """The kube-prometheus-stack release on `prometheus: install` (its release name is `monitoring.release`),
+    in a namespace of the stack's own: created first, so the Secrets Alertmanager's receivers read can be put
+    there before the release (or between two deploys), and deleted by destroy with everything left in it (a
+    namespace Helm creates is never removed by an uninstall)."""
     mon = spec.cluster.monitoring
     if mon.prometheus != "install":
         return None
+    namespace = k8s.core.v1.Namespace(
+        f"{name}-namespace",
+        metadata={"name": mon.namespace, "labels": dict(MANAGED_BY)},
+        opts=opts,
+    )
     return chart_release(
         name,
         spec,
         KPS,
         mon.namespace,
-        opts,
+        pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
         release=mon.release,
         values=kube_prometheus_stack_values(spec),
         timeout_s=900,
+        create_namespace=False,
     )
 
 

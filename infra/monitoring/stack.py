@@ -51,13 +51,17 @@ def _meta(spec: ClusterSpec, name: str, namespace: str, **extra: str) -> dict[st
     return {"name": name, "namespace": namespace, "labels": {**MANAGED_BY, **release_labels(spec), **extra}}
 
 
-def prometheus_service_account(spec: ClusterSpec) -> str:
-    """The ServiceAccount of the chart's Prometheus: `<fullname>-prometheus`, where fullname is the release name
-    if it contains the chart name, else `<release>-kube-prometheus-stack`, cut to 26 characters
-    (`kube-prometheus-stack.fullname` in the chart's templates/_helpers.tpl at 88.5.3)."""
+def chart_fullname(spec: ClusterSpec) -> str:
+    """`kube-prometheus-stack.fullname` (the chart's templates/_helpers.tpl at 88.5.3): the release name if it
+    contains the chart name, else `<release>-kube-prometheus-stack`, cut to 26 characters."""
     release = spec.cluster.monitoring.release
     full = release if "kube-prometheus-stack" in release else f"{release}-kube-prometheus-stack"
-    return f"{full[:26].rstrip('-')}-prometheus"
+    return full[:26].rstrip("-")
+
+
+def prometheus_service_account(spec: ClusterSpec) -> str:
+    """The ServiceAccount of the chart's Prometheus: `<fullname>-prometheus`."""
+    return f"{chart_fullname(spec)}-prometheus"
 
 
 def storage_spec(mon: Monitoring) -> dict[str, Any]:
@@ -175,7 +179,7 @@ def _receiver(r: AlertReceiver) -> dict[str, Any]:
 
 
 def alertmanager_secrets(mon: Monitoring) -> list[str]:
-    """The Secrets the receivers read, for `alertmanagerSpec.secrets` (mounted into the Alertmanager pods)."""
+    """The Secrets the receivers read, mounted into the Alertmanager pods (`alertmanager_secret_volumes`)."""
     am = mon.alertmanager
     if am is None:
         return []
@@ -190,6 +194,33 @@ def alertmanager_secrets(mon: Monitoring) -> list[str]:
         if ref is not None
     ]
     return sorted({ref.secret for ref in refs})
+
+
+def alertmanager_secret_volumes(mon: Monitoring) -> dict[str, list[dict[str, Any]]]:
+    """`alertmanagerSpec.volumes` and `volumeMounts`: each receiver Secret at the path `alertmanagerSpec.secrets`
+    would use (ALERTMANAGER_SECRETS_DIR/<name>), but optional. The operator mounts `secrets` as required
+    volumes (prometheus-operator v0.93.0 pkg/alertmanager/statefulset.go), so an Alertmanager whose Secret does
+    not exist yet sits in ContainerCreating; an optional one starts, and the kubelet fills the files in once the
+    Secret is created. Alertmanager reads `*_file` keys when it notifies, not when it loads its configuration,
+    so only that receiver fails until then."""
+    names = alertmanager_secrets(mon)
+    volume = {n: f"receiver-secret-{n.replace('.', '-')}"[:63].rstrip("-") for n in names}
+    return {
+        "volumes": [{"name": volume[n], "secret": {"secretName": n, "optional": True}} for n in names],
+        "volumeMounts": [
+            {"name": volume[n], "mountPath": f"{ALERTMANAGER_SECRETS_DIR}/{n}", "readOnly": True}
+            for n in names
+        ],
+    }
+
+
+def watchdog_route(receiver: str | None) -> dict[str, Any]:
+    """The chart's Watchdog (an always-firing rule, its dead man's switch) to `receiver` every minute, so the
+    service behind it notices within minutes when alerts stop flowing; to `null` when none is named."""
+    route: dict[str, Any] = {"receiver": receiver or "null", "matchers": ['alertname = "Watchdog"']}
+    if receiver:
+        route |= {"group_wait": "0s", "group_interval": "1m", "repeat_interval": "1m"}
+    return route
 
 
 def alertmanager_config(mon: Monitoring) -> dict[str, Any] | None:
@@ -210,7 +241,7 @@ def alertmanager_config(mon: Monitoring) -> dict[str, Any] | None:
             "group_interval": "5m",
             "repeat_interval": "4h",
             "routes": [
-                {"receiver": "null", "matchers": ['alertname = "Watchdog"']},
+                watchdog_route(am.watchdog),
                 *(
                     {"receiver": name, "matchers": [f'severity = "{severity}"']}
                     for severity, name in sorted(am.routes.items())
@@ -245,7 +276,7 @@ def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
     alertmanager: dict[str, Any] = {"alertmanagerSpec": {**on_system}}
     if (config := alertmanager_config(mon)) is not None:
         alertmanager["config"] = config
-        alertmanager["alertmanagerSpec"]["secrets"] = alertmanager_secrets(mon)
+        alertmanager["alertmanagerSpec"] |= alertmanager_secret_volumes(mon)
     off_on_eks = (
         {name: {"enabled": False} for name in EKS_UNREACHABLE_MONITORS} if spec.platform == "aws" else {}
     )

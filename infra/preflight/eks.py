@@ -2,8 +2,8 @@
 
 - every `adminRoleArns` role exists (CreateAccessEntry fails for a principal that does not, after the
   cluster exists; EKS API reference, CreateAccessEntry: "InvalidParameterException");
-- the pinned `eks-node-monitoring-agent` add-on version is published for the cluster's Kubernetes version
-  (EKS API DescribeAddonVersions);
+- the pinned `eks-node-monitoring-agent` add-on version (and `aws-ebs-csi-driver`'s, when the stack installs
+  Prometheus) is published for the cluster's Kubernetes version (EKS API DescribeAddonVersions);
 - a CAPACITY_BLOCK node group is not asked to change AMI release, Kubernetes version or launch template
   while it runs nodes: EKS updates such a group only at desired size 0 (EKS User Guide, "Create a managed node group
   with Capacity Blocks for ML": update "the node group's desired size to 0" first), and a full block has
@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
+from infra.aws.addons.ebs_csi import ADDON as EBS_CSI_ADDON
+from infra.aws.addons.ebs_csi import installs_ebs_csi
 from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.aws.nodepools import (
     LAUNCH_TEMPLATE_TAG,
@@ -119,10 +121,20 @@ def check_admin_roles(iam: IAMClient, spec: ClusterSpec, sts: Any = None) -> lis
 
 
 def check_monitoring_addon(eks: EKSClient, spec: ClusterSpec) -> list[Finding]:
-    subject, pinned = f"add-on {MONITORING_ADDON}", spec.versions.node_monitoring_agent_addon
-    minor = spec.cluster.kubernetes_version
+    """The node monitoring agent (every aws stack) and, with `prometheus: install`, the EBS CSI driver."""
+    pinned = [(MONITORING_ADDON, spec.versions.node_monitoring_agent_addon, "nodeMonitoringAgentAddon")]
+    if installs_ebs_csi(spec):
+        pinned.append((EBS_CSI_ADDON, spec.versions.ebs_csi_driver_addon, "ebsCsiDriverAddon"))
+    return [f for addon, version, key in pinned for f in check_addon_version(eks, spec, addon, version, key)]
+
+
+def check_addon_version(
+    eks: EKSClient, spec: ClusterSpec, addon: str, pinned: str, key: str
+) -> list[Finding]:
+    """CreateAddon with a version EKS does not publish for the minor fails after the node groups exist."""
+    subject, minor = f"add-on {addon}", spec.cluster.kubernetes_version
     try:
-        reply = eks.describe_addon_versions(addonName=MONITORING_ADDON, kubernetesVersion=minor)
+        reply = eks.describe_addon_versions(addonName=addon, kubernetesVersion=minor)
     except ClientError as exc:
         return [api_error(subject, "eks:DescribeAddonVersions", exc)]
     published = [v["addonVersion"] for a in reply.get("addons", []) for v in a.get("addonVersions", [])]
@@ -133,8 +145,8 @@ def check_monitoring_addon(eks: EKSClient, spec: ClusterSpec) -> list[Finding]:
         error(
             subject,
             f"{pinned} is not published for Kubernetes {minor} in {spec.region} (published: {latest})",
-            "set gpufleet:versions.nodeMonitoringAgentAddon to a published version (aws eks "
-            f"describe-addon-versions --addon-name {MONITORING_ADDON} --kubernetes-version {minor} "
+            f"set gpufleet:versions.{key} to a published version (aws eks "
+            f"describe-addon-versions --addon-name {addon} --kubernetes-version {minor} "
             f"--region {spec.region})",
         )
     ]

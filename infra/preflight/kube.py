@@ -2,7 +2,8 @@
 and context, answering with plain dicts (a missing object is None, any other API error is raised).
 
 It serves both check families' protocols (`infra.preflight.scheduling.ClusterReader`,
-`infra.preflight.nvsentinel.DatastoreReader`); tests give the checks small fakes instead.
+`infra.preflight.nvsentinel.DatastoreReader`) and the deploy's wait for the metrics stack
+(`infra.monitoring.readiness.PodReader`); tests give the checks small fakes instead.
 """
 
 from __future__ import annotations
@@ -50,3 +51,10 @@ class KubernetesReader:
 
     def storage_classes(self) -> Iterable[dict[str, Any]]:
         return self._serialize(self._storage.list_storage_class()).get("items", [])
+
+    def pods(self, namespace: str, label_selector: str) -> Iterable[dict[str, Any]]:
+        listed = self._core.list_namespaced_pod(namespace, label_selector=label_selector)
+        return self._serialize(listed).get("items", [])
+
+    def claims(self, namespace: str) -> Iterable[dict[str, Any]]:
+        return self._serialize(self._core.list_namespaced_persistent_volume_claim(namespace)).get("items", [])

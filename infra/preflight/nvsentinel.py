@@ -28,14 +28,11 @@ from infra.monitoring.health import installs_nvsentinel
 from infra.preflight.findings import Finding, error, ok, warning
 from infra.preflight.kube import KubernetesReader
 from infra.preflight.scheduling import takes_platform_pods
+from infra.preflight.storage import DEFAULT_CLASS, default_classes
 from infra.spec import ClusterSpec
 
 SUBJECT = "gpufleet:cluster.monitoring.selfHealing"
 CERT_MANAGER_CRDS = ("certificates.cert-manager.io", "issuers.cert-manager.io")
-DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
-BETA_DEFAULT_CLASS = (
-    "storageclass.beta.kubernetes.io/is-default-class"  # still honoured by the admission plugin
-)
 ARCH_LABEL = "kubernetes.io/arch"
 OFF = "or set selfHealing: off (no GPU self-healing on this cluster)"
 
@@ -46,11 +43,6 @@ class DatastoreReader(Protocol):
     def crd(self, name: str) -> dict[str, Any] | None: ...
     def storage_classes(self) -> Iterable[dict[str, Any]]: ...
     def nodes(self) -> Iterable[dict[str, Any]]: ...
-
-
-def is_default_class(storage_class: dict[str, Any]) -> bool:
-    annotations = storage_class.get("metadata", {}).get("annotations") or {}
-    return any(annotations.get(key) == "true" for key in (DEFAULT_CLASS, BETA_DEFAULT_CLASS))
 
 
 def check_cert_manager(cluster: DatastoreReader) -> list[Finding]:
@@ -70,7 +62,7 @@ def check_cert_manager(cluster: DatastoreReader) -> list[Finding]:
 
 
 def check_default_storage_class(cluster: DatastoreReader) -> list[Finding]:
-    defaults = sorted(c["metadata"]["name"] for c in cluster.storage_classes() if is_default_class(c))
+    defaults = default_classes(cluster)
     if defaults:
         return [ok(SUBJECT, f"default StorageClass {defaults[0]} takes NVSentinel's MongoDB volumes")]
     return [

@@ -15,6 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from infra.errors import CheckFailed, ToolMissing
+from infra.preflight.access import check_deployer_access
 from infra.preflight.capacity import check_capacity_blocks
 from infra.preflight.checks import REJECTED, check_amis, check_kubeconfig, check_offerings, check_quotas
 from infra.preflight.eks import (
@@ -26,10 +27,12 @@ from infra.preflight.eks import (
 from infra.preflight.findings import Finding, errors, ok
 from infra.preflight.images import Registry, check_images
 from infra.preflight.karpenter import check_karpenter_offerings, check_odcrs, check_spot_service_role
+from infra.preflight.lifecycle import check_kubernetes_version
+from infra.preflight.names import check_account_wide_names
 from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
 from infra.preflight.reachability import Deployer, check_reachability, deployer_for, skipped
 from infra.preflight.scheduling import check_existing_cluster, check_provisioning_rbac
-from infra.preflight.upgrade import check_minor_step
+from infra.preflight.storage import check_monitoring_storage
 from infra.slurm.site import uses_slurm
 from infra.spec import AwsRole, ClusterSpec
 
@@ -116,6 +119,7 @@ def run_preflight(
         return (
             found
             + check_existing_cluster(spec)
+            + check_monitoring_storage(spec)
             + check_nvsentinel_prerequisites(spec)
             + check_images(spec, registry)
         )
@@ -133,10 +137,12 @@ def run_preflight(
             *check_amis(session.client("ssm", config=_CONFIG), spec),
             *check_capacity_blocks(ec2, spec, now),
             *check_provisioning_rbac(spec),
-            *check_minor_step(eks, spec),
             *check_capacity_block_updates(eks, spec),
             *check_monitoring_addon(eks, spec),
             *check_admin_roles(iam, spec, session.client("sts", config=_CONFIG)),
+            *check_deployer_access(eks, session.client("sts", config=_CONFIG), spec),
+            *check_kubernetes_version(eks, spec, now),
+            *check_account_wide_names(eks, iam, spec),
             *check_karpenter_offerings(ec2, spec),
             *check_spot_service_role(iam, spec),
             *check_odcrs(ec2, spec, now),

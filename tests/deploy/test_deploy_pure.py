@@ -142,3 +142,38 @@ def test_kubeconfig_missing_output_lists_what_exists() -> None:
         kubeconfig_text(
             {"endpoint": OutputValue("https://x", False), "clusterName": OutputValue("c", False)}, "p"
         )
+
+
+def test_destroy_stops_with_one_line_when_the_cluster_does_not_answer(tmp_path: Path) -> None:
+    """Releasing Prometheus' volumes reads the cluster before it goes; a cluster that does not answer stops the
+    destroy with one line saying the cluster is still there, never a traceback."""
+    import io
+    import socket
+
+    from rich.console import Console
+
+    from infra.deploy import release_monitoring_volumes
+    from tests.conftest import load_example
+
+    with socket.socket() as sock:  # a loopback port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))  # fmt: skip
+    spec = load_example("metal")
+    mon = spec.cluster.monitoring.model_copy(update={"prometheus": "install"})
+    cluster = spec.cluster.model_copy(
+        update={"monitoring": mon, "kubeconfig": str(kubeconfig), "kubeconfig_context": None}
+    )
+    with pytest.raises(CheckFailed) as stopped:
+        release_monitoring_volumes(
+            spec.model_copy(update={"cluster": cluster}), None, Console(file=io.StringIO())
+        )  # type: ignore[arg-type]
+    message = str(stopped.value)
+    assert message.startswith("destroy of stack 'metal': could not release Prometheus' volumes (")
+    assert "the cluster is still there" in message and "\n" not in message

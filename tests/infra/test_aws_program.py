@@ -266,7 +266,7 @@ def test_prod_addons_after_node_groups_on_the_clusters_provider(mocks: Mocks) ->
             releases["aws-efa-k8s-device-plugin"].inputs["version"] == spec.versions.efa_device_plugin_chart
         )
         addons = {a.inputs["addonName"]: a for a in m.of_type("aws:eks/addon:Addon")}
-        assert set(addons) == {"eks-node-monitoring-agent", "vpc-cni"}
+        assert set(addons) == {"eks-node-monitoring-agent", "vpc-cni", "aws-ebs-csi-driver"}
         addon = addons["eks-node-monitoring-agent"]
         assert addon.inputs["addonVersion"] == spec.versions.node_monitoring_agent_addon
         # The EKS user guide's key for the VPC CNI's network policy agent ("Restrict Pod network traffic
@@ -277,6 +277,85 @@ def test_prod_addons_after_node_groups_on_the_clusters_provider(mocks: Mocks) ->
         assert_scheduling_after(m, releases["gpu-operator"])
 
     return _run(mocks, "example-prod", check)
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_prometheus_volume_has_a_provisioner_and_a_default_class_before_the_metrics_stack(
+    mocks: Mocks,
+) -> pulumi.Output[Any]:
+    """EBS volumes on EKS need the EBS CSI driver (EKS User Guide, "Store Kubernetes volumes with Amazon EBS")
+    and Prometheus' claim names no class: the add-on (with an IRSA role for its controller's ServiceAccount and
+    AWS's driver policy) and a default StorageClass exist before the kube-prometheus-stack release starts."""
+    spec = load_example("example-prod")
+
+    def check(m: Mocks) -> None:
+        (addon,) = [
+            a for a in m.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-ebs-csi-driver"
+        ]
+        assert addon.inputs["addonVersion"] == spec.versions.ebs_csi_driver_addon
+        (role,) = [r for r in m.of_type("aws:iam/role:Role") if r.name.endswith("aws-ebs-csi-driver")]
+        assert addon.inputs["serviceAccountRoleArn"] == f"arn:aws:iam::123456789012:role/{role.name}"
+        condition = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
+        assert "system:serviceaccount:kube-system:ebs-csi-controller-sa" in condition.values()
+        (attached,) = [
+            r
+            for r in m.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+            if r.name.endswith("aws-ebs-csi-driver")
+        ]
+        assert (
+            attached.inputs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicyV2"
+        )
+        assert attached.urn in addon.dependencies  # the controller starts with its permissions
+        system = _group(m, "gpufleet-prod", "system")
+        assert system.urn in addon.dependencies  # EKS waits for the add-on's pods to run
+        (group,) = [
+            g
+            for g in m.of_type("kubernetes:yaml/v2:ConfigGroup")
+            if g.inputs["objs"][0].get("kind") == "StorageClass"
+        ]
+        (sc,) = group.inputs["objs"]
+        assert sc["metadata"]["annotations"] == {"storageclass.kubernetes.io/is-default-class": "true"}
+        assert sc["provisioner"] == "ebs.csi.aws.com"
+        assert sc["parameters"] == {"type": "gp3", "encrypted": "true"}
+        assert sc["reclaimPolicy"] == "Delete"  # the volume goes with its claim: nothing left billed
+        assert addon.urn in group.dependencies
+        (kps,) = [r for r in m.of_type(RELEASE) if r.inputs["chart"] == "kube-prometheus-stack"]
+        assert {addon.urn, group.urn} <= set(kps.dependencies)
+        assert "storageClassName" not in str(kps.inputs["values"]["prometheus"])  # the default class binds it
+
+    return _run(mocks, "example-prod", check)
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_in_cluster_resources_wait_for_the_admin_access_entries(mocks: Mocks) -> pulumi.Output[Any]:
+    """A role in adminRoleArns that deploys (the CI role after a laptop created the cluster) authenticates
+    through its own access entry, so the Kubernetes provider is created only once every entry has its policy."""
+
+    def check(m: Mocks) -> None:
+        (provider,) = m.of_type("pulumi:providers:kubernetes")
+        associations = m.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+        assert [a.inputs["principalArn"] for a in associations] == load_example(
+            "example-prod"
+        ).cluster.admin_role_arns
+        assert {a.urn for a in associations} <= set(provider.dependencies)
+
+    return _run(mocks, "example-prod", check)
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_no_ebs_driver_without_prometheus(mocks: Mocks) -> pulumi.Output[Any]:
+    """`dev` installs no Prometheus, so it makes no claim and gets no EBS add-on, role or class."""
+    assert load_example("dev").cluster.monitoring.prometheus != "install"
+
+    def check(m: Mocks) -> None:
+        assert "aws-ebs-csi-driver" not in {a.inputs["addonName"] for a in m.of_type("aws:eks/addon:Addon")}
+        assert not [r for r in m.of_type("aws:iam/role:Role") if "ebs" in r.name]
+        assert not [g for g in m.of_type("kubernetes:yaml/v2:ConfigGroup") if "StorageClass" in str(g.inputs)]
+
+    return _run(mocks, "dev", check)
 
 
 @pytest.mark.usefixtures("mocks")

@@ -144,6 +144,31 @@ def test_the_autoscalers_service_monitor_waits_for_kube_prometheus_stack(
     return after_registration(lambda: check(mocks))
 
 
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_karpenters_service_monitor_is_on_with_prometheus_and_waits_for_kube_prometheus_stack(
+    mocks: Mocks,
+) -> pulumi.Output[Any]:
+    """example-karpenter with `prometheus: install`: the Karpenter chart renders its ServiceMonitor (chart
+    values @v1.14.1 `serviceMonitor.enabled`, `additionalLabels`), labelled for the stack's Prometheus, and its
+    release waits for the kube-prometheus-stack release that installs the ServiceMonitor CRD."""
+    spec = load_example("example-karpenter")
+    mon = spec.cluster.monitoring.model_copy(update={"prometheus": "install"})
+    build(spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"monitoring": mon})}))
+
+    def check(m: Mocks) -> None:
+        (karpenter,) = [r for r in m.of_type(RELEASE) if _chart(r) == "karpenter"]
+        assert karpenter.inputs["values"]["serviceMonitor"] == {
+            "enabled": True,
+            "additionalLabels": {"release": "kube-prometheus-stack"},
+        }
+        by_urn = {r.urn: r for r in m.resources if r.urn}
+        assert "kube-prometheus-stack" in {_chart(d) for d in _closure(karpenter, by_urn) if d.typ == RELEASE}
+        assert crd_order_problems(m, fresh_cluster=True) == []
+
+    return after_registration(lambda: check(mocks))
+
+
 def test_every_example_stack_is_walked() -> None:
     assert {"dev", "example-prod", "example-karpenter"} <= set(STACKS)
 

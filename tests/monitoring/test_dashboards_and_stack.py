@@ -171,12 +171,23 @@ def test_prometheus_keeps_its_data_on_a_persistent_volume(kps_values: dict[str, 
 
 
 def test_alertmanager_secrets_stay_in_mounted_files(kps_values: dict[str, Any]) -> None:
-    """Alertmanager v0.34 reads `api_url_file`, `routing_key_file` and `auth_password_file`; the operator mounts
-    each Secret of `alertmanagerSpec.secrets` under /etc/alertmanager/secrets/<name>. The values carry paths,
+    """Alertmanager v0.34 reads `api_url_file`, `routing_key_file` and `auth_password_file`. Each receiver
+    Secret is mounted at /etc/alertmanager/secrets/<name> (where `alertmanagerSpec.secrets` would put it) as an
+    optional Secret volume: the operator mounts `secrets` as required ones (pkg/alertmanager/statefulset.go at
+    v0.93.0), and a Secret not created yet would hold the pod in ContainerCreating. The values carry paths,
     never the secret values; without `monitoring.alertmanager` the chart's own config is kept."""
     assert kps_values["alertmanager"]["alertmanagerSpec"]["secrets"] == []
     values = kube_prometheus_stack_values(ops_spec(alertmanager=ALERTMANAGER))["alertmanager"]
-    assert values["alertmanagerSpec"]["secrets"] == ["alert-keys", "smtp"]
+    am_spec = values["alertmanagerSpec"]
+    assert "secrets" not in am_spec
+    volumes = {v["name"]: v["secret"] for v in am_spec["volumes"]}
+    assert sorted(s["secretName"] for s in volumes.values()) == ["alert-keys", "smtp"]
+    assert all(s["optional"] is True for s in volumes.values())
+    mounts = {m["mountPath"]: m["name"] for m in am_spec["volumeMounts"]}
+    assert {p: volumes[v]["secretName"] for p, v in mounts.items()} == {
+        f"{ALERTMANAGER_SECRETS_DIR}/alert-keys": "alert-keys",
+        f"{ALERTMANAGER_SECRETS_DIR}/smtp": "smtp",
+    }
     by_name = {r["name"]: r for r in values["config"]["receivers"]}
     assert (
         by_name["chat"]["slack_configs"][0]["api_url_file"] == f"{ALERTMANAGER_SECRETS_DIR}/alert-keys/slack"

@@ -91,3 +91,29 @@ def test_aws_relies_on_eks_node_health_not_nvsentinel(mocks: Mocks) -> pulumi.Ou
         assert kinds == {"PrometheusRule", "ServiceMonitor"}
 
     return after_registration(lambda: check(mocks))
+
+
+@pytest.mark.usefixtures("mocks")
+@pulumi.runtime.test
+def test_the_monitoring_namespace_is_the_stacks_own_and_comes_before_the_release(
+    mocks: Mocks,
+) -> pulumi.Output[Any]:
+    """A namespace Helm creates (`create_namespace`) is never removed by an uninstall, and Pulumi's destroy knows
+    nothing of it; as a Pulumi Namespace it exists before the release (the receivers' Secrets can go in it
+    first) and is deleted in destroy's namespace phase (infra.deploy.destroy_phases) with what is left in it."""
+    from infra.deploy import destroy_phases
+
+    build(_metal(prometheus="install", namespace="metrics"))
+
+    def check(m: Mocks) -> None:
+        kps = _releases(m)["kube-prometheus-stack"]
+        (namespace,) = [
+            n for n in m.of_type("kubernetes:core/v1:Namespace") if n.inputs["metadata"]["name"] == "metrics"
+        ]
+        assert namespace.inputs["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpufleet"}
+        assert namespace.urn in kps.dependencies
+        assert not kps.inputs.get("createNamespace")
+        state = [{"type": r.typ, "urn": r.urn, "custom": True} for r in (namespace, kps)]
+        assert destroy_phases(state) == [[kps.urn], [namespace.urn]]
+
+    return after_registration(lambda: check(mocks))

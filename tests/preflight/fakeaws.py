@@ -35,6 +35,7 @@ from moto.servicequotas.responses import ServiceQuotasResponse
 from moto.ssm.models import Parameter, ssm_backends
 
 from infra import catalog
+from infra.aws.addons.ebs_csi import ADDON as EBS_CSI_ADDON
 from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.pools import capacity_types, karpenter_pools
 from infra.preflight.ami import pool_release, system_release
@@ -58,6 +59,10 @@ class FakeAws:
         self.addon_versions: dict[tuple[str, str], list[str]] = {}  # (add-on, k8s minor) -> versions
         self.iam_roles: list[str] = []
         self.eks_regions: set[str] = set()
+        # cluster -> principal ARNs with an access entry (ListAccessEntries); moto's EKS keeps none
+        # Kubernetes minor -> DescribeClusterVersions' ClusterVersionInformation (dates as epoch seconds)
+        self.cluster_versions: dict[str, dict[str, Any]] = {}
+        self.access_entries: dict[str, list[str]] = {}
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
         # Its own keys: seeding and cleanup must work whatever credentials a test puts in the environment.
@@ -112,18 +117,26 @@ class FakeAws:
         )
         self.iam_roles.append(SPOT_SERVICE_ROLE)
 
+    def seed_cluster(self, region: str, cluster: str, version: str, creator: str | None = None) -> None:
+        """An existing EKS cluster (moto's own EKS) with its creator's access entry, which EKS makes itself
+        (`bootstrapClusterCreatorAdminPermissions`); the creator is the fake's own identity unless named."""
+        eks = self.client("eks", region)
+        eks.create_cluster(
+            name=cluster,
+            version=version,
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+        )
+        self.access_entries[cluster] = [creator or self.client("sts").get_caller_identity()["Arn"]]
+        self.eks_regions.add(region)
+
     def seed_node_group(
         self, region: str, cluster: str, name: str, *, version: str, release: str, desired: int
     ) -> None:
         """An existing EKS managed node group (moto's own EKS), as a previous deploy left it."""
         eks = self.client("eks", region)
         if cluster not in eks.list_clusters()["clusters"]:
-            eks.create_cluster(
-                name=cluster,
-                version=version,
-                roleArn="arn:aws:iam::123456789012:role/eks",
-                resourcesVpcConfig={"subnetIds": ["subnet-1"]},
-            )
+            self.seed_cluster(region, cluster, version)
         eks.create_nodegroup(
             clusterName=cluster,
             nodegroupName=name,
@@ -144,6 +157,14 @@ class FakeAws:
         self.seed_addon_version(
             MONITORING_ADDON, spec.cluster.kubernetes_version, spec.versions.node_monitoring_agent_addon
         )
+        self.seed_addon_version(
+            EBS_CSI_ADDON, spec.cluster.kubernetes_version, spec.versions.ebs_csi_driver_addon
+        )
+        far = (datetime.now(UTC) + timedelta(days=365)).timestamp()
+        self.cluster_versions[spec.cluster.kubernetes_version] = {
+            "status": "STANDARD_SUPPORT",
+            "endOfStandardSupportDate": far,
+        }
         for arn in spec.cluster.admin_role_arns:
             self.seed_role(arn)
         if any("spot" in capacity_types(p) for p in karpenter_pools(spec)):
@@ -179,6 +200,8 @@ class FakeAws:
         for region in self.eks_regions:
             eks_backends[DEFAULT_ACCOUNT_ID][region].clusters.clear()
         self.eks_regions.clear()
+        self.access_entries.clear()
+        self.cluster_versions.clear()
 
 
 CURRENT: list[FakeAws] = []
@@ -254,7 +277,37 @@ def _describe_addon_versions(request: Any, full_url: str, headers: Any) -> tuple
     return 200, {"Content-Type": "application/json"}, json.dumps(body)
 
 
-EKS_ROUTES = {"{0}/addons/supported-versions$": _describe_addon_versions}
+def _list_access_entries(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+    """GET /clusters/<name>/access-entries (EKS API ListAccessEntries): the principal ARNs, one page."""
+    from urllib.parse import unquote, urlparse
+
+    cluster = unquote(urlparse(full_url).path.split("/")[2])
+    entries = CURRENT[-1].access_entries.get(cluster)
+    if entries is None:
+        body = {"message": f"No cluster found for name: {cluster}."}
+        return (
+            404,
+            {"Content-Type": "application/json", "x-amzn-ErrorType": "ResourceNotFoundException"},
+            json.dumps(body),
+        )
+    return 200, {"Content-Type": "application/json"}, json.dumps({"accessEntries": entries})
+
+
+def _describe_cluster_versions(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+    """GET /cluster-versions?clusterVersions=<minor> (EKS API DescribeClusterVersions), from the seed table."""
+    from urllib.parse import parse_qs, urlparse
+
+    wanted = parse_qs(urlparse(full_url).query).get("clusterVersions", [])
+    table = CURRENT[-1].cluster_versions
+    found = [{"clusterVersion": v, **table[v]} for v in wanted if v in table]
+    return 200, {"Content-Type": "application/json"}, json.dumps({"clusterVersions": found})
+
+
+EKS_ROUTES = {
+    "{0}/cluster-versions$": _describe_cluster_versions,
+    "{0}/addons/supported-versions$": _describe_addon_versions,
+    "{0}/clusters/(?P<name>[^/]+)/access-entries$": _list_access_entries,
+}
 
 PATCHES = (
     (ServiceQuotasBackend, "get_service_quota", _get_service_quota),

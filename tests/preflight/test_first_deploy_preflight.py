@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.aws.addons.ebs_csi import ADDON as EBS_CSI_ADDON
 from infra.aws.addons.eks_addons import MONITORING_ADDON
 from infra.preflight import Severity, run_preflight
 from infra.preflight.eks import check_aws_cli
@@ -193,6 +194,20 @@ def test_node_monitoring_agent_version_must_be_published(aws: FakeAws) -> None:
     (message,) = errors[f"add-on {MONITORING_ADDON}"]
     assert "v1.6.6-eksbuild.1 is not published for Kubernetes 1.35" in message
     assert "gpufleet:versions.nodeMonitoringAgentAddon" in message
+
+
+def test_ebs_csi_driver_version_must_be_published_when_prometheus_is_installed(aws: FakeAws) -> None:
+    """The EBS CSI driver add-on is created with the stack's Prometheus (its volume's provisioner): a version EKS
+    does not publish for the minor would fail CreateAddon after the cluster and its nodes exist."""
+    spec = load_example("example-prod")
+    assert spec.cluster.monitoring.prometheus == "install"
+    aws.seed_clean(spec)
+    aws.addon_versions[(EBS_CSI_ADDON, "1.35")] = ["v1.63.1-eksbuild.1"]
+    errors = by_subject(run_preflight(spec), Severity.ERROR)
+    (message,) = errors[f"add-on {EBS_CSI_ADDON}"]
+    assert f"{spec.versions.ebs_csi_driver_addon} is not published for Kubernetes 1.35" in message
+    assert "gpufleet:versions.ebsCsiDriverAddon" in message
+    assert "v1.63.1-eksbuild.1" in message
 
 
 def test_admin_roles_must_exist(aws: FakeAws) -> None:

@@ -188,9 +188,9 @@ def test_denied_api_call_is_a_finding_naming_the_permission(aws: FakeAws) -> Non
             "this operation. | allow ec2:DescribeCapacityReservations for these credentials"
         ]
     }
-    # The other checks still ran: offerings, quotas, AMIs (system pool too), endpoint, aws CLI, the Kubernetes
-    # minor step, add-on, admin role, the autoscaler chart's ProvisioningRequest RBAC.
-    assert sum(f.severity is Severity.OK for f in findings) == 20
+    # The other checks still ran: offerings, quotas, AMIs (system pool too), endpoint, aws CLI, both add-ons,
+    # admin role, deploying identity, Kubernetes support, the autoscaler chart's ProvisioningRequest RBAC.
+    assert sum(f.severity is Severity.OK for f in findings) == 22
 
 
 def test_reservation_expired(aws: FakeAws) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 from infra.preflight.findings import Severity
 from infra.preflight.kube import KubernetesReader
-from infra.preflight.nvsentinel import DEFAULT_CLASS, check_nvsentinel_prerequisites
+from infra.preflight.nvsentinel import check_nvsentinel_prerequisites
+from infra.preflight.storage import DEFAULT_CLASS
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
 from tests.support import eventually

@@ -60,7 +60,9 @@ class Karpenter(pulumi.ComponentResource):
         provider: k8s.Provider,
         system_nodes: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
+        metrics: pulumi.Resource | None = None,
     ) -> None:
+        """`metrics`: the kube-prometheus-stack release, when the chart's ServiceMonitor is on (its CRD)."""
         super().__init__("gpufleet:aws:Karpenter", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = common_tags(spec)
@@ -164,7 +166,13 @@ class Karpenter(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                depends_on=[*system_nodes, controller_policy, queue_policy, self.crds],
+                depends_on=[
+                    *system_nodes,
+                    controller_policy,
+                    queue_policy,
+                    self.crds,
+                    *([metrics] if metrics else []),
+                ],
             ),
             release=RELEASE,
             values=karpenter_values(spec, controller_role.arn, queue.name),

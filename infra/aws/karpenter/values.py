@@ -7,6 +7,9 @@
 - the image is pinned by tag and digest from the versions recipe (the chart at the v1.14.1 tag still names
   the 1.13.0 image; its release script rewrites it when packaging);
 - `reservedCapacity` (ODCRs and capacity blocks as the `reserved` capacity type) is on, as its default;
+- with `prometheus: install`, the chart's ServiceMonitor (`serviceMonitor.enabled`, `additionalLabels` @v1.14.1)
+  labelled for the stack's Prometheus, so Karpenter's own metrics (provisioning, disruption, interruption
+  queue) are scraped; the release then waits for the kube-prometheus-stack release that serves the kind;
 - `nodeRepair` is on (chart default off, ALPHA): EKS node auto-repair covers managed node groups only, so
   without it a Karpenter GPU node the node monitoring agent marks `AcceleratedHardwareReady=False` (XID
   errors) stays in the pool. Karpenter replaces such a node after 10 minutes, forcefully (no drain
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.monitoring.stack import karpenter_service_monitor_values
 from infra.spec import ClusterSpec
 
 NAMESPACE = "kube-system"
@@ -32,7 +36,9 @@ SYSTEM_SELECTOR = {"gpufleet.io/role": "system"}
 def karpenter_values(spec: ClusterSpec, role_arn: Any, queue_name: Any) -> dict[str, Any]:
     """`role_arn` and `queue_name` are plain strings, or Pulumi outputs in the program."""
     versions = spec.versions
+    monitored = spec.cluster.monitoring.prometheus == "install"
     return {
+        **({"serviceMonitor": karpenter_service_monitor_values(spec)} if monitored else {}),
         "serviceAccount": {
             "create": True,
             "name": SERVICE_ACCOUNT,
