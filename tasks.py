@@ -505,6 +505,7 @@ def usage(
         "prometheus": "Prometheus URL (default http://localhost:9090)",
         "apply": "warn, then deactivate after the grace (needs gpufleet:cluster.monitoring.reclaimIdle: true)",
         "until": "evaluate idleness at this time (ISO 8601 or Unix timestamp; default: now)",
+        "json": "print every decision (action, workload, pods, reason) and the counts as JSON",
     },
     auto_shortflags=False,  # long options only: -j, -o meant different things per task
 )
@@ -514,16 +515,22 @@ def reclaim(
     prometheus: str = "http://localhost:9090",
     apply: bool = False,
     until: str = "",
+    json: bool = False,
 ) -> None:
     """Warn, then deactivate in Kueue, the workloads of opted-in teams whose GPUs all stay idle (docs/operations.md)."""
-    from infra.monitoring.workloads import reclaim_idle, summary
+    from infra.monitoring.workloads import as_json, reclaim_idle, summary
 
+    say = (lambda _line: None) if json else print
     with user_errors():
-        decisions = reclaim_idle(load(stack), prometheus=prometheus, apply=apply, until=until, run=c.run)
-    if decisions is None:
+        decisions = reclaim_idle(
+            load(stack), prometheus=prometheus, apply=apply, until=until, run=c.run, say=say
+        )
+    if json:
+        print(as_json(decisions, apply))
+    elif decisions is None:
         print("no team opts in (gpufleet:teams[].reclaimIdle): nothing to reclaim")
-        return
-    print(summary(decisions, apply))
+    else:
+        print(summary(decisions, apply))
 
 
 TEAM_HELP = {

@@ -102,7 +102,8 @@ class Versions(BaseModel):
     ebs_csi_driver_addon: str = "v1.64.0-eksbuild.1"
     # On aws dcgm-exporter reads that add-on's DCGM host engine (4.5.2 in v1.6.6), so it runs the exporter
     # release built on the same DCGM (NVIDIA/dcgm-exporter tag 4.5.2-4.8.1, hack/VERSION), not the GPU
-    # operator chart's default; moves with node_monitoring_agent_addon (infra.gpu_stack.gpu_operator).
+    # operator chart's default; moves with node_monitoring_agent_addon (infra.gpu_stack.gpu_operator). What its
+    # pod mapping does is in DCGM_EXPORTER_RELEASES below.
     eks_dcgm_exporter: str = "4.5.2-4.8.1-distroless"
     # Operations (docs/operations.md). kube-prometheus-stack 88.5.3 ships prometheus-operator v0.93.1,
     # Prometheus v3.14.0, Grafana chart 12.11.1, kube-state-metrics chart 8.4.0 (its Chart.yaml at the tag).
@@ -142,6 +143,65 @@ class Versions(BaseModel):
                 "kube_scheduler_image": self.kube_scheduler_image or pins.kubernetes_patch,
             }
         )
+
+
+@dataclass(frozen=True)
+class ExporterRelease:
+    """What one dcgm-exporter release's Kubernetes pod mapping does with `KUBERNETES_VIRTUAL_GPUS=true`
+    (NVIDIA/dcgm-exporter internal/pkg/transformation/kubernetes.go, `PodMapper.Process`, at the tag). Without
+    that variable every release listed keeps one pod per device, the last one the kubelet lists, and every free
+    GPU's series (`toDeviceToPod`); `infra.monitoring.exporter` turns a release and a deployment into what its
+    series mean."""
+
+    keeps_free_gpus: bool  # a GPU no pod holds keeps its series while other GPUs of the node are held
+    per_process: (
+        bool  # GPU_UTIL and FB_USED of a pod are its own processes' (NVML), beside the device's series
+    )
+    source: str  # where, at the tag, with line numbers
+    read: bool = True  # False: no copy of the tag was readable; the entry says what it is taken from
+
+
+DCGM_EXPORTER_RELEASES: dict[str, ExporterRelease] = {
+    # With the variable each held device's series is replaced by one copy per pod (the device's own value) and
+    # `if len(newmetrics) > 0 { metrics[counter] = newmetrics }` drops every device no pod holds; no
+    # per-process values (process_metrics.go does not exist at this tag).
+    "4.5.2-4.8.1": ExporterRelease(
+        keeps_free_gpus=False,
+        per_process=False,
+        source="4.5.2-4.8.1 internal/pkg/transformation/kubernetes.go:246-297 (copies :262-286, the list "
+        "replaced :292-294); toDeviceToPod :756-778 (`<uuid>::<n>` maps the GPU, last pod wins)",
+    ),
+    # Commit fb5e3dc (#594): GPU_UTIL/FB_USED per pod from NVML's per-process accounting, PIDs mapped to pods
+    # through /proc/<pid>/cgroup (pidmapper.go:45, needs the host's PID namespace) and pod UIDs from the API
+    # server (createPodInfo :920-955, a pod informer only with an in-cluster token :109-119); a pod it cannot map
+    # reads "0" (buildIdlePodValues :271-279); the device's own series stays beside them (:366); free GPUs keep
+    # their series (:399-403).
+    "4.5.3-4.8.2": ExporterRelease(
+        keeps_free_gpus=True,
+        per_process=True,
+        source="4.5.3-4.8.2 internal/pkg/transformation/kubernetes.go:338-410 (per-process :360-369, copies "
+        ":371-398, free GPUs kept :399-403), :201-279, :920-955; pidmapper.go:40-107; process_metrics.go:30-32",
+    ),
+    # The GPU operator v26.7.0's default. No copy of this tag was readable here (the dcgm-exporter snapshot ends
+    # at 4.5.3-4.8.2 plus one commit, d5e5f51; the Go module proxy refuses the tag). Taken to behave as
+    # 4.5.3-4.8.2, whose per-process mapping and free-GPU preservation it descends from; reclaim and the idle
+    # alert check the one way that could be wrong (a busy GPU whose pods all read 0) on every release.
+    "4.6.0-4.8.3": ExporterRelease(
+        keeps_free_gpus=True,
+        per_process=True,
+        source="as 4.5.3-4.8.2 (not read at its tag)",
+        read=False,
+    ),
+}
+# The dcgm-exporter image each GPU operator chart deploys when `dcgmExporter.version` is not set: its
+# deployments/gpu-operator/values.yaml `dcgmExporter.version` (v26.7.0: line 304). A test keeps the pinned chart
+# (Versions.gpu_operator_chart) in this table.
+GPU_OPERATOR_DCGM_EXPORTER: dict[str, str] = {"v26.7.0": "4.6.0-4.8.3-distroless"}
+
+
+def exporter_release(image_tag: str) -> str:
+    """A dcgm-exporter image tag without its image variant: `4.5.2-4.8.1-distroless` -> `4.5.2-4.8.1`."""
+    return "-".join(image_tag.split("-")[:2])
 
 
 # Chart repositories (the versions above are the only thing that changes between releases).

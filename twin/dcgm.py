@@ -3,25 +3,41 @@
 On a real node the GPU operator runs dcgm-exporter as a DaemonSet; it reads the GPUs through DCGM/NVML and asks
 the kubelet's pod-resources API which pod holds which device. The twin has neither, so each exporter pod the
 twin's DaemonSet creates is served by this module at the pod's own IP and port 9400, and the series it serves
-follow dcgm-exporter 4.x (NVIDIA/dcgm-exporter at 4.5.3-4.8.2):
+follow the dcgm-exporter release the DaemonSet runs (its image tag) and what the DaemonSet gives it:
 
 - **the text format and labels** of `internal/pkg/rendermetrics/render_metrics.go`: every series carries
   `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`; MIG instances add `GPU_I_PROFILE` and
   `GPU_I_ID`; counters of type `label` in the counter file (e.g. `DCGM_FI_DRIVER_VERSION`) become labels;
+  the pod mapping's attributes follow (`pod`, `namespace`, `container`, `pod_uid`, `vgpu`; an empty one is
+  written empty, which Prometheus drops);
 - **the counters** are exactly those of the counter file the exporter is given (the GPU operator mounts the
   `dcgmExporter.config` ConfigMap and points `DCGM_EXPORTER_COLLECTORS` at it), one line per field;
-- **the pod mapping** of `internal/pkg/transformation/kubernetes.go`: only devices of resource `nvidia.com/gpu`,
-  `nvidia.com/mig-*` or a name in `NVIDIA_RESOURCE_NAMES` are mapped (:772-785); a device id `<uuid>::<n>`
-  (a time-sliced replica) maps its GPU, and without `KUBERNETES_VIRTUAL_GPUS` the last pod wins (:887-909);
-  with it every sharing pod gets its own copy of the GPU's series with `vgpu="<n>"` (:338-404), and GPU
-  utilisation and framebuffer are the pod's own processes' share beside the device's own series
-  (process_metrics.go); a GPU no pod
-  holds keeps its series without pod labels; labels `pod`, `namespace`, `container` (transformation/const.go);
+- **the pod mapping** of `internal/pkg/transformation/kubernetes.go` at the release
+  (`infra.versions.DCGM_EXPORTER_RELEASES`, `infra.monitoring.exporter.Deployment.mapping`): only devices of
+  resource `nvidia.com/gpu`, `nvidia.com/mig-*` or a name in `NVIDIA_RESOURCE_NAMES` are mapped
+  (4.5.3-4.8.2 :67-92); then one of four behaviours:
+  - one-pod, without `KUBERNETES_VIRTUAL_GPUS` (4.5.3-4.8.2 `toDeviceToPod` :712-918 and :412-452,
+    4.5.2-4.8.1 :582-778 and :299-329): a device id `<uuid>::<n>` (a time-sliced replica) maps its GPU, the
+    last pod wins; the held GPU's series carries that pod (`pod_uid` only with
+    DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID), a free GPU keeps its own;
+  - device-copy, 4.5.2-4.8.1 with `KUBERNETES_VIRTUAL_GPUS` (:246-297): every pod holding a device gets a copy
+    of each of its series with the device's own value (and `vgpu="<n>"` for a replica), and once any device of
+    the node is held the series of every free one is dropped (`metrics[counter] = newmetrics`, :292-294);
+  - per-process, 4.5.3-4.8.2 with `KUBERNETES_VIRTUAL_GPUS` (:338-410): GPU utilisation and framebuffer of
+    a held device are each pod's own processes' (process_metrics.go; here the pod's utilisation annotation)
+    with `pod_uid`, beside the device's own pod-less series (:366); other fields are copied per pod with the
+    device's value (:371-398); free devices keep their series (:399-403). Processes are mapped to pods through
+    `/proc/<pid>/cgroup` (pidmapper.go:45: the host's PID namespace, `hostPID`) and the pods' UIDs from the API
+    server (createPodInfo :920-955: a pod informer, only with a service-account token, :109-119);
+  - unmapped-zero, the same without the token or the host's PIDs: no process maps to a pod, and every pod
+    holding a device reads "0" for those two fields (buildIdlePodValues :271-279), beside the device's real
+    series;
 - **device ids** as the NVIDIA device plugin hands them to the kubelet: GPU UUIDs, `<uuid>::<replica>` for
   time-slicing, MIG device UUIDs. Devices are given to a node's running pods in creation order.
 
 What the GPUs *do* is the workload's: a pod's annotation `gpufleet.io/twin-gpu-util` (percent, default 0) is
-its GPUs' utilisation, as a kernel keeping them busy would make it. Faults are the node's: annotations
+its GPUs' utilisation, as a kernel keeping them busy would make it (a time-sliced GPU's is the sum of its pods',
+at most 100). Faults are the node's: annotations
 `gpufleet.io/twin-xid: "<gpu>:<xid>"`, `gpufleet.io/twin-ecc-dbe: "<gpu>:<count>"`, `gpufleet.io/twin-gpu-lost:
 "<gpu>"` (that GPU stops reporting, as a GPU off the bus does: NVIDIA/DCGM#162), `gpufleet.io/twin-exporter: "down"`
 (the exporter answers every scrape with an error, as one that lost DCGM does). Nothing here labels a series
@@ -37,6 +53,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from infra.monitoring.exporter import Deployment, Mapping
+
 UTIL_ANNOTATION = "gpufleet.io/twin-gpu-util"
 XID_ANNOTATION = "gpufleet.io/twin-xid"
 ECC_ANNOTATION = "gpufleet.io/twin-ecc-dbe"
@@ -45,12 +63,11 @@ DOWN_ANNOTATION = "gpufleet.io/twin-exporter"
 GPU_RESOURCE = "nvidia.com/gpu"  # appconfig.NvidiaResourceName
 MIG_PREFIX = "nvidia.com/mig-"  # appconfig.NvidiaMigResourcePrefix
 PORT = 9400  # the DaemonSet's DCGM_EXPORTER_LISTEN ":9400"
-DRIVER_VERSION = "580.95.05"
-# Fields dcgm-exporter reports per process with KUBERNETES_VIRTUAL_GPUS (transformation/process_metrics.go
-# isPerProcessMetric): GPU utilisation and framebuffer used.
-PER_PROCESS = frozenset(
-    {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"}
-)  # infra.versions' host driver pin, what DCGM_FI_DRIVER_VERSION would report
+DRIVER_VERSION = "580.95.05"  # infra.versions' host driver pin, what DCGM_FI_DRIVER_VERSION would report
+# Fields dcgm-exporter reports per process with KUBERNETES_VIRTUAL_GPUS from 4.5.3-4.8.2 on
+# (transformation/process_metrics.go:30-32, isPerProcessMetric): GPU utilisation and framebuffer used.
+PER_PROCESS = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"})
+POD_UID_ENV = "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID"  # appconfig KubernetesEnablePodUID (pkg/cmd/app.go)
 
 
 @dataclass(frozen=True)
@@ -150,7 +167,9 @@ def assign(
     gpus: NodeGpus, pods: list[dict[str, Any]], resource_names: frozenset[str], virtual: bool
 ) -> dict[str, int]:
     """Give the node's running pods their devices (creation order) and record who holds what as dcgm-exporter's
-    pod mapper would see it. Returns each pod's utilisation (its annotation) by `namespace/name`."""
+    pod mapper would see it: with `virtual` every mapped pod of a device (`toDeviceToSharingPods`), without it
+    the last one (`toDeviceToPod`, one map entry per device). Returns each pod's utilisation (its annotation)
+    by `namespace/name`."""
     util: dict[str, int] = {}
     free_whole = list(gpus.gpus)
     slots = [(g, r) for g in gpus.gpus for r in range(gpus.replicas)] if gpus.replicas > 1 else []
@@ -159,6 +178,12 @@ def assign(
         free_mig.setdefault(inst.mig_profile, []).append(inst)
     running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
     running.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+
+    def hold(device: Device, info: dict[str, str], mapped: bool, vgpu: int = -1) -> None:
+        device.users.append(info["key"])
+        if mapped:
+            device.holders = [*device.holders, (info, vgpu)] if virtual else [(info, -1)]
+
     for pod in running:
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         util[key] = _int(pod["metadata"].get("annotations", {}).get(UTIL_ANNOTATION, 0))
@@ -175,24 +200,16 @@ def assign(
                 )
                 if resource == GPU_RESOURCE:
                     for g in free_whole[:n]:
-                        g.users.append(key)
-                        g.holders = [(info, -1)]
+                        hold(g, info, mapped)
                     del free_whole[:n]
                 elif resource.startswith(MIG_PREFIX):
                     pool = free_mig.get(resource.removeprefix(MIG_PREFIX), [])
                     for inst in pool[:n]:
-                        inst.users.append(key)
-                        inst.holders = [(info, -1)]
+                        hold(inst, info, mapped)
                     del pool[:n]
                 elif resource.startswith("nvidia.com/gpu.") and slots:
                     for g, replica in slots[:n]:
-                        g.users.append(key)
-                        if not mapped:
-                            continue
-                        if virtual:
-                            g.holders.append((info, replica))
-                        else:
-                            g.holders = [(info, -1)]  # one map entry per GPU: the last pod wins
+                        hold(g, info, mapped, replica)
                     del slots[:n]
     return util
 
@@ -233,24 +250,36 @@ def _series(name: str, labels: dict[str, str], value: float) -> str:
     return f"{name}{{{body}}} {value:g}"
 
 
-def render(
-    node: dict[str, Any],
-    pods: list[dict[str, Any]],
-    counters: list[Counter],
-    env: dict[str, str],
-) -> str:
+@dataclass(frozen=True)
+class Shape:
+    """What the exporter pod runs: its container environment and the deployment its pod mapping depends on
+    (`infra.monitoring.exporter.deployment_of` of its DaemonSet)."""
+
+    env: dict[str, str]
+    deployment: Deployment
+
+    @property
+    def mapping(self) -> Mapping:
+        found = self.deployment.mapping
+        if found is None:
+            raise RuntimeError(f"no model of dcgm-exporter {self.deployment.release!r}'s pod mapping")
+        return found
+
+
+def render(node: dict[str, Any], pods: list[dict[str, Any]], counters: list[Counter], shape: Shape) -> str:
     """The /metrics text one exporter pod serves for its node."""
     if node["metadata"].get("annotations", {}).get(DOWN_ANNOTATION) == "down":
         raise RuntimeError("DCGM is not reachable")
+    mapping = shape.mapping
     gpus = NodeGpus.of(node)
-    names = frozenset(n.strip() for n in env.get("NVIDIA_RESOURCE_NAMES", "").split(",") if n.strip())
-    virtual = env.get("KUBERNETES_VIRTUAL_GPUS", "").lower() == "true"
-    util = assign(gpus, pods, names, virtual)
+    names = frozenset(n.strip() for n in shape.env.get("NVIDIA_RESOURCE_NAMES", "").split(",") if n.strip())
+    util = assign(gpus, pods, names, shape.deployment.virtual_gpus)
     faults = {"xid": _fault(node, XID_ANNOTATION), "ecc": _fault(node, ECC_ANNOTATION)}
     lost = set(_fault(node, LOST_ANNOTATION))
     extra = {c.field: DRIVER_VERSION for c in counters if c.kind == "label"}
+    uid_label = shape.env.get(POD_UID_ENV, "").lower() == "true"
     lines: list[str] = []
-    devices = gpus.instances or gpus.gpus
+    devices = [d for d in (gpus.instances or gpus.gpus) if d.gpu not in lost]
     for counter in counters:
         if counter.kind == "label":
             continue
@@ -259,33 +288,47 @@ def render(
             continue
         lines.append(f"# HELP {counter.field} {counter.field}")
         lines.append(f"# TYPE {counter.field} {counter.kind}")
+        # device-copy: once a device of the node is held, the counter's list is only the pod copies (:292-294)
+        drop_free = mapping is Mapping.DEVICE_COPY and any(d.holders for d in devices)
         for device in devices:
-            if device.gpu in lost:
-                continue
             level = min(100.0, float(sum(util.get(key, 0) for key in device.users)))
             value = _value(counter.field, device, level, faults)
             if value is None:
                 continue
             base = device.base_labels(gpus.node, gpus.model) | extra
-            per_process = virtual and counter.field in PER_PROCESS and any(v >= 0 for _, v in device.holders)
-            if not device.holders or per_process:
-                lines.append(_series(counter.field, base, value))  # the device itself, no pod labels
+            if not device.holders:
+                if not drop_free:
+                    lines.append(_series(counter.field, base, value))  # a free device, no pod labels
+                continue
+            per_process = (
+                mapping in (Mapping.PER_PROCESS, Mapping.UNMAPPED_ZERO) and counter.field in PER_PROCESS
+            )
+            if per_process:
+                lines.append(_series(counter.field, base, value))  # the device's own series (:366)
             for info, vgpu in device.holders:
-                mapped = base | {k: info[k] for k in ("pod", "namespace", "container")}
+                labels = base | {k: info[k] for k in ("pod", "namespace", "container")}
                 own = value
                 if per_process:
-                    # each pod's own processes' share, idle sharing pods 0 (process_metrics.go,
-                    # createPerProcessMetrics / buildIdlePodValues), with its pod_uid
+                    # each pod's own processes' (createPerProcessMetrics :201-252); unmapped pods read "0"
                     own = (
-                        min(100.0, float(util.get(info["key"], 0)))
-                        if counter.field == "DCGM_FI_DEV_GPU_UTIL"
+                        _own(counter.field, util.get(info["key"], 0))
+                        if mapping is Mapping.PER_PROCESS
                         else 0.0
                     )
-                    mapped["pod_uid"] = info["uid"]
+                    labels["pod_uid"] = info["uid"] if shape.deployment.api_token else ""
+                elif mapping is Mapping.DEVICE_COPY:
+                    labels["pod_uid"] = info["uid"] if uid_label else ""  # 4.5.2-4.8.1 :281, set always
+                elif uid_label:
+                    labels["pod_uid"] = info["uid"]
                 if vgpu >= 0:
-                    mapped["vgpu"] = str(vgpu)
-                lines.append(_series(counter.field, mapped, own))
+                    labels["vgpu"] = str(vgpu)
+                lines.append(_series(counter.field, labels, own))
     return "\n".join(lines) + "\n"
+
+
+def _own(field: str, pod_util: int) -> float:
+    """A pod's own processes' value of a per-process field: its utilisation; framebuffer is not modelled (0)."""
+    return min(100.0, float(pod_util)) if field == "DCGM_FI_DEV_GPU_UTIL" else 0.0
 
 
 def _xid_counts(
@@ -301,12 +344,13 @@ def _xid_counts(
     return lines
 
 
-Fetch = Callable[[], tuple[dict[str, Any], list[dict[str, Any]], list[Counter], dict[str, str]]]
+Fetch = Callable[[], tuple[dict[str, Any], list[dict[str, Any]], list[Counter], Shape]]
 
 
 class ExporterServer:
     """One exporter pod's endpoint: `GET /metrics` renders the node as it is at that moment; `/health` is the
-    DaemonSet's probe path. `fetch` returns the node, the pods on it, the counter file and the container env."""
+    DaemonSet's probe path. `fetch` returns the node, the pods on it, the counter file and the exporter's
+    shape (environment and deployment)."""
 
     def __init__(self, address: str, fetch: Fetch, port: int = PORT) -> None:
         self.stopped = threading.Event()
@@ -349,4 +393,4 @@ class ExporterServer:
         self.server.server_close()
 
 
-__all__ = ["ExporterServer", "NodeGpus", "assign", "parse_counters", "render"]
+__all__ = ["ExporterServer", "NodeGpus", "Shape", "assign", "parse_counters", "render"]

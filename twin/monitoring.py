@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.monitoring.stack import dcgm_exporter_values
+from infra.gpu_stack.gpu_operator import dcgm_exporter_values
+from infra.monitoring.exporter import deployment_of
 from infra.spec import ClusterSpec
 from scheduler.labels import GPU_OPERATOR_NAMESPACE
 from twin import dcgm
@@ -289,11 +290,12 @@ class MonitoringChain:
         cm = self.kubectl.get("configmap", config_name, GPU_OPERATOR_NAMESPACE)
         ds = self.kubectl.get("daemonset", EXPORTER, GPU_OPERATOR_NAMESPACE)
         container = ds["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
         self.state = {
             "nodes": {n["metadata"]["name"]: n for n in nodes},
             "pods": pods,
             "counters": dcgm.parse_counters(cm.get("data", {}).get("dcgm-metrics.csv", "")),
-            "env": {e["name"]: e.get("value", "") for e in container.get("env", [])},
+            "shape": dcgm.Shape(env, deployment_of(ds)),
         }
 
     def _provision_volumes(self) -> None:
@@ -338,10 +340,10 @@ class MonitoringChain:
                 self.exporters[ip] = dcgm.ExporterServer(ip, self._fetcher(node)).start()
 
     def _fetcher(self, node: str) -> dcgm.Fetch:
-        def fetch() -> tuple[dict[str, Any], list[dict[str, Any]], list[dcgm.Counter], dict[str, str]]:
+        def fetch() -> tuple[dict[str, Any], list[dict[str, Any]], list[dcgm.Counter], dcgm.Shape]:
             state = self.state
             pods = [p for p in state["pods"] if p["spec"].get("nodeName") == node]
-            return state["nodes"][node], pods, state["counters"], state["env"]
+            return state["nodes"][node], pods, state["counters"], state["shape"]
 
         return fetch
 

@@ -17,16 +17,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.monitoring.stack import (
-    dcgm_exporter_values,
-    kube_prometheus_stack_values,
-    prometheus_service_account,
-)
+from infra.gpu_stack.gpu_operator import dcgm_exporter_values
+from infra.monitoring.exporter import POD_UID_ENV, image_tag
+from infra.monitoring.stack import kube_prometheus_stack_values, prometheus_service_account
 from infra.spec import ClusterSpec
 from scheduler.labels import GPU_OPERATOR_NAMESPACE
 from twin import dcgm
 
 EXPORTER = "nvidia-dcgm-exporter"
+EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter"  # values.yaml dcgmExporter repository/image (v26.7.0)
 DCGM_DEPLOY_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"  # the GPU operator's per-operand node label
 PROMETHEUS_VERSION = "v3.14.0"
 ALERTMANAGER_VERSION = "v0.34.0"
@@ -202,27 +201,37 @@ def ksm_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 
 def dcgm_exporter_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """The GPU operator's dcgm-exporter operand as it renders it from the stack's `dcgmExporter` values: the
-    counter ConfigMap, the DaemonSet (env from the values after the operator's own), the Service and the
-    ServiceMonitor with the custom edits (applyServiceMonitorCustomEdits)."""
+    """The GPU operator's dcgm-exporter operand as it renders it from the stack's `dcgmExporter` values (GPU
+    operator v26.7.0 assets/state-dcgm-exporter and controllers/object_controls.go `TransformDCGMExporter`): the
+    counter ConfigMap; the DaemonSet with the image of `version` or the chart's default (`ImagePath`), the
+    asset's env then the values' env, each set by name (`setContainerEnv` replaces), the pod-UID env, a token
+    only when pod metadata is asked for (asset :27, `automountServiceAccountToken: false`, overridden at
+    :1894-1898) and the host's PID namespace with `hostPID` (:1851-1853); the Service and the ServiceMonitor with
+    the custom edits (applyServiceMonitorCustomEdits). `hostNetwork` (aws) is not played: kwok gives every pod
+    of the twin an address of its own, and the stand-in listens on the exporter pod's."""
     values = dcgm_exporter_values(spec)
     ns = GPU_OPERATOR_NAMESPACE
     config = values.get("config", {})
-    # The asset's env, then the values' env, each set by name (the operator's setContainerEnv replaces).
     merged = {
         "DCGM_EXPORTER_LISTEN": ":9400",
         "DCGM_EXPORTER_KUBERNETES": "true",
         "DCGM_EXPORTER_COLLECTORS": "/etc/dcgm-exporter/dcgm-metrics.csv",
     }
+    metadata = bool(values.get("enablePodUID") or values.get("enablePodLabels"))
+    if values.get("enablePodUID"):
+        merged[POD_UID_ENV] = "true"
     merged |= {e["name"]: e.get("value", "") for e in values.get("env", [])}
     env = [{"name": k, "value": v} for k, v in merged.items()]
     selector = {"app": EXPORTER}
+    tag = values.get("version") or image_tag(spec)
     pod = {
         "nodeSelector": {DCGM_DEPLOY_LABEL: "true"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "priorityClassName": "system-node-critical",
-        "containers": [{"name": EXPORTER, "image": "nvcr.io/nvidia/k8s/dcgm-exporter", "env": env,
-                        "ports": [{"name": "metrics", "containerPort": dcgm.PORT}]}],
+        "automountServiceAccountToken": metadata,
+        **({"hostPID": True} if values.get("hostPID") else {}),
+        "containers": [{"name": EXPORTER, "image": f"{EXPORTER_IMAGE}:{tag}" if tag else EXPORTER_IMAGE,
+                        "env": env, "ports": [{"name": "metrics", "containerPort": dcgm.PORT}]}],
     }  # fmt: skip
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config.get("name", EXPORTER), "namespace": ns},

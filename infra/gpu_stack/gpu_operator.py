@@ -13,9 +13,11 @@ The values are cluster-wide but a cluster's pools may mix node images, so they a
 - its configuration is the scheduler's ConfigMap (one entry per sharing pool, picked by node label), default
   entry "default"; MIG pools switch the strategy to `mixed` and turn on mig-manager;
 - every operand tolerates the GPU taint (and each pool's extra taints) so it reaches the GPU nodes;
-- dcgm-exporter always runs (node health and metrics) with the pod mapping and gpufleet's counter list; its
-  ServiceMonitor only when monitoring is enabled, because without the Prometheus operator CRDs the object
-  cannot be created (infra.monitoring.stack.dcgm_exporter_values);
+- dcgm-exporter always runs (node health and metrics) with gpufleet's counter list and the pod mapping its
+  release gets right on that platform (infra.monitoring.exporter: per-process values, with the token and host
+  PIDs they need, only where time-sliced pools need them and the release has them; one pod per GPU
+  otherwise); its ServiceMonitor only when monitoring is enabled, because without the Prometheus operator CRDs
+  the object cannot be created (infra.monitoring.stack.dcgm_exporter_values);
 - with self-healing on an existing cluster, DCGM runs standalone so NVSentinel can read its health checks;
 - on EKS the node monitoring agent already runs a DCGM host engine on every GPU node (host port 5555, see
   infra.aws.addons.eks_addons); two host engines on one node contend for the GPUs' DCGM state, so dcgm-exporter runs
@@ -23,7 +25,9 @@ The values are cluster-wide but a cluster's pools may mix node images, so they a
   `--remote-hostengine-info`) instead of starting its embedded one. It runs the dcgm-exporter release built on
   that engine's DCGM (the add-on v1.6.6's dcgm-server image is `4.5.2-4.8.1-ubuntu22.04`, so the exporter is
   `4.5.2-4.8.1-distroless`, not the operator's default `4.6.0-4.8.3`): NVIDIA ships exporter and DCGM as tested
-  pairs. That engine runs only on amd64 nodes (the add-on's dcgmAgent affinity), and the
+  pairs. That release has no per-process values and, with `KUBERNETES_VIRTUAL_GPUS`, drops the series of
+  every free GPU of a node with one GPU held (infra.versions.DCGM_EXPORTER_RELEASES), so on aws the exporter
+  maps one pod per GPU. That engine runs only on amd64 nodes (the add-on's dcgmAgent affinity), and the
   ClusterPolicy has one dcgm-exporter DaemonSet for every node, so an arm64 GPU pool on EKS would have an
   exporter with no engine to read: `arm64_gpu_pool_problems` refuses such pools;
 - on EKS, mig-manager may reboot a node (`WITH_REBOOT=true`): enabling MIG mode on a cloud instance's GPUs

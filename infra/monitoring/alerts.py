@@ -18,6 +18,9 @@ the choice of expressions:
 - every join with kube-state-metrics goes through `max by (node, ...)` (`metrics.node_pool`), so duplicate
   kube-state-metrics series never break `group_left`; every Kueue gauge is read from the leader;
 - meta-alerts fire when a source every other alert depends on is down or absent;
+- a pod's GPU counts as idle only where its zero can be believed: not on a GPU whose own device-level series is
+  busy while every pod holding it reads exactly 0 (`metrics.degenerate_gpus`, dcgm-exporter unable to map the
+  GPU's processes to pods);
 - idle, pending and quota thresholds come from the spec, per team (a team's `idleAfter`/`pendingAfter`).
 """
 
@@ -235,7 +238,8 @@ def team_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
             _alert(
                 spec,
                 "GpuAllocatedIdle",
-                f'{m.GPU_UTIL}{{namespace="{team.namespace}",pod!=""}} < {m.IDLE_UTIL_PERCENT}',
+                f'({m.GPU_UTIL}{{namespace="{team.namespace}",pod!=""}} < {m.IDLE_UTIL_PERCENT})'
+                f" unless on (UUID) ({m.degenerate_gpus()})",
                 "warning",
                 f"Pod {{{{ $labels.pod }}}} of team {team.name} holds GPU {{{{ $labels.gpu }}}} on "
                 f"{{{{ $labels.Hostname }}}} below {m.IDLE_UTIL_PERCENT}% utilisation for {idle}.",

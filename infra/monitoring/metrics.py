@@ -213,6 +213,22 @@ def exporterless_nodes() -> str:
     return f'max by (node) ({NODE_LABELS}{{{OPERANDS_LABEL_METRIC}="false"}})'
 
 
+def degenerate_gpus(window: str | None = None) -> str:
+    """GPUs whose own device-level series (no pod label) shows activity while every pod series of the GPU reads
+    exactly 0, over `window` (or at the evaluation time): dcgm-exporter's per-process mode keeps the device's
+    series beside the pods' and gives every pod it cannot map to a process "0" (4.5.3-4.8.2
+    transformation/kubernetes.go:271-279, :366), so those zeros say nothing about the pods. One series per
+    `UUID`, its value the device's utilisation. Exporters that copy the device's value to its pods (one-pod,
+    device-copy) keep no pod-less series for a held GPU, so nothing matches there."""
+
+    def over(selector: str) -> str:
+        return f"max_over_time({selector}[{window}])" if window else selector
+
+    device = over(GPU_UTIL + '{pod=""}')
+    pods = over(GPU_UTIL + '{pod!=""}')
+    return f"(max by (UUID) ({device}) >= {IDLE_UTIL_PERCENT}) and on (UUID) (max by (UUID) ({pods}) == 0)"
+
+
 def node_gpus(metric: str) -> str:
     """A node's whole-GPU count from kube-state-metrics (`capacity` or `allocatable`), one series per node."""
     return f'max by (node) ({metric}{{resource="{GPU_RESOURCE_METRIC}"}})'

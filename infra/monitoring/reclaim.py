@@ -28,6 +28,11 @@ Job -> JobSet, pod -> RayCluster -> RayJob, ...), and the `kueue.x-k8s.io/worklo
 the pod templates it starts (apis/kueue/v1beta2/topology_types.go, with TopologyAwareScheduling, on by
 default since 0.14). The idle signal is dcgm-exporter's `DCGM_FI_DEV_GPU_UTIL{namespace, pod}`, the series
 the `GpuAllocatedIdle` alert reads, over the team's own window.
+
+That signal is only as true as the exporter's pod mapping (`infra.monitoring.exporter`), so before it warns or
+deactivates anything reclaim checks that the numbers of every GPU pod of the workload can be trusted
+(`infra.monitoring.evidence`) and otherwise refuses the workload, with the reason: a refusal changes nothing
+(no warning, no deactivation, an earlier warning kept).
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from infra.monitoring import metrics as m
+from infra.monitoring.evidence import Evidence, holds_gpu, trust_problems
 from infra.monitoring.metrics import seconds
-from infra.monitoring.prometheus import Prometheus
 from infra.spec import ClusterSpec
 
 ANNOTATION = "gpufleet.io/reclaimed"  # on a deactivated Workload: why
@@ -67,7 +72,7 @@ RESUMING: dict[tuple[str, str], str] = {
 
 PodKey = tuple[str, str]  # (namespace, pod)
 Object = dict[str, Any]
-Action = Literal["warn", "deactivate", "clear", "skip"]
+Action = Literal["warn", "deactivate", "clear", "skip", "refuse"]
 
 
 def rfc3339(at: float) -> str:
@@ -103,30 +108,9 @@ def team_policies(spec: ClusterSpec) -> list[TeamPolicy]:
     return out
 
 
-def idle_query(policy: TeamPolicy) -> str:
-    """Pods of the team whose every GPU stayed below the idle threshold for the whole window, and that already
-    held a GPU when the window began (a pod younger than the window has too few samples to be called idle)."""
-    sel = f'{m.GPU_UTIL}{{namespace="{policy.namespace}",pod!=""}}'
-    return (
-        f"max by (namespace, pod) (max_over_time({sel}[{policy.after}])) < {m.IDLE_UTIL_PERCENT}"
-        f" and on (namespace, pod) count by (namespace, pod) ({sel} offset {policy.after})"
-    )
-
-
-def holding_query(policy: TeamPolicy) -> str:
-    return f'count by (namespace, pod) ({m.GPU_UTIL}{{namespace="{policy.namespace}",pod!=""}})'
-
-
-def idle_and_gpu_pods(
-    prom: Prometheus, policies: Iterable[TeamPolicy], at: float
-) -> tuple[set[PodKey], set[PodKey]]:
-    """Pods idle for their team's window, and every pod holding a GPU, at time `at`."""
-    idle: set[PodKey] = set()
-    holding: set[PodKey] = set()
-    for policy in policies:
-        idle |= {(lb["namespace"], lb["pod"]) for lb, _ in prom.instant(idle_query(policy), at)}
-        holding |= {(lb["namespace"], lb["pod"]) for lb, _ in prom.instant(holding_query(policy), at)}
-    return idle, holding
+def windows(policies: Iterable[TeamPolicy]) -> dict[str, str]:
+    """Each opted-in team's namespace and its idle window, what `evidence.gather` reads."""
+    return {p.namespace: p.after for p in policies}
 
 
 # --- ownership ----------------------------------------------------------------------------------------------
@@ -286,12 +270,23 @@ class Decision:
             "count": 1,
         }
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "team": self.team,
+            "namespace": self.namespace,
+            "workload": self.workload,
+            "pods": list(self.pods),
+            "reason": self.reason,
+        }
+
     def line(self, apply: bool) -> str:
         verb = {
             "warn": ("warn", "would warn"),
             "deactivate": ("deactivate", "would deactivate"),
             "clear": ("clear the warning of", "would clear the warning of"),
             "skip": ("skip", "skip"),
+            "refuse": ("refuse", "refuse"),
         }[self.action][0 if apply else 1]
         return f"{verb} {self.namespace}/{self.workload} (team {self.team}): {self.reason}"
 
@@ -304,8 +299,7 @@ def decide(
     policy: TeamPolicy,
     workload: Object,
     pods: list[Object],
-    idle: set[PodKey],
-    holding: set[PodKey],
+    evidence: Evidence,
     owners: Mapping[str, Object],
     at: float,
 ) -> Decision | None:
@@ -313,7 +307,9 @@ def decide(
     meta, ns = _meta(workload), policy.namespace
     if (workload.get("spec") or {}).get("active") is False or (admitted := admitted_at(workload)) is None:
         return None
-    gpu = sorted(name for p in pods if (ns, name := _meta(p)["name"]) in holding)
+    holders = [p for p in pods if holds_gpu(p) or (ns, _meta(p)["name"]) in evidence.last_seen]
+    gpu = sorted(_meta(p)["name"] for p in holders)
+    seen = [p for p in gpu if (ns, p) in evidence.last_seen]
     warned = warned_at(workload)
 
     def say(action: Action, reason: str) -> Decision:
@@ -322,12 +318,15 @@ def decide(
             action, policy.team, ns, meta["name"], str(meta.get("uid", "")), tuple(gpu), reason, api
         )
 
-    if not gpu or not all((ns, p) in idle for p in gpu):
+    if not gpu or any((ns, p) not in evidence.idle for p in seen):
         return say("clear", "its GPUs are busy again") if warned is not None else None
     idle_text = (
-        f"pods {', '.join(gpu)} held their GPUs below {m.IDLE_UTIL_PERCENT}% utilisation for more than "
+        f"pods {', '.join(seen)} held their GPUs below {m.IDLE_UTIL_PERCENT}% utilisation for more than "
         f"{policy.after}"
     )
+    if problems := trust_problems(ns, holders, evidence, at):
+        said = f" (by them, {idle_text})" if seen else ""
+        return say("refuse", f"its GPU numbers cannot be trusted: {'; '.join(problems)}{said}")
     not_honoured = ""
     if opted_out(workload, pods, owners):
         if policy.allow_opt_out:
@@ -386,8 +385,7 @@ def _warn_or_deactivate(
 
 def plan_reclaim(
     policies: Iterable[TeamPolicy],
-    idle: set[PodKey],
-    holding: set[PodKey],
+    evidence: Evidence,
     pods: Mapping[str, list[Object]],
     workloads: Mapping[str, list[Object]],
     owners: Mapping[str, Object],
@@ -399,7 +397,7 @@ def plan_reclaim(
     for policy in policies:
         ns_pods = pods.get(policy.namespace, [])
         for wl in workloads.get(policy.namespace, []):
-            found = decide(policy, wl, workload_pods(wl, ns_pods, owners), idle, holding, owners, at)
+            found = decide(policy, wl, workload_pods(wl, ns_pods, owners), evidence, owners, at)
             if found is not None:
                 out.append(found)
     return out

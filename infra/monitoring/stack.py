@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.monitoring import exporter
 from infra.monitoring import metrics as m
 from infra.monitoring.alerts import rule_groups
 from infra.monitoring.dashboards import dashboards, to_json
 from infra.spec import AlertReceiver, ClusterSpec, Monitoring, SecretKey
-from scheduler.labels import GPU_OPERANDS_LABEL, KUEUE_NAMESPACE, MANAGED_BY, POOL_LABEL, SHARED_GPU_RESOURCE
+from scheduler.labels import GPU_OPERANDS_LABEL, KUEUE_NAMESPACE, MANAGED_BY, POOL_LABEL
 
 MONITORING_API = "monitoring.coreos.com/v1"
 SYSTEM_NODES = {"gpufleet.io/role": "system"}  # the AWS system node group's label (infra.aws.nodepools)
@@ -315,11 +316,13 @@ def kube_prometheus_stack_values(spec: ClusterSpec) -> dict[str, Any]:
 
 
 def dcgm_exporter_values(spec: ClusterSpec) -> dict[str, Any]:
-    """The GPU operator's `dcgmExporter` section: pod mapping, our counter list, a monitor Prometheus selects."""
+    """The GPU operator's `dcgmExporter` section: the pod mapping each platform's exporter gets right
+    (`infra.monitoring.exporter`), our counter list, a monitor Prometheus selects."""
     enabled = spec.cluster.monitoring.enabled
     return {
         "enabled": True,
-        "env": dcgm_exporter_env(),
+        "env": exporter.env(spec),
+        **exporter.operator_values(spec),
         "config": {"name": DCGM_METRICS_CONFIGMAP, "create": True, "data": m.dcgm_counters_csv()},
         "serviceMonitor": {
             "enabled": enabled,
@@ -328,25 +331,6 @@ def dcgm_exporter_values(spec: ClusterSpec) -> dict[str, Any]:
             "relabelings": dcgm_relabelings() if enabled else [],
         },
     }
-
-
-def dcgm_exporter_env() -> list[dict[str, str]]:
-    """dcgm-exporter's pod mapping (4.5.3-4.8.2 pkg/cmd/app.go flags and their environment variables):
-    - DCGM_EXPORTER_KUBERNETES: GPU series carry the namespace/pod/container holding the GPU (kubelet
-      pod-resources API);
-    - NVIDIA_RESOURCE_NAMES: the mapper keeps only devices of `nvidia.com/gpu`, `nvidia.com/mig-*` and the names
-      listed here (internal/pkg/transformation/kubernetes.go, resource filter); time-sliced GPUs are advertised
-      as `nvidia.com/gpu.shared` (scheduler.sharing, `renameByDefault`). Set on every cluster: it only widens
-      the filter, and a name no device plugin advertises matches nothing;
-    - KUBERNETES_VIRTUAL_GPUS: with it, every pod sharing a GPU gets its own series (without it the `::N`
-      replica ids overwrite one map entry and the last pod wins); for DCGM_FI_DEV_GPU_UTIL and FB_USED the
-      per-pod value is that pod's processes' share (NVML per-process accounting, transformation/
-      process_metrics.go), next to the GPU's own pod-less series."""
-    return [
-        {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-        {"name": "NVIDIA_RESOURCE_NAMES", "value": SHARED_GPU_RESOURCE},
-        {"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"},
-    ]
 
 
 def dcgm_relabelings() -> list[dict[str, Any]]:

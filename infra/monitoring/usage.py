@@ -5,9 +5,11 @@ Per team (a Kueue ClusterQueue) and per pool (a Kueue flavor), over a window end
   leader replica: both replicas export it), MIG slices and time-sliced replicas converted to whole GPUs
   (1/instances, 1/replicas);
 - used GPU-hours: utilisation-weighted, per pool (`UsageMetric`): `DCGM_FI_DEV_GPU_UTIL` / 100 of the pods'
-  series (with dcgm-exporter's virtual-GPU mapping a time-sliced pod's value is its own processes' share of the
-  physical GPU, so it is not weighted again); on MIG pools `DCGM_FI_PROF_GR_ENGINE_ACTIVE` of the pod's
-  instance x 1/instances (dcgm-exporter reports no GPU_UTIL for MIG); a pool without any such series is unknown;
+  series; on time-sliced pools what a pod's value is depends on the exporter the platform runs
+  (`infra.monitoring.exporter`): its own processes' share of the physical GPU (per-process), or the whole GPU's
+  value on one pod per GPU (one-pod), so neither is weighted again, and a note says when the split between
+  teams follows one pod per GPU; on MIG pools `DCGM_FI_PROF_GR_ENGINE_ACTIVE` of the pod's instance x
+  1/instances (dcgm-exporter reports no GPU_UTIL for MIG); a pool without any such series is unknown;
 - idle allocated GPU-hours: pods below 5% utilisation, each counting as the fraction of a GPU it holds;
 - cost: allocated GPU-hours x the pool's price per GPU-hour (catalog or price file);
 - quota utilisation: allocated / nominal-quota GPU-hours;
@@ -30,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from infra.errors import ConfigError
+from infra.monitoring import exporter
 from infra.monitoring import metrics as m
 from infra.monitoring.prometheus import Prometheus, Series
 from infra.scheduling import pool_view
@@ -93,16 +96,41 @@ class UsageMetric:
 
 
 def usage_metric(spec: ClusterSpec, pool_name: str) -> UsageMetric:
-    """MIG: GR_ENGINE_ACTIVE (0-1, per instance) x 1/instances. Time-sliced: GPU_UTIL per pod, already the pod's
-    share of the GPU (dcgm-exporter's per-process values with KUBERNETES_VIRTUAL_GPUS), an idle pod holding
-    1/replicas of a GPU. Whole GPUs: GPU_UTIL / 100."""
+    """MIG: GR_ENGINE_ACTIVE (0-1, per instance) x 1/instances. Time-sliced: GPU_UTIL per pod, weighted as the
+    exporter's mapping needs (`exporter.used_share`: not again where the value is the pod's own share or one pod
+    carries the GPU's whole value), an idle pod holding 1/replicas of a GPU. Whole GPUs: GPU_UTIL / 100."""
     pool = next(p for p in spec.node_pools if p.name == pool_name)
     view = pool_view(spec, pool)
     if view.mig_profile and view.mig_instances_per_gpu:
         share = 1 / view.mig_instances_per_gpu
         return UsageMetric(m.GR_ENGINE_ACTIVE, 1.0, m.IDLE_ENGINE_RATIO, share, share)
     replicas = view.time_slicing_replicas or 1
-    return UsageMetric(m.GPU_UTIL, 0.01, m.IDLE_UTIL_PERCENT, 1.0, 1 / replicas)
+    used = exporter.used_share(exporter.deployed_mapping(spec), replicas) if replicas > 1 else 1.0
+    return UsageMetric(m.GPU_UTIL, 0.01, m.IDLE_UTIL_PERCENT, used, 1 / replicas)
+
+
+def exporter_note(spec: ClusterSpec, pools: list[str]) -> str | None:
+    """What the team split of time-sliced pools means with the exporter the platform runs, where it is not each
+    pod's own share."""
+    shared = [p.name for p in spec.node_pools if p.name in pools and p.sharing.time_slicing]
+    if not shared:
+        return None
+    mapping, names = exporter.deployed_mapping(spec), ", ".join(shared)
+    if mapping is exporter.Mapping.PER_PROCESS:
+        return None
+    if mapping is None:
+        return (
+            f"time-sliced pool(s) {names}: the cluster's own GPU operator configures dcgm-exporter, so what a "
+            "sharing pod's utilisation means (its own share, or the whole GPU's on one of its pods) is not known "
+            "here; read their used and idle GPU-hours per team with care"
+        )
+    found = exporter.deployment(spec)
+    release = found.release if found else "?"
+    return (
+        f"time-sliced pool(s) {names}: dcgm-exporter {release} here carries each shared GPU's utilisation on "
+        f"one of its pods ({mapping}), so the pool's used GPU-hours are right but their split between teams "
+        "follows that pod, and idle GPU-hours count only its replica (a lower bound)"
+    )
 
 
 @dataclass
@@ -419,3 +447,5 @@ def _pool_usage(
         notes.append(
             f"no DCGM series for pool(s) {', '.join(unknown)}: their used and idle GPU-hours are unknown"
         )
+    if (note := exporter_note(spec, pooled)) is not None:
+        notes.append(note)

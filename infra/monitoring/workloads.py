@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import ConfigError, ToolMissing
+from infra.monitoring.evidence import gather
 from infra.monitoring.prometheus import Prometheus
-from infra.monitoring.reclaim import Decision, idle_and_gpu_pods, plan_reclaim, resolve_owners, team_policies
+from infra.monitoring.reclaim import Decision, plan_reclaim, resolve_owners, team_policies, windows
 from infra.monitoring.usage import parse_until
 from infra.spec import ClusterSpec
 
@@ -96,7 +97,7 @@ def reclaim_idle(
     if not policies:
         return None
     at = parse_until(until)
-    idle, holding = idle_and_gpu_pods(Prometheus(prometheus), policies, at)
+    evidence = gather(Prometheus(prometheus), windows(policies), at, spec.cluster.monitoring.scrape_interval)
     kubectl = StackKubectl(spec, run)
     kubectl.check()
     namespaces = [p.namespace for p in policies]
@@ -107,7 +108,7 @@ def reclaim_idle(
         [w for ns in namespaces for w in workloads[ns]],
         kubectl.owner,
     )
-    decisions = plan_reclaim(policies, idle, holding, pods, workloads, owners, at)
+    decisions = plan_reclaim(policies, evidence, pods, workloads, owners, at)
     for d in decisions:
         say(d.line(apply))
         patch, event = d.patch(at), d.event(at)
@@ -123,5 +124,26 @@ def reclaim_idle(
 
 def summary(decisions: list[Decision], apply: bool) -> str:
     """The closing line: how many of each action, and whether they were applied."""
-    counts = {a: sum(d.action == a for d in decisions) for a in ("warn", "deactivate", "clear", "skip")}
+    counts = counted(decisions)
     return f"{'applied' if apply else 'dry run (--apply to act)'}: {', '.join(f'{n} {a}' for a, n in counts.items())}"
+
+
+ACTIONS = ("warn", "deactivate", "clear", "skip", "refuse")
+
+
+def counted(decisions: list[Decision]) -> dict[str, int]:
+    return {a: sum(d.action == a for d in decisions) for a in ACTIONS}
+
+
+def as_json(decisions: list[Decision] | None, apply: bool) -> str:
+    """`invoke reclaim --json`: every decision with its reason, and the counts."""
+    listed = decisions or []
+    return json.dumps(
+        {
+            "applied": apply,
+            "decisions": [d.as_dict() for d in listed],
+            "counts": counted(listed),
+            **({} if decisions is not None else {"note": "no team opts in (gpufleet:teams[].reclaimIdle)"}),
+        },
+        indent=2,
+    )

@@ -779,6 +779,66 @@ def test_gpu_nodes_that_run_no_exporter_by_design_stay_silent(promtool: str, rul
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_idle_alert_does_not_believe_a_zero_on_a_busy_gpu(promtool: str, rule_file: Path) -> None:
+    """dcgm-exporter's per-process mode gives a pod it cannot map to a process "0" and keeps the GPU's own
+    pod-less series beside it (4.5.3-4.8.2 transformation/kubernetes.go:271-279, :366; the GPU operator's
+    DaemonSet without a token or host PIDs maps none, R1): a pod reading 0 on a GPU that is 95% busy by its own
+    series does not raise GpuAllocatedIdle. With the mapping working, an idle pod sharing a busy GPU with a
+    busy pod (time-slicing) still does, and so does a pod on an idle GPU next to the broken one."""
+    llm = 'namespace="team-llm"'
+    degenerate = _case(
+        {
+            f'{m.GPU_UTIL}{{{GPU0},{llm},pod="train-0"}}': "0x60",  # its pod_uid="" is no label
+            f"{m.GPU_UTIL}{{{GPU0}}}": "95x60",  # the GPU's own series: busy
+            f'{m.GPU_UTIL}{{{GPU1},{llm},pod="idle-0"}}': "0x60",
+            f"{m.GPU_UTIL}{{{GPU1}}}": "0x60",  # idle for real
+        },
+        [
+            (
+                "40m",
+                "GpuAllocatedIdle",
+                [
+                    _alert(
+                        "GpuAllocatedIdle",
+                        "Pod idle-0 of team llm-training holds GPU 1 on gpu-1 below 5% utilisation for 30m.",
+                        team="llm-training",
+                        namespace="team-llm",
+                        pod="idle-0",
+                        **{"Hostname": "gpu-1", "gpu": "1", "UUID": "GPU-1"},
+                    )
+                ],
+            )
+        ],
+    )
+    sharing = _case(
+        {
+            f'{m.GPU_UTIL}{{{GPU0},{llm},pod="busy-0",pod_uid="u1",vgpu="0"}}': "90x60",
+            f'{m.GPU_UTIL}{{{GPU0},{llm},pod="nb-0",pod_uid="u2",vgpu="1"}}': "0x60",
+            f"{m.GPU_UTIL}{{{GPU0}}}": "90x60",
+        },
+        [
+            (
+                "40m",
+                "GpuAllocatedIdle",
+                [
+                    _alert(
+                        "GpuAllocatedIdle",
+                        "Pod nb-0 of team llm-training holds GPU 0 on gpu-1 below 5% utilisation for 30m.",
+                        team="llm-training",
+                        namespace="team-llm",
+                        pod="nb-0",
+                        pod_uid="u2",
+                        vgpu="1",
+                        **{"Hostname": "gpu-1", "gpu": "0", "UUID": "GPU-0"},
+                    )
+                ],
+            )
+        ],
+    )
+    result = _run(promtool, rule_file, [degenerate, sharing], "gpufleet-idle-trust.test.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_recording_rules_count_whole_gpus(promtool: str, rule_file: Path) -> None:
     result = _run(promtool, rule_file, [_units_case()], "gpufleet-units.test.yaml")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -19,7 +19,6 @@ from infra.monitoring.stack import (
     EKS_UNREACHABLE_MONITORS,
     alertmanager_config,
     dashboard_configmaps,
-    dcgm_exporter_values,
     kube_prometheus_stack_values,
     monitoring_objects,
     prometheus_service_account,
@@ -264,20 +263,6 @@ def test_eks_turns_off_the_control_plane_monitors(kps_values: dict[str, Any]) ->
     assert SPEC.platform == "aws"
     assert all(values[name] == {"enabled": False} for name in EKS_UNREACHABLE_MONITORS)
     assert not set(EKS_UNREACHABLE_MONITORS) & set(kube_prometheus_stack_values(_metal_spec()))
-
-
-def test_dcgm_exporter_maps_shared_gpus_to_their_pods() -> None:
-    """dcgm-exporter maps only `nvidia.com/gpu`, `nvidia.com/mig-*` and the names in NVIDIA_RESOURCE_NAMES, and
-    without KUBERNETES_VIRTUAL_GPUS keeps one pod per shared GPU (4.5.3-4.8.2 transformation/kubernetes.go);
-    gpufleet's time-sliced GPUs are `nvidia.com/gpu.shared` (scheduler.sharing)."""
-    from scheduler.labels import SHARED_GPU_RESOURCE
-
-    env = {e["name"]: e["value"] for e in dcgm_exporter_values(SPEC)["env"]}
-    assert env == {
-        "DCGM_EXPORTER_KUBERNETES": "true",
-        "NVIDIA_RESOURCE_NAMES": SHARED_GPU_RESOURCE,
-        "KUBERNETES_VIRTUAL_GPUS": "true",
-    }
 
 
 def test_the_workload_metrics_config_follows_kube_state_metrics_format() -> None:

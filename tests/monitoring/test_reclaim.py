@@ -32,6 +32,7 @@ from invoke import Exit, MockContext, Result
 import tasks
 from infra.errors import ConfigError
 from infra.monitoring import metrics as m
+from infra.monitoring.evidence import Evidence, gather
 from infra.monitoring.prometheus import Prometheus
 from infra.monitoring.reclaim import (
     ANNOTATION,
@@ -40,11 +41,11 @@ from infra.monitoring.reclaim import (
     WARNED,
     TeamPolicy,
     decide,
-    idle_and_gpu_pods,
     integration,
     resolve_owners,
     rfc3339,
     team_policies,
+    windows,
     workload_pods,
 )
 from infra.stackfile import parse_config
@@ -68,7 +69,9 @@ def _series(ns: str, pod: str, gpu: int, value: Any, since: int = START) -> list
 
 def openmetrics() -> str:
     a = "team-alpha"
-    lines = [f"# TYPE {m.GPU_UTIL} gauge"]
+    lines = [f"# TYPE {m.UP} gauge"]
+    lines += [f'{m.UP}{{job="{m.DCGM_JOB}",node="h1"}} 1 {t}' for t in range(START, T + 1, STEP)]
+    lines += [f"# TYPE {m.GPU_UTIL} gauge"]
     lines += _series(a, "idle-2gpu", 0, 0) + _series(a, "idle-2gpu", 1, 0)
     lines += _series(a, "half-busy", 0, 0) + _series(a, "half-busy", 1, 80)
     lines += _series(a, "young", 0, 0, since=T - H)
@@ -127,11 +130,13 @@ def _policy(after: str, ns: str = "team-alpha") -> TeamPolicy:
 def test_a_pod_is_idle_only_when_all_its_gpus_were_idle_for_the_whole_window(prometheus_url: str) -> None:
     """The same series and threshold as the GpuAllocatedIdle alert (`DCGM_FI_DEV_GPU_UTIL{namespace, pod}`
     below 5%), over the team's own window."""
-    idle, holding = idle_and_gpu_pods(Prometheus(prometheus_url), [_policy("2h")], T)
-    assert idle == {("team-alpha", p) for p in ("idle-2gpu", "js-0", "nb-pod", "opt-0")}
-    assert ("team-alpha", "half-busy") in holding and ("team-alpha", "young") in holding
-    assert ("team-beta", "b-0") not in holding  # only the opted-in teams' namespaces are read
-    short, _ = idle_and_gpu_pods(Prometheus(prometheus_url), [_policy("1h")], T)
+    found = gather(Prometheus(prometheus_url), windows([_policy("2h")]), T, "1m")
+    assert found.idle == {("team-alpha", p) for p in ("idle-2gpu", "js-0", "nb-pod", "opt-0")}
+    assert ("team-alpha", "half-busy") in found.holding and ("team-alpha", "young") in found.holding
+    assert ("team-beta", "b-0") not in found.holding  # only the opted-in teams' namespaces are read
+    assert set(found.last_seen.values()) == {T} and found.fresh_s == 180  # sampled at T; 3 scrape intervals
+    assert found.exporter_up == {"h1": 1.0} and found.degenerate == {}
+    short = gather(Prometheus(prometheus_url), windows([_policy("1h")]), T, "1m").idle
     assert {("team-alpha", "dipped"), ("team-alpha", "young")} <= short  # idle and present for the last hour
 
 
@@ -146,7 +151,12 @@ def _obj(
     kind: str, name: str, uid: str, *refs: dict[str, Any], api: str = "v1", **meta: Any
 ) -> dict[str, Any]:
     md = {"name": name, "namespace": "team-alpha", "uid": uid, "ownerReferences": list(refs), **meta}
-    return {"apiVersion": api, "kind": kind, "metadata": md, "spec": {}}
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": md,
+        "spec": {"nodeName": "h1"} if kind == "Pod" else {},
+    }
 
 
 def _workload(
@@ -229,13 +239,22 @@ PODS = [_obj("Pod", f"train-{i}", f"pt{i}", JOB) for i in range(2)]
 GPU_PODS = {("team-alpha", "train-0"), ("team-alpha", "train-1")}
 
 
+def _evidence(idle: set[tuple[str, str]] = GPU_PODS, **changes: Any) -> Evidence:
+    """Every GPU pod seen at T, node h1's exporter up, no degenerate GPU, unless `changes` says otherwise."""
+    found = Evidence(idle, {k: float(T) for k in GPU_PODS}, {"h1": 1.0}, {}, 90.0)
+    return replace(found, **changes)
+
+
 def _decide(
     wl: dict[str, Any],
     idle: set[tuple[str, str]] = GPU_PODS,
     owners: dict[str, Any] | None = None,
     at: float = T,
+    pods: list[dict[str, Any]] = PODS,
+    evidence: Evidence | None = None,
 ) -> Any:
-    return decide(POLICY, wl, workload_pods(wl, PODS, owners or {}), idle, GPU_PODS, owners or {}, at)
+    found = evidence or _evidence(idle)
+    return decide(POLICY, wl, workload_pods(wl, pods, owners or {}), found, owners or {}, at)
 
 
 def test_the_first_run_warns_and_only_a_run_after_the_grace_deactivates() -> None:
@@ -283,10 +302,10 @@ def test_the_opt_out_annotation_counts_on_the_workload_its_job_or_the_pods_owner
     never = {OPT_OUT: "never"}
     allowed = replace(POLICY, allow_opt_out=True)
     wl = _workload("job-train", JOB, annotations=never)
-    assert decide(allowed, wl, workload_pods(wl, PODS, {}), GPU_PODS, GPU_PODS, {}, T).action == "skip"
+    assert decide(allowed, wl, workload_pods(wl, PODS, {}), _evidence(), {}, T).action == "skip"
     job = _obj("Job", "train", "uid-train", api="batch/v1", annotations=never)
     wl = _workload("job-train", JOB)
-    skipped = decide(allowed, wl, workload_pods(wl, PODS, {}), GPU_PODS, GPU_PODS, {"uid-train": job}, T)
+    skipped = decide(allowed, wl, workload_pods(wl, PODS, {}), _evidence(), {"uid-train": job}, T)
     assert skipped.action == "skip" and OPT_OUT in skipped.reason
     other = _obj("Job", "train", "uid-train", api="batch/v1", annotations={OPT_OUT: "later"})
     assert _decide(_workload("job-train", JOB), owners={"uid-train": other}).action == "warn"
@@ -312,8 +331,62 @@ def test_pod_based_integrations_are_never_reclaimed() -> None:
     pod = _obj("Pod", "train-0", "pt0", JOB)
     wl = _workload("pod-train-0", _ref("Pod", "train-0", "pt0", "v1", controller=False))
     assert integration(wl) == ("", "Pod")
-    got = decide(POLICY, wl, [pod], GPU_PODS, GPU_PODS, {}, T)
+    got = decide(POLICY, wl, [pod], _evidence(), {}, T)
     assert got.action == "skip" and "does not resume" in got.reason and got.patch(T) is None
+
+
+# --- numbers reclaim will not act on -------------------------------------------------------------------------
+
+
+def _gpu_pod(name: str, uid: str, resource: str = "nvidia.com/gpu", node: str = "h1") -> dict[str, Any]:
+    """A running pod the kubelet gave a GPU (what the API server says, whatever Prometheus has)."""
+    pod = _obj("Pod", name, uid, JOB)
+    pod["spec"] = {
+        "nodeName": node,
+        "containers": [{"name": "main", "resources": {"limits": {resource: "1"}}}],
+    }
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
+WARNED_LONG_AGO = {WARNED: rfc3339(T - 3 * H)}
+
+
+def test_a_gpu_pod_without_a_series_makes_reclaim_refuse_not_act() -> None:
+    """One pod per GPU (dcgm-exporter without KUBERNETES_VIRTUAL_GPUS, aws): a time-sliced GPU's other pods have
+    no series. Judged on its idle sibling alone the workload would be deactivated; reclaim refuses it, says which
+    pod it cannot see, keeps the warning and changes nothing."""
+    pods = [_gpu_pod("train-0", "pt0"), _gpu_pod("train-1", "pt1", "nvidia.com/gpu.shared")]
+    seen_one = _evidence(last_seen={("team-alpha", "train-0"): float(T)}, idle={("team-alpha", "train-0")})
+    got = _decide(_workload("job-train", JOB, annotations=WARNED_LONG_AGO), pods=pods, evidence=seen_one)
+    assert got.action == "refuse" and got.patch(T) is None and got.event(T) is None
+    assert "pod train-1 holds a GPU but has no DCGM_FI_DEV_GPU_UTIL series" in got.reason
+    assert got.pods == ("train-0", "train-1")
+    # a pod seen busy settles it: nothing to refuse, nothing to do
+    busy = _evidence(last_seen={("team-alpha", "train-0"): float(T)}, idle=set())
+    assert _decide(_workload("job-train", JOB), pods=pods, evidence=busy) is None
+
+
+def test_stale_series_or_a_down_exporter_make_reclaim_refuse() -> None:
+    wl = _workload("job-train", JOB, annotations=WARNED_LONG_AGO)
+    stale = _decide(wl, evidence=_evidence(last_seen={k: float(T - 240) for k in GPU_PODS}))
+    assert stale.action == "refuse" and "last GPU sample is 240s old (more than 90s)" in stale.reason
+    down = _decide(wl, evidence=_evidence(exporter_up={"h1": 0.0}))
+    assert down.action == "refuse" and "the dcgm-exporter target of node h1 is down" in down.reason
+    unscraped = _decide(wl, evidence=_evidence(exporter_up={}))
+    assert unscraped.action == "refuse" and "node h1 is not scraped" in unscraped.reason
+    assert _decide(wl).action == "deactivate"  # the same workload, numbers trusted
+
+
+def test_a_busy_gpu_whose_pods_all_read_zero_makes_reclaim_refuse() -> None:
+    """dcgm-exporter's per-process mode without the pods' UIDs or the host's PIDs gives every pod "0" beside
+    the GPU's real device series (4.5.3-4.8.2 kubernetes.go:271-279): such a GPU is degenerate."""
+    wl = _workload("job-train", JOB, annotations=WARNED_LONG_AGO)
+    broken = _evidence(degenerate={("team-alpha", "train-1"): {"GPU-b": 93.0}})
+    got = _decide(wl, evidence=broken)
+    assert got.action == "refuse" and got.patch(T) is None
+    assert "GPU GPU-b of pod train-1 was 93% busy while every pod holding it read exactly 0" in got.reason
+    assert "(by them, pods train-0, train-1 held their GPUs below 5%" in got.reason
 
 
 # --- the spec ------------------------------------------------------------------------------------------------

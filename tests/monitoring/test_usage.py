@@ -11,8 +11,9 @@ two teams on two pools over a 2h window ending at T (1-minute samples):
 - four unallocated H100 GPUs at 0% (no pod labels): never counted;
 - gamma: 7 MIG 1g.10gb slices of one H100 (pool `mig`), five at 70% graphics-engine activity and two idle
   (DCGM_FI_PROF_GR_ENGINE_ACTIVE, the MIG field; no GPU_UTIL), and 4 time-sliced replicas of one L40S (pool
-  `ts`) whose pods' own shares (dcgm-exporter's per-process values) are 60%, 20%, 0%, 0%, beside the GPU's own
-  series at 80%; quota 7 slices and 4 replicas;
+  `ts`) held by four pods, the GPU at 80%: an aws stack's dcgm-exporter (4.5.2-4.8.1, one pod per GPU,
+  `infra.monitoring.exporter`) writes that 80% on one of them (`g-t3`, the last) and none on the others;
+  quota 7 slices and 4 replicas;
 - Kueue Workloads (kube-state-metrics' CustomResourceState): alpha has one created 90 minutes before T still
   without QuotaReserved, and one admitted.
 Prices: p5.48xlarge 55.04 USD/h / 8 GPUs = 6.88 per GPU-hour; g6e.xlarge 1.861 (infra.catalog).
@@ -141,11 +142,7 @@ def openmetrics() -> str:
         gpu = {"gpu": "0", "UUID": f"GPU-l{i}", "Hostname": f"l{i}", "node": f"l{i}"}
         lines += _gauge(m.GPU_UTIL, {**gpu, "namespace": "team-beta", "pod": f"nb-{i}"}, 0, since=T - 3540)
     shared_gpu = {"gpu": "0", "UUID": "GPU-t1-0", "Hostname": "t1", "node": "t1"}
-    lines += _gauge(m.GPU_UTIL, shared_gpu, 80)
-    for i, util in enumerate((60, 20, 0, 0)):
-        lines += _gauge(
-            m.GPU_UTIL, {**shared_gpu, "namespace": "team-gamma", "pod": f"g-t{i}", "vgpu": str(i)}, util
-        )
+    lines += _gauge(m.GPU_UTIL, {**shared_gpu, "namespace": "team-gamma", "pod": "g-t3"}, 80)
     lines.append(f"# TYPE {m.GR_ENGINE_ACTIVE} gauge")
     for i in range(7):
         instance = {"gpu": "0", "UUID": "GPU-m1-0", "GPU_I_ID": str(i), "Hostname": "m1", "node": "m1"}
@@ -336,13 +333,14 @@ def test_every_number_of_the_report(prometheus_url: str, stack_file: Path, tmp_p
     assert pools["l40s"]["idle_gpu_hours"] == approx(2.0)
     assert pools["l40s"]["cost_usd"] == approx(3.722)
     assert pools["l40s"]["quota_utilisation"] == approx(0.25)
-    # gamma: 7 slices x 1/7 x 2h + 4 replicas x 1/4 x 2h allocated; used 5 x 0.7 x 1/7 x 2h (MIG) + (0.6 + 0.2)
-    # x 2h (the pods' own shares); idle 2 x 1/7 x 2h + 2 x 1/4 x 2h; 2 x 6.88 + 2 x 1.861 USD.
+    # gamma: 7 slices x 1/7 x 2h + 4 replicas x 1/4 x 2h allocated; used 5 x 0.7 x 1/7 x 2h (MIG) + 0.8 x 2h
+    # (the shared GPU's whole value, once: not weighted by 1/replicas); idle 2 x 1/7 x 2h, none on the shared
+    # GPU (its one series is busy); 2 x 6.88 + 2 x 1.861 USD.
     assert teams["gamma"] == {
         "name": "gamma",
         "allocated_gpu_hours": approx(4.0),
         "used_gpu_hours": approx(2.6),
-        "idle_gpu_hours": approx(4 / 7 + 1.0),
+        "idle_gpu_hours": approx(4 / 7),
         "cost_usd": approx(17.482),
         "quota_gpu_hours": approx(4.0),
         "quota_utilisation": approx(1.0),
@@ -350,9 +348,12 @@ def test_every_number_of_the_report(prometheus_url: str, stack_file: Path, tmp_p
         "queue_wait_p95_seconds": None,
     }
     assert (pools["mig"]["used_gpu_hours"], pools["mig"]["idle_gpu_hours"]) == (approx(1.0), approx(4 / 7))
-    assert (pools["ts"]["used_gpu_hours"], pools["ts"]["idle_gpu_hours"]) == (approx(1.6), approx(1.0))
+    assert (pools["ts"]["used_gpu_hours"], pools["ts"]["idle_gpu_hours"]) == (approx(1.6), approx(0.0))
     assert report["notes"] == [
-        "queue waits cover admitted workloads only; still pending at the window's end: alpha 1 (oldest waited 90m)"
+        "time-sliced pool(s) ts: dcgm-exporter 4.5.2-4.8.1 here carries each shared GPU's utilisation on one of "
+        "its pods (one-pod), so the pool's used GPU-hours are right but their split between teams follows that "
+        "pod, and idle GPU-hours count only its replica (a lower bound)",
+        "queue waits cover admitted workloads only; still pending at the window's end: alpha 1 (oldest waited 90m)",
     ]
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
         "allocated-over-time.png",
@@ -370,7 +371,7 @@ def test_the_table_prints_the_same_numbers(prometheus_url: str, stack_file: Path
     assert cells["beta"] == ["10.0", "4.0", "2.0", "58.76", "24.0", "42%", "10s", "76s"]
     assert cells["h100"] == ["24.0", "13.0", "4.0", "165.12", "32.0", "75%", "-", "-"]
     assert cells["l40s"] == ["2.0", "0.0", "2.0", "3.72", "8.0", "25%", "-", "-"]
-    assert cells["gamma"] == ["4.0", "2.6", "1.6", "17.48", "4.0", "100%", "-", "-"]
+    assert cells["gamma"] == ["4.0", "2.6", "0.6", "17.48", "4.0", "100%", "-", "-"]
     assert "note: queue waits cover admitted workloads only" in result.stdout
 
 

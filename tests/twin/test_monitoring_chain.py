@@ -41,6 +41,7 @@ UTIL = "gpufleet.io/twin-gpu-util"
 DURATION = "gpufleet.io/twin-duration"
 ON_BINPACK = {"schedulerName": "gpu-binpack"}
 PRICES = {"h100": 4.0, "l40s": 1.5, "a100": 2.0}
+RECLAIM_AFTER_S = 30
 
 
 def monitoring_stack(folder: Path) -> Path:
@@ -78,8 +79,14 @@ def monitoring_stack(folder: Path) -> Path:
         {"name": "a100", "hosts": ["gpu-a100-01"], "gpuModel": "A100-80GB", "gpusPerNode": 2, "cpusPerNode": 64,
          "memoryGiBPerNode": 512, "sharing": {"mig": "1g.10gb"}},
     ]  # fmt: skip
+    c["gpufleet:cluster"]["monitoring"]["reclaimIdle"] = True
     c["gpufleet:teams"] = [
-        {"name": "vision", "quotas": {"h100": 8, "l40s": 2, "a100": 1}, "borrowingLimit": 8},
+        {
+            "name": "vision",
+            "quotas": {"h100": 8, "l40s": 2, "a100": 1},
+            "borrowingLimit": 8,
+            "reclaimIdle": {"after": f"{RECLAIM_AFTER_S}s", "grace": "1m", "minAge": f"{RECLAIM_AFTER_S}s"},
+        },
         {"name": "nlp", "quotas": {"h100": 8, "l40s": 2, "a100": 1}, "borrowingLimit": 8},
     ]
     path = folder / "Pulumi.twin-monitoring.yaml"
@@ -181,7 +188,9 @@ def test_prometheus_keeps_history_on_a_volume_with_the_specs_size_and_retention(
 def test_gpu_series_carry_the_pod_that_holds_the_gpu_and_free_gpus_none(chain: Chain) -> None:
     """Scraped through the GPU operator's ServiceMonitor (honorLabels false), dcgm-exporter's own
     `namespace`/`pod`/`container` labels would land in `exported_*` and every free GPU would carry the exporter
-    pod's name; the stack's relabelling keeps the exporter's pod mapping and leaves free GPUs unlabelled."""
+    pod's name; the stack's relabelling keeps the exporter's pod mapping and leaves free GPUs unlabelled. This
+    stack has a time-sliced pool on an existing cluster, so its exporter runs per-process values
+    (infra.monitoring.exporter): every GPU keeps its own pod-less series, a held one next to its pod's."""
     n = name("mapped")
     chain.submit(gpu_job("vision", n, {"nvidia.com/gpu": 2}, util=70))
     series = eventually(
@@ -193,9 +202,14 @@ def test_gpu_series_carry_the_pod_that_holds_the_gpu_and_free_gpus_none(chain: C
     assert len(series) == 2 and {s["value"][1] for s in series} == {"70"}
     assert all(s["metric"]["container"] == "main" for s in series)
     assert not chain.query("count(DCGM_FI_DEV_GPU_UTIL{exported_pod!=''})")
-    free = chain.query('DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-h100-.*",pod=""}')
+    devices = chain.query('DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-h100-.*",pod=""}')
     held = chain.query('DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-h100-.*",pod!=""}')
-    assert len(free) + len(held) == 16 and free, (len(free), len(held))
+    assert len({s["metric"]["UUID"] for s in devices}) == len(devices) == 16, len(devices)
+    mine = {s["metric"]["UUID"] for s in series}
+    assert {
+        s["metric"]["UUID"]: s["value"][1] for s in devices if s["metric"]["UUID"] in mine
+    } == dict.fromkeys(mine, "70")
+    assert all(s["metric"].get("pod_uid") for s in series)  # per-process values carry the pod's UID
     assert not [s for s in held if s["metric"]["namespace"] == "gpu-operator"]
     chain.kube.ok("delete", "job", n, "-n", "vision", "--wait=false")
 
@@ -326,6 +340,76 @@ def test_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
         if row["name"] in expected:
             assert row["quota_gpu_hours"] == pytest.approx(11 * covered_h, rel=0.25), row
     assert any("after the window's start" in n for n in report["notes"]), report["notes"]
+
+
+# ---- reclaim on what the exporter really says -----------------------------------------------------------
+
+
+def _exporter_shape(chain: Chain, token: bool, host_pid: bool) -> None:
+    patch = {"spec": {"template": {"spec": {"automountServiceAccountToken": token, "hostPID": host_pid}}}}
+    chain.kube.ok("patch", "daemonset", "nvidia-dcgm-exporter", "-n", "gpu-operator", "--type", "merge",
+                  "-p", json.dumps(patch))  # fmt: skip
+
+
+def test_reclaim_refuses_a_busy_job_the_exporter_cannot_map_and_still_reclaims_an_idle_one(
+    chain: Chain, tmp_path: Path
+) -> None:
+    """R1 on real components: the GPU operator's exporter DaemonSet without the token and host PIDs the
+    per-process values need (what it runs with KUBERNETES_VIRTUAL_GPUS and none of gpufleet's ClusterPolicy
+    fields) reads 0 for every pod, the busy one too, beside its GPU's own busy series (twin.dcgm). `invoke
+    reclaim --apply`, against the twin's Prometheus and API server, refuses the busy job with the reason and
+    deactivates the idle one, which real Kueue then evicts."""
+    from infra.monitoring.reclaim import WARNED, rfc3339
+
+    _exporter_shape(chain, token=False, host_pid=False)
+    busy, idle = name("rc-busy"), name("rc-idle")
+    try:
+        for job_name, util in ((busy, 90), (idle, 0)):
+            chain.submit(gpu_job("vision", job_name, {"nvidia.com/gpu": 1}, util=util))
+
+        both = f'DCGM_FI_DEV_GPU_UTIL{{namespace="vision",pod=~"({busy}|{idle})-.*"}}'
+
+        def zero_on_a_busy_gpu() -> bool:
+            window = chain.query(f"max by (pod) (max_over_time({both}[{RECLAIM_AFTER_S + 5}s] offset 1s))")
+            started = chain.query(f"count by (pod) ({both} offset {RECLAIM_AFTER_S + 5}s)")
+            return len(started) == 2 and len(window) == 2 and all(s["value"][1] == "0" for s in window)
+
+        eventually(zero_on_a_busy_gpu, "the reclaim window of both jobs read as 0", timeout=180, every=3)
+        workloads = {
+            w["metadata"]["ownerReferences"][0]["name"]: w for w in chain.kube.items("workloads", "vision")
+        }
+        for job_name in (busy, idle):  # warned long ago: a run that trusts them idle deactivates them
+            warned = json.dumps({"metadata": {"annotations": {WARNED: rfc3339(time.time() - 3600)}}})
+            chain.kube.ok("patch", "workloads.kueue.x-k8s.io", workloads[job_name]["metadata"]["name"], "-n",
+                          "vision", "--type", "merge", "-p", warned)  # fmt: skip
+        doc = yaml.safe_load(chain.stack.read_text())
+        doc["config"]["gpufleet:cluster"]["kubeconfig"] = str(chain.twin.kubeconfig)
+        stack = tmp_path / "Pulumi.twin-reclaim.yaml"
+        stack.write_text(yaml.safe_dump(doc, sort_keys=False))
+        kubectl_dir = str(Path(chain.twin.info["kubectl"]).parent)
+        done = subprocess.run(
+            [sys.executable, "-m", "invoke", "reclaim", "--stack", str(stack), "--prometheus", chain.prometheus,
+             "--apply", "--json"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PATH": f"{kubectl_dir}:{os.environ['PATH']}"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        decisions = {d["workload"]: d for d in json.loads(done.stdout)["decisions"]}
+        by_job = {
+            job_name: decisions.get(workloads[job_name]["metadata"]["name"], {}) for job_name in (busy, idle)
+        }
+        assert by_job[busy].get("action") == "refuse", by_job
+        assert "read exactly 0" in by_job[busy]["reason"], by_job
+        assert by_job[idle].get("action") == "deactivate", by_job
+        live = {
+            w["metadata"]["ownerReferences"][0]["name"]: w for w in chain.kube.items("workloads", "vision")
+        }
+        assert live[busy]["spec"].get("active") is not False
+        assert live[idle]["spec"].get("active") is False
+    finally:
+        _exporter_shape(chain, token=True, host_pid=True)
+        for job_name in (busy, idle):
+            chain.kube.ok("delete", "job", job_name, "-n", "vision", "--wait=false")
 
 
 # ---- alerts ---------------------------------------------------------------------------------------------

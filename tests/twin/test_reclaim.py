@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from infra.monitoring.evidence import Evidence
 from infra.monitoring.reclaim import (
     OPT_OUT,
     WARNED,
@@ -315,10 +316,13 @@ def test_a_member_cannot_opt_a_workload_out_of_reclaim_the_platform_decides(meta
         selector = f"batch.kubernetes.io/job-name={job_name}"
         pods = eventually(lambda: metal_twin.items("pods", NS, selector), "the job's pod")
         owners = resolve_owners(pods, [wl], _get(metal_twin))
-        gpu = {(NS, p["metadata"]["name"]) for p in pods}
+        now = time.time()
+        # what Prometheus would say of the job's pod: idle all window, seen just now, its node's exporter up
+        seen = Evidence({(NS, p["metadata"]["name"]) for p in pods}, {(NS, p["metadata"]["name"]): now for p in pods},
+                        {p["spec"]["nodeName"]: 1.0 for p in pods}, {}, 90.0)  # fmt: skip
         decisions = {
             allowed: decide(TeamPolicy("vision", NS, "1h", "1h", "0s", allowed), wl,
-                            workload_pods(wl, pods, owners), gpu, gpu, owners, time.time())
+                            workload_pods(wl, pods, owners), seen, owners, now)
             for allowed in (False, True)
         }  # fmt: skip
         assert decisions[False].action == "deactivate" and "not honoured" in decisions[False].reason
