@@ -4,16 +4,21 @@ The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke sim
 
 - **Nodes and routing** are the placement replay's (:mod:`infra.simulate.stack`): one node per node a pool can grow
   to, a pod routed to the pools whose resource expresses its request; CPU-only pods leave the GPU replay.
-- **Queues** are read from the stack's compiled ClusterQueues (:func:`scheduler.compile`), never restated: per
-  team, the flavors of its GPU resource group in their order, and for each the nominal quota, borrowing and
-  lending limit of the pool's GPU resource. A team with several GPU queues (a topology queue beside its
-  default one) is one queue here, with the flavors of both.
+- **Queues** are read from the stack's compiled ClusterQueues (:func:`scheduler.compile`), never restated:
+  every GPU ClusterQueue as its own queue, the flavors of its GPU resource group in their order, and for each
+  the nominal quota, borrowing and lending limit of the pool's GPU resource. A job goes to its team's
+  ``default`` queue, or to ``<team>-topology`` when the trace's ``queue`` column says ``topology``: only
+  those jobs reach a topology pool, as in Kueue.
 - **Priorities** are the stack's WorkloadPriorityClass values; a trace row's `priority` names one, otherwise a
   job has its team's default class.
 - **Teams**: a trace's `team` column, or else each job is given to a team at random (seeded), in proportion to
-  the teams' GPU quota, so every team sees load in line with what it was promised.
+  the teams' GPU quota counted in GPUs (a MIG slice or a time-sliced replica is its fraction of a GPU, not
+  one), so every team sees load in line with the GPUs it was promised.
 - **Kueue settings**: `waitForPodsReady.timeout` from the stack; preemption as compiled (`reclaimWithinCohort:
   Any`, `withinClusterQueue: LowerPriority`), BestEffortFIFO.
+- **GPU speed** (``gpu_speed``, the comparison's setting): the trace's durations are times on the reference
+  GPU; a job runs its duration over its pool's GPU speed (:mod:`infra.simulate.gpu_speed`). Off, every GPU
+  runs a job in its trace duration (the twin replay's world).
 - **The autoscaler**: pools start at `minSize` (hosts of an existing cluster are all up and never scale); a
   node takes the provisioning delay of its instance family to become Ready and goes after 10 minutes empty
   (the stack's `--scale-down-unneeded-time=10m`, Karpenter's `consolidateAfter: 10m`).
@@ -32,6 +37,8 @@ import numpy as np
 from infra import catalog
 from infra.errors import ConfigError
 from infra.scheduling import pool_view, scheduler_inputs
+from infra.simulate.gpu_speed import power_w
+from infra.simulate.gpu_speed import speed as gpu_speed_of
 from infra.simulate.stack import placement_profile, route, stack_model
 from infra.spec import ClusterSpec
 from scheduler import compile as compile_policy
@@ -63,17 +70,21 @@ def _duration_s(text: str) -> float:
 
 
 def _queues(spec: ClusterSpec) -> tuple[Queue, ...]:
-    """Per team, its GPU flavors and their quotas, from the compiled ClusterQueues."""
+    """Every GPU ClusterQueue the stack compiles, as its own queue: its GPU flavors in their order and, for
+    each, the nominal quota, borrowing and lending limit of the pool's GPU resource. A team's default queue
+    comes first, then its ``<team>-topology`` queue, which only jobs submitted to the team's ``topology``
+    LocalQueue reach (Kueue assigns a workload only flavors of its own ClusterQueue, v0.19.2
+    pkg/scheduler/flavorassigner/flavorassigner.go:1061-1110)."""
     policy, pools = scheduler_inputs(spec)
     resource = {p.name: gpu_resource(pool_view(spec, p)) for p in spec.node_pools}
     objects = compile_policy(policy, pools)
-    by_team: dict[str, Queue] = {}
+    by_name: dict[str, Queue] = {}
     weights = {t.name: t.weight for t in policy.teams}
     for obj in objects:
         if obj.get("kind") != "ClusterQueue":
             continue
         name = obj["metadata"]["name"]
-        team = next((t for t in weights if name == t or name == f"{t}-topology"), None)
+        team = next((t for t in weights if name in (t, f"{t}-topology")), None)
         if team is None:
             continue
         flavors: list[str] = []
@@ -91,33 +102,44 @@ def _queues(spec: ClusterSpec) -> tuple[Queue, ...]:
                         nominal[pool] = int(r.get("nominalQuota", 0))
                         borrow[pool] = int(r["borrowingLimit"]) if "borrowingLimit" in r else None
                         lend[pool] = int(r["lendingLimit"]) if "lendingLimit" in r else None
-        old = by_team.get(team)
-        if old is not None:
-            flavors = [*old.flavors, *[f for f in flavors if f not in old.flavors]]
-            nominal, borrow, lend = (
-                {**old.nominal, **nominal},
-                {**old.borrowing_limit, **borrow},
-                {
-                    **old.lending_limit,
-                    **lend,
-                },
-            )
-        by_team[team] = Queue(team, tuple(flavors), nominal, borrow, lend, weights[team])
-    return tuple(by_team[t] for t in weights if t in by_team)
+        by_name[name] = Queue(name, tuple(flavors), nominal, borrow, lend, weights[team])
+    order = [n for t in weights for n in (t, f"{t}-topology")]
+    return tuple(by_name[n] for n in order if n in by_name)
 
 
-def _pools(spec: ClusterSpec, cluster_models: tuple[str, ...], provision_s: float | None) -> tuple[Pool, ...]:
+def team_gpus(queues: tuple[Queue, ...], units: dict[str, int]) -> np.ndarray:
+    """Each queue's nominal quota in GPUs: a pool's units over its units per GPU (a MIG slice is 1/7 of a
+    GPU, a time-sliced replica 1/replicas), so a team's share of the jobs follows the GPUs it was promised."""
+    return np.array(
+        [sum(n / units.get(p, 1) for p, n in q.nominal.items()) for q in queues], dtype=np.float64
+    )
+
+
+def _pools(
+    spec: ClusterSpec, cluster_models: tuple[str, ...], provision_s: float | None, gpu_speed: bool
+) -> tuple[Pool, ...]:
     model = stack_model(spec)
     out = []
     for pool in spec.node_pools:
         nodes = tuple(i for i, m in enumerate(cluster_models) if m == pool.name)
+        gpu = pool.gpu_model or ""
+        speed, watts = (gpu_speed_of(gpu) if gpu_speed else 1.0), power_w(gpu)
         itype = catalog.CATALOG.get(pool.instance_type or "")
         if itype is None:  # hosts of an existing cluster: all up, never scaled
-            out.append(Pool(pool.name, nodes, model.units[pool.name], len(nodes), 0.0, None))
+            out.append(Pool(pool.name, nodes, model.units[pool.name], len(nodes), 0.0, None, speed, watts))
             continue
         delay = provision_s if provision_s is not None else catalog.provision_delay_s(itype.family)
         out.append(
-            Pool(pool.name, nodes, model.units[pool.name], pool.min_size or 0, delay, itype.price_per_hour)
+            Pool(
+                pool.name,
+                nodes,
+                model.units[pool.name],
+                pool.min_size or 0,
+                delay,
+                itype.price_per_hour,
+                speed,
+                watts,
+            )
         )
     return tuple(out)
 
@@ -129,8 +151,11 @@ def stack_world(
     seed: int = 42,
     time_scale: float = 1.0,
     provision_s: float | None = None,
+    gpu_speed: bool = False,
 ) -> DynamicInput:
-    """The stack's world for ``trace``: its nodes, pools, compiled queues, priorities and Kueue settings."""
+    """The stack's world for ``trace``: its nodes, pools, compiled queues, priorities and Kueue settings; with
+    ``gpu_speed`` a job runs its trace duration over its GPU's speed (:mod:`infra.simulate.gpu_speed`), else
+    its trace duration on every GPU."""
     model = stack_model(spec)
     routed, _ = route(model, trace.workload, spec)
     keep = np.flatnonzero(trace.workload.num_gpu > 0)
@@ -141,38 +166,51 @@ def stack_world(
     policy, _ = scheduler_inputs(spec)
     values = {p.name: p.value for p in policy.priority_classes}
     team_default = {t.name: values.get(t.priority, 0) for t in policy.teams}
+    teams = [t.name for t in policy.teams if t.name in names]  # every team with a default GPU queue
+    per_queue = dict(zip(names, team_gpus(queues, model.units).tolist(), strict=True))
+    share = np.array([per_queue[t] + per_queue.get(f"{t}-topology", 0.0) for t in teams])
+    share = share / share.sum() if share.sum() else np.full(len(teams), 1 / len(teams))
     rng = np.random.default_rng(seed)
-    share = np.array([sum(q.nominal.values()) for q in queues], dtype=np.float64)
-    share = share / share.sum() if share.sum() else np.full(len(queues), 1 / len(queues))
-    drawn = rng.choice(len(queues), size=len(keep), p=share)
-    team = np.empty(len(keep), dtype=np.int64)
+    drawn = rng.choice(len(teams), size=len(keep), p=share)
+    queue = np.empty(len(keep), dtype=np.int64)
     priority = np.empty(len(keep), dtype=np.int64)
     source = trace.workload.source
     for i, row in enumerate(keep.tolist()):
+        line = int(trace.workload.rows[row])
         given = trace.team[row]
-        if given:
-            if given not in names:
-                raise TraceError(
-                    f"team {given!r} is not a team of the stack; accepted: {', '.join(names)}",
-                    path=source,
-                    row=int(trace.workload.rows[row]),
-                )
-            team[i] = names.index(given)
-        else:
-            team[i] = drawn[i]
+        if given and given not in teams:
+            raise TraceError(
+                f"team {given!r} is not a team of the stack; accepted: {', '.join(teams)}",
+                path=source,
+                row=line,
+            )
+        team = given or teams[drawn[i]]
+        local = trace.queue[row] if trace.queue else ""
+        if local not in ("", "default", "topology"):
+            raise TraceError(
+                f"queue {local!r} is not a LocalQueue of a team; accepted: default, topology",
+                path=source,
+                row=line,
+            )
+        name = f"{team}-topology" if local == "topology" else team
+        if name not in names:
+            raise TraceError(
+                f"team {team!r} has no topology queue (no quota on a topology pool)", path=source, row=line
+            )
+        queue[i] = names.index(name)
         wanted = trace.priority[row]
         if wanted and wanted not in values:
             raise TraceError(
                 f"priority {wanted!r} is not a WorkloadPriorityClass of the stack; accepted: {', '.join(values)}",
                 path=source,
-                row=int(trace.workload.rows[row]),
+                row=line,
             )
-        priority[i] = values[wanted] if wanted else team_default.get(names[team[i]], 0)
+        priority[i] = values[wanted] if wanted else team_default.get(team, 0)
     jobs = Jobs(
         arrival=trace.arrival[keep] * time_scale,
         duration=trace.duration[keep] * time_scale,
         pods=trace.pods[keep],
-        queue=team,
+        queue=queue,
         priority=priority,
         workload=routed,
     )
@@ -189,5 +227,7 @@ def stack_world(
         scale_down_unneeded_s=SCALE_DOWN_UNNEEDED_S,
         seed=seed,
     )
-    world = World(model.cluster, _pools(spec, model.cluster.gpu_model, provision_s), queues, jobs, settings)
+    world = World(
+        model.cluster, _pools(spec, model.cluster.gpu_model, provision_s, gpu_speed), queues, jobs, settings
+    )
     return DynamicInput(world, int((trace.workload.num_gpu == 0).sum()), stack_policy)

@@ -4,7 +4,8 @@ a table, JSON, a report and plots.
 The comparison (:func:`scheduler.sim.dynamic.alternatives.run_comparison`) runs every registered approach
 twice, with the autoscaler (pools from `minSize`, nodes after their provisioning delay) and without (every node
 up all the time), on the same trace, teams and seed. The table puts the numbers a platform owner defends side
-by side; `report.md` adds per-team rows and two plots (allocated GPUs and waiting jobs over time, for the
+by side; the JSON adds each row's pools; `report.md` adds per-pool rows (a pool that never receives work shows
+0 runs), per-team rows and two plots (allocated GPUs and waiting jobs over time, for the
 approaches registered as plotted and the stack's own; wait distributions).
 """
 
@@ -25,7 +26,10 @@ HEAD = (
     "autoscaling",
     "wait p50 min",
     "wait p95 min",
-    "blocked while idle GPU-h",
+    "queued mean min",
+    "slowdown",
+    "blocked by policy GPU-h",
+    "blocked by fragmentation GPU-h",
     "utilisation %",
     "preemptions",
     "preempted GPU-h",
@@ -46,16 +50,31 @@ def comparison_rows(results: dict[tuple[str, bool], Result]) -> list[dict[str, A
                 "autoscaling": scaled,
                 "wait_p50_min": round(r.wait_p50_s / 60, 1),
                 "wait_p95_min": round(r.wait_p95_s / 60, 1),
+                "queued_mean_min": round(r.queued_mean_s / 60, 1),
+                "queued_p95_min": round(r.queued_p95_s / 60, 1),
+                "slowdown": round(r.slowdown_mean, 2),
                 "blocked_idle_gpu_h": round(r.blocked_idle_gpu_hours, 1),
+                "blocked_policy_gpu_h": round(r.blocked_policy_gpu_hours, 1),
+                "blocked_fragmentation_gpu_h": round(r.blocked_fragmentation_gpu_hours, 1),
                 "utilisation_pct": round(100 * r.utilisation_ready, 1),
                 "preemptions": r.preemptions,
                 "preempted_gpu_h": round(r.preempted_gpu_hours, 1),
                 "never_started": r.never_started,
                 "node_hours": round(r.node_hours, 1),
                 "cost_usd": None if r.cost is None else round(r.cost, 0),
+                "pools": pool_rows(r),
             }
         )
     return rows
+
+
+def pool_rows(r: Result) -> list[dict[str, Any]]:
+    """Per pool of one run: runs started there, GPU-hours and utilisation of its Ready GPUs."""
+    return [
+        {"pool": p.pool, "runs": p.runs, "gpu_h": round(p.gpu_hours, 1),
+         "utilisation_pct": round(100 * p.utilisation_ready, 1)}
+        for p in r.pools
+    ]  # fmt: skip
 
 
 def row_cells(row: dict[str, Any]) -> list[str]:
@@ -65,7 +84,10 @@ def row_cells(row: dict[str, Any]) -> list[str]:
         "yes" if row["autoscaling"] else "no",
         f"{row['wait_p50_min']:g}",
         f"{row['wait_p95_min']:g}",
-        f"{row['blocked_idle_gpu_h']:g}",
+        f"{row['queued_mean_min']:g}",
+        f"{row['slowdown']:g}",
+        f"{row['blocked_policy_gpu_h']:g}",
+        f"{row['blocked_fragmentation_gpu_h']:g}",
         f"{row['utilisation_pct']:g}",
         str(row["preemptions"]),
         f"{row['preempted_gpu_h']:g}",
@@ -156,6 +178,12 @@ def write_dynamic_report(
     lines += ["", "Approaches:", ""] + [
         f"- `{a.name}`: {a.description}" for a in REGISTRY.values() if any(k[0] == a.name for k in results)
     ]
+    lines += ["", "## Per pool, with autoscaling", "", "| approach | pool | runs | GPU-h | utilisation % |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for (name, scaled), r in results.items():
+        if scaled:
+            lines += [f"| {name} | {p['pool']} | {p['runs']} | {p['gpu_h']:g} | {p['utilisation_pct']:g} |"
+                      for p in pool_rows(r)]  # fmt: skip
     own = results.get((stack_policy, True))
     if own is not None:
         lines += ["", f"## Per team, `{stack_policy}` with autoscaling", ""]

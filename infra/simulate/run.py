@@ -291,6 +291,7 @@ def simulate_over_time(
             seed=seed,
             time_scale=req.time_scale,
             provision_s=req.provision_delay if req.provision_delay >= 0 else None,
+            gpu_speed=True,
         )
     except TraceError as exc:
         raise ConfigError(str(exc)) from None

@@ -8,7 +8,8 @@ Two formats, told apart by their header:
   the life the trace gave it.
 - **generic**: ``arrival`` and ``duration`` in seconds, the request columns of the placement traces
   (``cpu_milli, memory_mib, num_gpu, gpu_milli[, gpu_spec]``), and optionally ``pods`` (a gang of that many
-  identical pods, default 1), ``team`` (the team's name) and ``priority`` (a WorkloadPriorityClass name).
+  identical pods, default 1), ``team`` (the team's name), ``queue`` (the team's LocalQueue: ``default`` or
+  ``topology``) and ``priority`` (a WorkloadPriorityClass name).
 
 Every malformed value raises :class:`TraceError` naming the file and the row.
 """
@@ -38,6 +39,7 @@ class TimedTrace:
     pods: np.ndarray
     team: tuple[str, ...]  # "" where the trace names none
     priority: tuple[str, ...]  # "" where the trace names none
+    queue: tuple[str, ...] = ()  # the LocalQueue each job is submitted to; "" (or none at all): default
 
 
 def _seconds(
@@ -72,6 +74,7 @@ def read_timed_pods(path: str | Path) -> TimedTrace:
     pods: list[int] = []
     teams: list[str] = []
     priorities: list[str] = []
+    queues: list[str] = []
     header: list[str] = []
     for number, row in _rows(path, ()):
         if not header:
@@ -117,6 +120,7 @@ def read_timed_pods(path: str | Path) -> TimedTrace:
         duration.append(max(length, 1.0))  # a zero-length job still holds its GPUs for an instant
         teams.append((row.get("team") or "").strip())
         priorities.append((row.get("priority") or "").strip())
+        queues.append((row.get("queue") or "").strip())
     t0 = min(arrival) if arrival else 0.0
     return TimedTrace(
         workload=workload,
@@ -125,4 +129,5 @@ def read_timed_pods(path: str | Path) -> TimedTrace:
         pods=np.array(pods, dtype=np.int64),
         team=tuple(teams),
         priority=tuple(priorities),
+        queue=tuple(queues),
     )

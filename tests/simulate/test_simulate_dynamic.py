@@ -43,7 +43,7 @@ def test_the_queues_are_the_compiled_cluster_queues() -> None:
     research = next(q for q in world.queues if q.name == "research")
     assert research.nominal["l40s-infer"] == 8 and research.borrowing_limit["l40s-infer"] == 8
     assert research.nominal["h100-mig"] == 28
-    assert {q.name for q in world.queues} == {t.name for t in spec.teams}
+    assert {q.name for q in world.queues} == {n for t in spec.teams for n in (t.name, f"{t.name}-topology")}
     assert world.settings.pods_ready_timeout_s == 1800  # waitForPodsReady.timeout 30m
 
 
@@ -83,6 +83,16 @@ def test_dynamic_run_writes_table_report_plots_and_json(tmp_path: Path) -> None:
     assert approaches == {(a, s) for a in names() for s in (True, False)}
     for run in data["runs"]:
         assert run["started"] + run["never_started"] + run["unhostable"] == 40
+    # every pool of the stack has its row, a pool no job reached included (one node group has one pool): no
+    # job is submitted to a topology queue, so under the stack's queues the topology pool h100-train runs none
+    pools = {p.name for p in load_example("example-prod").node_pools}
+    for row in data["comparison"]:
+        if row["approach"] != "one-node-group":
+            assert {p["pool"] for p in row["pools"]} == pools
+        assert sum(p["runs"] for p in row["pools"]) >= 40 - row["never_started"]
+    stack_rows = [r for r in data["comparison"] if r["approach"] == "kueue-mostallocated"]
+    assert all(next(p for p in r["pools"] if p["pool"] == "h100-train")["runs"] == 0 for r in stack_rows)
+    assert "## Per pool" in (out / "report.md").read_text()
     assert (
         (out / "report.md").is_file() and (out / "over-time.png").is_file() and (out / "waits.png").is_file()
     )
@@ -137,14 +147,18 @@ def test_openb_times_give_arrival_and_duration(tmp_path: Path) -> None:
 
 def test_the_docs_quote_the_benchmarks_table() -> None:
     """docs/simulation.md's comparison is the one benchmarks/dynamic_comparison.py last wrote, row for row, and
-    names every approach the code compares."""
+    names every approach the code compares, and with the null model's verdict."""
     from tests.conftest import ROOT
 
-    bench = (ROOT / "benchmarks" / "dynamic_comparison.md").read_text()
-    table = [line for line in bench.splitlines() if line.startswith("|")]
+    bench = (ROOT / "benchmarks" / "dynamic_comparison.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(bench) if line.startswith("|"))
+    end = next(i for i in range(start, len(bench)) if not bench[i].startswith("|"))
+    table = bench[start:end]  # the first table: mean and spread over the seeds
     docs = (ROOT / "docs" / "simulation.md").read_text()
     assert "\n".join(table) in docs
     assert {row.split("|")[1].strip() for row in table[2:]} == set(names())
+    verdict = [line for line in bench if "null-fifo against" in line]
+    assert len(verdict) == 4 and all(line.split(":")[0] in ("- loses", "- DOES NOT LOSE") for line in verdict)
 
 
 def _tiny_world() -> World:
@@ -196,4 +210,4 @@ def test_a_registered_alternative_joins_the_comparison(one_queue_no_preemption: 
 
 def test_an_alternative_name_is_registered_once() -> None:
     with pytest.raises(ValueError, match="already registered"):
-        register("fifo-roundrobin", "again")(lambda world: world)
+        register("null-fifo", "again")(lambda world: world)

@@ -2,6 +2,17 @@
 
 from scheduler.sim.dynamic.engine import Simulation, simulate
 from scheduler.sim.dynamic.model import Jobs, Pool, Queue, Settings, World
-from scheduler.sim.dynamic.report import Result, TeamResult
+from scheduler.sim.dynamic.report import PoolResult, Result, TeamResult
 
-__all__ = ["Jobs", "Pool", "Queue", "Result", "Settings", "Simulation", "TeamResult", "World", "simulate"]
+__all__ = [
+    "Jobs",
+    "Pool",
+    "PoolResult",
+    "Queue",
+    "Result",
+    "Settings",
+    "Simulation",
+    "TeamResult",
+    "World",
+    "simulate",
+]

@@ -5,18 +5,30 @@ Each alternative is one function that turns the stack's :class:`World` into the 
 policies are (``scheduler.sim.policies.base.register``). :func:`run_comparison` runs every registered
 approach with the autoscaler and without; adding an approach is one registered function.
 
-The two `kueue-*` approaches are the stack's own queues under each placement; the others are what people
-reach for first: one FIFO queue, one node group, the cheapest GPU first, quotas without borrowing.
+The rows, in the comparison's order:
+
+- **The null model** (``null-fifo``): the static partitions below served first come, first served, no
+  borrowing, no priorities, no preemption. Anything that claims to schedule well must beat it.
+- **The naive answers, as the people who give them mean them**: round-robin over nodes that ignores load;
+  every job on one node group of the same total GPUs; the lowest-power GPU first (with each GPU's speed,
+  so slow GPUs cost time).
+- **The best versions people actually run**: one BestEffortFIFO queue for everyone; static partitions, each
+  team its quota in GPUs and only the work its partition can run; the cheapest GPU first.
+- **The stack**: its own queues under MostAllocated or fragmentation-aware placement.
+
+Every row keeps the stack's trace, GPU speeds and autoscaler; what a row changes is named in its description.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scheduler.fgd.model import MILLI, Cluster
 from scheduler.sim.dynamic.engine import simulate
 from scheduler.sim.dynamic.model import Queue, World
 from scheduler.sim.dynamic.report import Result
@@ -79,57 +91,155 @@ def run_comparison(
     return results
 
 
-@register("fifo-roundrobin", "one FIFO queue for everyone, round-robin over nodes", plotted=True)
-def fifo_roundrobin(world: World) -> World:
+def _stack_placement(world: World) -> World:
+    """The stack's own MostAllocated weights (or MostAllocated's defaults when the stack deploys FGD)."""
+    s = world.settings
+    params = s.policy_params if s.policy == "MostAllocated" else {}
+    return replace(world, settings=replace(s, policy="MostAllocated", policy_params=params))
+
+
+def team_gpus(world: World, queue: Queue) -> float:
+    """A queue's nominal quota in GPUs, over every pool (units over units per GPU)."""
+    per = {p.name: p.units_per_gpu for p in world.pools}
+    return sum(n / per.get(f, 1) for f, n in queue.nominal.items())
+
+
+@register(
+    "null-fifo",
+    "null model: static partitions served first come first served (StrictFIFO, no priorities), no "
+    "borrowing, no preemption",
+)
+def null_fifo(world: World) -> World:
+    queues = tuple(replace(q, borrowing_limit={f: 0 for f in q.flavors}) for q in world.queues)
+    jobs = replace(
+        world.jobs, queue=partition_teams(world), priority=np.zeros(world.jobs.size, dtype=np.int64)
+    )
+    world = _stack_placement(replace(world, queues=queues, jobs=jobs))
+    s = replace(world.settings, strict_fifo=True, reclaim_within_cohort=False, preempt_lower_priority=False,
+                borrow_within_cohort_max_priority=None)  # fmt: skip
+    return replace(world, settings=s)
+
+
+@register(
+    "round-robin", "naive: the stack's queues, each pod on the next node in turn that fits (load ignored)"
+)
+def round_robin(world: World) -> World:
+    return replace(world, settings=replace(world.settings, policy="RoundRobin", policy_params={}))
+
+
+@register(
+    "one-node-group",
+    "naive: one node group of the stack's largest node type with the same total GPUs; every team's quota in "
+    "GPUs there, a GPU share takes a whole GPU",
+)
+def one_node_group(world: World) -> World:
+    biggest = max(world.pools, key=world.gpus_per_node)
+    per_node = world.gpus_per_node(biggest)
+    total = sum(len(p.nodes) * world.gpus_per_node(p) for p in world.pools)
+    least = sum(p.min_nodes * world.gpus_per_node(p) for p in world.pools)
+    count = math.ceil(total / per_node)
+    first = biggest.nodes[0]
+    c = world.cluster
+    cluster = Cluster.build([f"{biggest.name}-{i:04d}" for i in range(count)], [int(c.cpu_milli[first])] * count,
+                            [int(c.memory_mib[first])] * count, [per_node] * count,
+                            [biggest.name] * count)  # fmt: skip
+    pool = replace(biggest, nodes=tuple(range(count)), units_per_gpu=1, min_nodes=math.ceil(least / per_node))
+    queues = tuple(
+        replace(q, flavors=(pool.name,), nominal={pool.name: round(team_gpus(world, q))},
+                borrowing_limit={pool.name: None}, lending_limit={})
+        for q in world.queues
+    )  # fmt: skip
+    wl = world.jobs.workload
+    whole = replace(wl, gpu_milli=np.full(wl.size, MILLI, dtype=wl.gpu_milli.dtype),
+                    gpu_spec=(pool.name,) * wl.size)  # fmt: skip
+    world = replace(
+        world, cluster=cluster, pools=(pool,), queues=queues, jobs=replace(world.jobs, workload=whole)
+    )
+    return _stack_placement(world)
+
+
+@register(
+    "lowest-power-first",
+    "naive: the stack's queues, each team's pools tried lowest GPU power draw first (jobs run slower on "
+    "slower GPUs)",
+)
+def lowest_power_first(world: World) -> World:
+    watts = {p.name: p.gpu_power_w if p.gpu_power_w is not None else math.inf for p in world.pools}
+    queues = tuple(replace(q, flavors=tuple(sorted(q.flavors, key=lambda f: watts[f]))) for q in world.queues)
+    return _stack_placement(replace(world, queues=queues))
+
+
+@register(
+    "one-queue-besteffort", "best naive: one BestEffortFIFO queue for everyone over every pool", plotted=True
+)
+def one_queue_besteffort(world: World) -> World:
     pools = [p.name for p in world.pools]
     capacity = {p.name: world.capacity_units(p) for p in world.pools}
     one = Queue("everyone", tuple(pools), capacity, {p: 0 for p in pools})
     jobs = replace(world.jobs, queue=np.zeros(world.jobs.size, dtype=np.int64))
-    s = replace(
-        world.settings, policy="RoundRobin", policy_params={}, strict_fifo=True, preempt_lower_priority=False
-    )
-    return replace(world, queues=(one,), jobs=jobs, settings=s)
+    world = replace(world, queues=(one,), jobs=jobs)
+    return _stack_placement(replace(world, settings=replace(world.settings, strict_fifo=False)))
 
 
-@register("one-node-group", "every job on the largest node group")
-def one_node_group(world: World) -> World:
-    biggest = max(world.pools, key=lambda p: len(p.nodes) * world.gpus_per_node(p))
-    only = biggest.name
-    queues = tuple(
-        replace(q, flavors=(only,), nominal={only: sum(q.nominal.values())}, borrowing_limit={only: None})
-        for q in world.queues
-    )
-    workload = replace(world.jobs.workload, gpu_spec=(only,) * world.jobs.workload.size)
-    jobs = replace(world.jobs, workload=workload)
-    settings = replace(world.settings, policy="MostAllocated", policy_params={})
-    return replace(world, queues=queues, jobs=jobs, settings=settings)
+@register(
+    "static-partitions",
+    "best naive: each team its quota, no borrowing; a job goes to a team whose partition can run it, drawn by "
+    "GPUs",
+    plotted=True,
+)
+def static_partitions(world: World) -> World:
+    queues = tuple(replace(q, borrowing_limit={f: 0 for f in q.flavors}) for q in world.queues)
+    jobs = replace(world.jobs, queue=partition_teams(world))
+    return _stack_placement(replace(world, queues=queues, jobs=jobs))
 
 
-@register("cheapest-gpu-first", "the stack's queues, cheapest GPU per hour first")
+def partition_teams(world: World) -> np.ndarray:
+    """Each job's team under static partitions: its own when that team has quota in a pool whose nodes can
+    hold the job's pod, else one that has, drawn in proportion to the teams' GPUs (seeded): an administrator
+    sends work to the partition with the hardware for it, so no job waits for ever on a partition that cannot
+    run it. A job keeps its priority class."""
+    rng = np.random.default_rng(world.settings.seed)
+    gpus = np.array([team_gpus(world, q) for q in world.queues])
+    owns = [{f for f, n in q.nominal.items() if n > 0} for q in world.queues]
+    c, wl = world.cluster, world.jobs.workload
+    biggest = {
+        p.name: (int(c.num_gpu[list(p.nodes)].max()), int(c.cpu_milli[list(p.nodes)].max()),
+                 int(c.memory_mib[list(p.nodes)].max()))
+        for p in world.pools if p.nodes
+    }  # fmt: skip
+    team = world.jobs.queue.copy()
+    able: dict[tuple[str, int, int, int], np.ndarray] = {}
+    for j in range(world.jobs.size):
+        key = (wl.gpu_spec[j], int(wl.num_gpu[j]), int(wl.cpu_milli[j]), int(wl.memory_mib[j]))
+        if key not in able:
+            hosts = {
+                p for p in key[0].split("|")
+                if p in biggest and all(need <= has for need, has in zip(key[1:], biggest[p], strict=True))
+            }  # fmt: skip
+            able[key] = np.array([bool(hosts & o) for o in owns])
+        mask = able[key]
+        if mask[team[j]] or not mask.any():
+            continue
+        weights = np.where(mask, gpus, 0.0)
+        team[j] = rng.choice(len(weights), p=weights / weights.sum()) if weights.sum() else int(mask.argmax())
+    return team
+
+
+@register(
+    "cheapest-gpu-first", "best naive: the stack's queues, each team's pools tried cheapest GPU-hour first"
+)
 def cheapest_gpu_first(world: World) -> World:
     price = {
         p.name: (p.node_price_hour or 0.0) / max(world.gpus_per_node(p) * p.units_per_gpu, 1)
         for p in world.pools
     }
     queues = tuple(replace(q, flavors=tuple(sorted(q.flavors, key=lambda f: price[f]))) for q in world.queues)
-    return replace(
-        world, queues=queues, settings=replace(world.settings, policy="MostAllocated", policy_params={})
-    )
-
-
-@register("static-partitions", "the stack's quotas, no borrowing", plotted=True)
-def static_partitions(world: World) -> World:
-    queues = tuple(replace(q, borrowing_limit={f: 0 for f in q.flavors}) for q in world.queues)
-    return replace(
-        world, queues=queues, settings=replace(world.settings, policy="MostAllocated", policy_params={})
-    )
+    return _stack_placement(replace(world, queues=queues))
 
 
 @register("kueue-mostallocated", "the stack's queues, MostAllocated placement")
 def kueue_mostallocated(world: World) -> World:
-    s = world.settings  # the stack's own weights when it deploys MostAllocated
-    params = s.policy_params if s.policy == "MostAllocated" else {}
-    return replace(world, settings=replace(s, policy="MostAllocated", policy_params=params))
+    return _stack_placement(world)
 
 
 @register("kueue-fragmentationaware", "the stack's queues, fragmentation-aware placement (FGD)")

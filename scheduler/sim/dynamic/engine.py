@@ -87,6 +87,7 @@ class Simulation:
         for i, pool in enumerate(world.pools):
             self.node_pool[list(pool.nodes)] = i
         self.placement = Placement(world)
+        self.speed = [p.speed for p in world.pools]  # a job runs duration / speed in the pool
         self.quota = Quota.of(world, self.pool_index)
         # Per job: units per pod in each pool (whole GPUs: num_gpu x units/GPU; a share: one unit).
         wl = jobs.workload
@@ -122,7 +123,7 @@ class Simulation:
         self.autoscaler = Autoscaler(world, self.node_pool, self.placement.changed)
         self.unhostable = unhostable(world, self.allowed, self.flavors)
         self.recorder = Recorder(world, self, self.allowed, self.flavors)
-        self.recorder.unhostable = len(self.unhostable)
+        self.recorder.unhostable_jobs = self.unhostable
         for j, t in enumerate(jobs.arrival.tolist()):
             if j not in self.unhostable:
                 self._push(t, ARRIVE, j)
@@ -147,6 +148,10 @@ class Simulation:
     @property
     def ready_version(self) -> int:
         return self.autoscaler.ready_version
+
+    @property
+    def alloc_version(self) -> int:
+        return len(self.placement.changed)
 
     @property
     def usage(self) -> np.ndarray:
@@ -418,8 +423,8 @@ class Simulation:
         if job.first_start is None:
             job.first_start = t
         self.recorder.pending(j, -1, job.pool)
-        self.recorder.started(j, t)
-        self._push(t + float(self.w.jobs.duration[j]), FINISH, j, job.run)
+        self.recorder.started(j, t, job.pool)
+        self._push(t + float(self.w.jobs.duration[j]) / self.speed[job.pool], FINISH, j, job.run)
         return True
 
     def _scale_up(self, t: float) -> None:

@@ -30,6 +30,9 @@ class Pool:
     min_nodes: int = 0
     provision_s: float = 600.0  # from the autoscaler's decision to a Ready node
     node_price_hour: float | None = None  # None: no price known (bare metal)
+    # A job runs ``duration / speed`` here: the trace's durations are times on the reference GPU (speed 1)
+    speed: float = 1.0
+    gpu_power_w: float | None = None  # one GPU's power draw (board power); None: not known
 
 
 @dataclass(frozen=True)

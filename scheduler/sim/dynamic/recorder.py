@@ -1,14 +1,22 @@
 """What a dynamic run measures, per team and overall, and how.
 
-- **Queue wait**: from a job's arrival to the moment all its pods first run (a preempted job's later waits are
-  not added: its wait is the developer's first wait). Jobs that never start are reported apart, with their
-  wait until the end of the run.
+- **Queue wait**: from a job's arrival to the moment all its pods first run (the developer's first wait). Jobs
+  that never start are reported apart, with their wait until the end of the run.
+- **Queued time**: every second a job spends not running between its arrival and its end: the first wait plus
+  each wait after a preemption (a preempted job queues again), and for a job that never starts (again) its
+  wait until the end of the run. **Slowdown**: a finished job's time from arrival to finish over its trace
+  duration, bounded below at ``SLOWDOWN_BOUND_S`` of duration so very short jobs do not dominate the mean
+  (Feitelson's bounded slowdown); a job on a GPU slower than the reference runs longer, and that counts.
 - **Blocked while idle** (GPU-hours): at every instant, the GPU demand that waits (in a queue, or admitted with
   pods not yet placed) and that idle GPUs of a pool it may use could have served, integrated over time. A
   waiting job's demand may go to any pool its team's queue lists and the job accepts; it is matched to idle
-  GPUs greedily, jobs restricted to fewer pools first. Idle GPUs are the free GPUs of Ready nodes.
+  GPUs greedily, jobs restricted to fewer pools first. Idle GPUs are the free GPUs of Ready nodes. Each
+  matched GPU-hour is **blocked by policy** when a Ready node of that pool could have run one of the job's
+  pods right then (GPUs, CPU and memory: the quota, the queue's order or a limit held it back), and **blocked
+  by fragmentation** when the idle GPUs are spread so that no node could.
 - **Utilisation**: allocated GPUs over the GPUs of Ready nodes, and over the GPUs of every node the pools may
-  grow to.
+  grow to. **Per pool**: the runs started there, the GPU-hours they ran and those over the pool's Ready
+  GPU-hours, so a pool that never receives work shows as such.
 - **Preemptions** and the GPU-hours their runs had done, thrown away; `waitForPodsReady` evictions apart.
 - **Node-hours and cost**: Ready or provisioning nodes, integrated, at each pool's price per node-hour.
 - **Share**: the GPU-hours each team ran over all teams', against its weight over all weights.
@@ -21,17 +29,18 @@ allocation and which nodes are up).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
-from scheduler.sim.dynamic.report import Result, TeamResult
+from scheduler.sim.dynamic.report import PoolResult, Result, TeamResult
 
 HOUR = 3600.0
 TIMELINE_POINTS = 400
+SLOWDOWN_BOUND_S = 10.0  # bounded slowdown's threshold (Feitelson, "Metrics for parallel job scheduling")
 
 
 class RunView(Protocol):
@@ -52,6 +61,11 @@ class RunView(Protocol):
     @property
     def ready_version(self) -> int:
         """Bumps whenever ``ready`` or ``provisioning`` changes."""
+        ...
+
+    @property
+    def alloc_version(self) -> int:
+        """Bumps whenever a pod is placed or released."""
         ...
 
 
@@ -76,9 +90,36 @@ class Recorder:
             q = int(jobs.queue[j])
             accepts = set(allowed[j])
             self.wait_key.append(tuple(p for p in flavors[q] if p in accepts))
-        self.demand: dict[tuple[int, tuple[int, ...]], float] = defaultdict(float)  # (queue, pools) -> GPUs
+        # A pod's needs, for "could a node have run it": (whole GPUs, milli of each, milli-CPU, MiB)
+        wl = jobs.workload
+        self.pod_need = list(
+            zip(
+                wl.num_gpu.tolist(),
+                wl.gpu_milli.tolist(),
+                wl.cpu_milli.tolist(),
+                wl.memory_mib.tolist(),
+                strict=True,
+            )
+        )
+        # (queue, pools, pod needs) -> waiting GPUs; a group is dropped when nothing of it waits
+        self.demand: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], float] = defaultdict(float)
         self.last = 0.0
         self.blocked = np.zeros(n_queues)
+        self.blocked_policy = 0.0  # GPU-seconds of ``blocked`` a node could have run
+        self._fits: dict[tuple[int, tuple[int, int, int, int]], bool] = {}
+        self._fits_at = (-1, -1)  # (alloc_version, ready_version) ``_fits`` holds for
+        n_pools = len(world.pools)
+        self.pool_runs = [0] * n_pools
+        self.pool_gpu_s = [0.0] * n_pools
+        self.pool_ready_gpu_s = np.zeros(n_pools)
+        self.run_pool: dict[int, int] = {}
+        self.queued_since: dict[int, float] = {}  # a preempted job's return to the queue
+        self.queued_s = [0.0] * jobs.size
+        self.arrival = jobs.arrival.tolist()
+        self.queue_of = jobs.queue.tolist()
+        self.gpu_list = self.gpus.tolist()
+        self.wait_group = [(q, self.wait_key[j], self.pod_need[j]) for j, q in enumerate(self.queue_of)]
+        self.finished_at: dict[int, float] = {}
         self.alloc_gpu_s = 0.0
         self.ready_gpu_s = 0.0
         self.node_s = np.zeros(len(world.pools))
@@ -86,7 +127,7 @@ class Recorder:
         self.preempt_count = np.zeros(n_queues, dtype=np.int64)
         self.preempt_gpu_s = np.zeros(n_queues)
         self.timeouts = 0
-        self.unhostable = 0
+        self.unhostable_jobs: set[int] = set()  # left out by the engine: no wait counted
         self.last_finish = 0.0
         self.started_at: dict[int, float] = {}
         self.first_wait: dict[int, float] = {}
@@ -98,52 +139,107 @@ class Recorder:
         self._ready_at = -1  # the run's ready_version the two cached sums below were taken at
         self._ready_gpus = 0.0
         self._up_nodes = np.zeros(len(world.pools))
+        self._pool_ready_gpus = np.zeros(len(world.pools))
+        self._pool_mark = 0.0  # since when _pool_ready_gpus holds
+        self._ready_in: list[np.ndarray[Any, Any]] = []
 
-    def _refresh(self) -> None:
-        """GPUs of Ready nodes, and Ready or provisioning nodes per pool: recounted only when readiness changed."""
+    @property
+    def unhostable(self) -> int:
+        return len(self.unhostable_jobs)
+
+    def _refresh(self, t: float) -> None:
+        """GPUs of Ready nodes, and Ready or provisioning nodes per pool: recounted only when readiness changed
+        (at ``t``, when the pools' Ready GPU-seconds held until then are added up)."""
         view = self.view
         if self._ready_at != view.ready_version:
+            self.pool_ready_gpu_s += (t - self._pool_mark) * self._pool_ready_gpus
+            self._pool_mark = t
             self._ready_gpus = float(self.w.cluster.num_gpu[view.ready].sum())
             up = view.ready | view.provisioning
             n = len(self.w.pools)
             self._up_nodes = np.bincount(view.node_pool[up], minlength=n)[:n].astype(np.float64)
+            ready = np.flatnonzero(view.ready)
+            pools = view.node_pool[ready]
+            gpus = self.w.cluster.num_gpu[ready].astype(np.float64)
+            self._pool_ready_gpus = np.bincount(pools, weights=gpus, minlength=n)[:n].astype(np.float64)
+            self._ready_in = [ready[pools == p] for p in range(n)]
             self._ready_at = view.ready_version
+
+    def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
+        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory)."""
+        view = self.view
+        at = (view.alloc_version, view.ready_version)
+        if self._fits_at != at:
+            self._fits.clear()
+            self._fits_at = at
+        key = (p, need)
+        got = self._fits.get(key)
+        if got is None:
+            gpus, milli, cpu, mem = need
+            nodes = self._ready_in[p]
+            st = view.state
+            free = st.free_gpu[nodes]
+            if milli >= MILLI:
+                gpu_ok = (free == MILLI).sum(axis=1) >= gpus
+            else:
+                gpu_ok = (free >= milli).sum(axis=1) >= max(gpus, 1)
+            got = bool((gpu_ok & (st.free_cpu[nodes] >= cpu) & (st.free_mem[nodes] >= mem)).any())
+            self._fits[key] = got
+        return got
 
     # ---- demand -------------------------------------------------------------------------------------
 
+    def _demand(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], gpus: float) -> None:
+        left = self.demand[key] + gpus
+        if left > 1e-9:
+            self.demand[key] = left
+        else:
+            del self.demand[key]
+
     def waiting(self, j: int, sign: int) -> None:
-        q = int(self.w.jobs.queue[j])
-        self.demand[(q, self.wait_key[j])] += sign * self.gpus[j]
+        gpus = sign * self.gpu_list[j]
+        self._demand(self.wait_group[j], gpus)
         self.waiting_jobs += sign
-        self.waiting_gpus += sign * self.gpus[j]
+        self.waiting_gpus += gpus
 
     def pending(self, j: int, sign: int, pool: int) -> None:
         """Job ``j``, admitted to ``pool``, has pods to place (+1) or no longer (-1)."""
-        q = int(self.w.jobs.queue[j])
-        self.demand[(q, (pool,))] += sign * self.gpus[j]
+        gpus = sign * self.gpu_list[j]
+        self._demand((self.queue_of[j], (pool,), self.pod_need[j]), gpus)
         self.waiting_jobs += sign
-        self.waiting_gpus += sign * self.gpus[j]
+        self.waiting_gpus += gpus
 
     # ---- events -------------------------------------------------------------------------------------
 
-    def started(self, j: int, t: float) -> None:
+    def started(self, j: int, t: float, pool: int) -> None:
+        """Every pod of job ``j`` runs, in ``pool``, from ``t``."""
         self.started_at[j] = t
+        self.run_pool[j] = pool
+        self.pool_runs[pool] += 1
         if j not in self.first_wait:
-            self.first_wait[j] = t - float(self.w.jobs.arrival[j])
+            wait = t - self.arrival[j]
+            self.first_wait[j] = wait
+            self.queued_s[j] += wait
+        elif j in self.queued_since:
+            self.queued_s[j] += t - self.queued_since.pop(j)
 
     def stopped(self, j: int, t: float) -> None:
-        q = int(self.w.jobs.queue[j])
-        self.run_gpu_s[q] += (t - self.started_at.pop(j)) * self.gpus[j]
+        ran = (t - self.started_at.pop(j)) * self.gpu_list[j]
+        self.run_gpu_s[self.queue_of[j]] += ran
+        self.pool_gpu_s[self.run_pool.pop(j)] += ran
 
     def finished(self, j: int, t: float) -> None:
         """The job ran to its end (its GPU-hours were added by :meth:`stopped`)."""
         self.last_finish = max(self.last_finish, t)
+        self.finished_at[j] = t
 
     def preempted(self, j: int, t: float) -> None:
+        """Job ``j`` is evicted at ``t`` for another; a running one queues again from ``t``."""
         q = int(self.w.jobs.queue[j])
         self.preempt_count[q] += 1
         if j in self.started_at:
             self.preempt_gpu_s[q] += (t - self.started_at[j]) * self.gpus[j]
+            self.queued_since[j] = t
 
     def timed_out(self, j: int) -> None:
         self.timeouts += 1
@@ -156,7 +252,7 @@ class Recorder:
             return
         view = self.view
         ready = view.ready
-        self._refresh()
+        self._refresh(self.last)
         self.alloc_gpu_s += dt * view.state.allocated_gpu_milli / MILLI
         self.ready_gpu_s += dt * self._ready_gpus
         self.node_s += dt * self._up_nodes
@@ -166,7 +262,7 @@ class Recorder:
                 weights=view.state.free_gpu_sum[ready] / MILLI,
                 minlength=len(self.w.pools),
             )[: len(self.w.pools)]
-            for (q, pools), gpus in sorted(self.demand.items(), key=lambda kv: len(kv[0][1])):
+            for (q, pools, need), gpus in sorted(self.demand.items(), key=lambda kv: len(kv[0][1])):
                 left = gpus
                 for p in pools:
                     if left <= 1e-9:
@@ -176,11 +272,13 @@ class Recorder:
                         idle[p] -= take
                         left -= take
                         self.blocked[q] += take * dt
+                        if self._node_fits(p, need):
+                            self.blocked_policy += take * dt
         self.last = t
 
     def sample(self, t: float) -> None:
         alloc = self.view.state.allocated_gpu_milli / MILLI
-        self._refresh()
+        self._refresh(t)
         ready = self._ready_gpus
         self.samples.append((t, alloc, ready, self.waiting_jobs, self.waiting_gpus))
 
@@ -220,6 +318,35 @@ class Recorder:
                 )
             )
         arr = np.array(all_waits)
+        ready_gpu_s = self.pool_ready_gpu_s + (self.last - self._pool_mark) * self._pool_ready_gpus
+        queued = np.array(self.queued_s)
+        for j, since in self.queued_since.items():  # preempted and never started again
+            queued[j] += end - since
+        for j in range(jobs.size):
+            if j not in self.first_wait:
+                queued[j] = end - float(jobs.arrival[j])
+        counted = np.ones(jobs.size, dtype=bool)
+        counted[list(self.unhostable_jobs)] = False
+        queued = queued[counted]
+        done = np.array(sorted(self.finished_at), dtype=np.int64)
+        slowdown = (
+            np.maximum(
+                (np.array([self.finished_at[j] for j in done.tolist()]) - jobs.arrival[done])
+                / np.maximum(jobs.duration[done], SLOWDOWN_BOUND_S),
+                1.0,
+            )
+            if len(done)
+            else np.zeros(0)
+        )
+        pools = tuple(
+            PoolResult(
+                pool=pool.name,
+                runs=int(self.pool_runs[p]),
+                gpu_hours=float(self.pool_gpu_s[p]) / HOUR,
+                utilisation_ready=float(self.pool_gpu_s[p] / ready_gpu_s[p]) if ready_gpu_s[p] else 0.0,
+            )
+            for p, pool in enumerate(w.pools)
+        )
         prices = [p.node_price_hour for p in w.pools]
         cost = (
             None
@@ -237,6 +364,11 @@ class Recorder:
             wait_p95_s=_pct(arr, 95),
             wait_max_s=max((t.wait_max_s for t in teams), default=0.0),
             blocked_idle_gpu_hours=float(self.blocked.sum()) / HOUR,
+            blocked_policy_gpu_hours=self.blocked_policy / HOUR,
+            blocked_fragmentation_gpu_hours=(float(self.blocked.sum()) - self.blocked_policy) / HOUR,
+            queued_mean_s=float(queued.mean()) if len(queued) else 0.0,
+            queued_p95_s=_pct(queued, 95),
+            slowdown_mean=float(slowdown.mean()) if len(slowdown) else 0.0,
             utilisation_ready=self.alloc_gpu_s / self.ready_gpu_s if self.ready_gpu_s else 0.0,
             utilisation_max=self.alloc_gpu_s / (self.max_gpus * end) if end and self.max_gpus else 0.0,
             gpu_hours=float(self.run_gpu_s.sum()) / HOUR,
@@ -246,6 +378,7 @@ class Recorder:
             node_hours=float(self.node_s.sum()) / HOUR,
             cost=cost,
             teams=tuple(teams),
+            pools=pools,
             timeline=self._timeline(),
             waits=waits,
         )

@@ -24,6 +24,14 @@ class TeamResult:
 
 
 @dataclass(frozen=True)
+class PoolResult:
+    pool: str
+    runs: int  # runs started in the pool (a preempted job that runs again counts again)
+    gpu_hours: float  # GPU-hours those runs ran
+    utilisation_ready: float  # gpu_hours over the GPU-hours of the pool's Ready nodes
+
+
+@dataclass(frozen=True)
 class Result:
     """One dynamic run. Times in seconds from the first arrival."""
 
@@ -37,6 +45,11 @@ class Result:
     wait_p95_s: float
     wait_max_s: float
     blocked_idle_gpu_hours: float
+    blocked_policy_gpu_hours: float  # of blocked_idle: a Ready node could have run the pod
+    blocked_fragmentation_gpu_hours: float  # of blocked_idle: no node could
+    queued_mean_s: float  # every second a job was not running before its end, over all jobs
+    queued_p95_s: float
+    slowdown_mean: float  # bounded slowdown of finished jobs
     utilisation_ready: float  # allocated GPU-hours / GPU-hours of Ready nodes
     utilisation_max: float  # allocated GPU-hours / GPU-hours of every node at the pools' maximum
     gpu_hours: float
@@ -46,6 +59,7 @@ class Result:
     node_hours: float
     cost: float | None
     teams: tuple[TeamResult, ...]
+    pools: tuple[PoolResult, ...]
     timeline: dict[str, list[float]]  # t, allocated, ready GPUs, waiting jobs, waiting GPUs (downsampled)
     waits: dict[str, list[float]]  # per team, every started job's wait (for the distribution plot)
     seconds: float = 0.0  # wall time of the run
