@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import CheckFailed, Interrupted, ToolMissing
+from twin.processes import EPHEMERAL_PORTS
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 NAMESPACE_HINT = (
@@ -65,11 +66,17 @@ def check_namespaces() -> None:
 
 
 def loopback_up() -> None:
-    """Bring `lo` up (a new network namespace starts with it down): SIOCSIFFLAGS |= IFF_UP."""
+    """Bring `lo` up (a new network namespace starts with it down): SIOCSIFFLAGS |= IFF_UP; and move the
+    namespace's ephemeral port range above the listeners' (twin.processes.free_port)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         request = struct.pack("16sh", b"lo", 0)
         flags = struct.unpack("16sh", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | IFF_UP))
+    # The namespace's own sysctl: outgoing connections' local ports stay out of the listeners' range.
+    with contextlib.suppress(OSError):
+        Path("/proc/sys/net/ipv4/ip_local_port_range").write_text(
+            f"{EPHEMERAL_PORTS[0]} {EPHEMERAL_PORTS[1]}"
+        )
 
 
 def interfaces() -> list[str]:

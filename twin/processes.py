@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -127,11 +128,26 @@ def wait_until(
         time.sleep(every)
 
 
+# Outgoing connections take their local port from the namespace's ephemeral range, so a listening port picked
+# from that range can be taken between picking it and the component binding it (an API server's connection to
+# etcd once took the controller-manager's port). Inside the twin's own network namespace the ephemeral range is
+# moved to the IANA dynamic ports (twin.netns.loopback_up) and listeners are picked below them.
+EPHEMERAL_PORTS = (49152, 65535)
+LISTEN_PORTS = (20000, 49151)
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (the twin's own network namespace has nothing else in it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free TCP port on 127.0.0.1 below the twin's ephemeral range (the twin's own network namespace has
+    nothing else in it)."""
+    for _ in range(1000):
+        port = random.randint(*LISTEN_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {LISTEN_PORTS[0]}-{LISTEN_PORTS[1]} on 127.0.0.1")
 
 
 def https_ok(
