@@ -57,8 +57,6 @@ class Autoscaler:
         self.backoff: dict[str, float] = {}
         self.told: set[str] = set()
         self.seen: dict[str, dict[str, float]] = {}
-        self.added: list[str] = []
-        self.removed: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -139,14 +137,14 @@ class Autoscaler:
     # ---- scale-up ----------------------------------------------------------------------------------------
 
     def _options(self, specs: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
-                 free: Mapping[str, list[dict[str, float]]], sizes: Mapping[str, set[str]]
+                 free: Mapping[str, list[dict[str, float]]], sizes: Mapping[str, int]
                  ) -> tuple[dict[str, tuple[int, list[int]]], dict[int, list[str]]]:  # fmt: skip
         """Per group: (new nodes, indexes of the pods they host); per pod: why each group cannot take it."""
         options: dict[str, tuple[int, list[int]]] = {}
         why: dict[int, list[str]] = {i: [] for i in range(len(specs))}
         for name, group in self.groups.items():
             template = self._template(group, nodes)
-            room = group.max_size - len(sizes[name])
+            room = group.max_size - sizes[name]
             fitting = []
             for i, spec in enumerate(specs):
                 reasons = rejections(spec, group.labels, group.taints, template)
@@ -200,7 +198,6 @@ class Autoscaler:
         now = time.monotonic()
         for c in [c for c in self.coming if c.ready_at <= now]:
             core.create_node(c.node.manifest())
-            self.added.append(c.node.name)
             self.coming.remove(c)
             log.info("node %s of group %s is Ready", c.node.name, c.group)
 
@@ -245,7 +242,7 @@ class Autoscaler:
                 for k, v in request.items():
                     spot[k] = spot.get(k, 0.0) - v
         specs = [p["spec"] for p in stuck]
-        options, why = self._options(specs, nodes, free, sizes)
+        options, why = self._options(specs, nodes, free, {g: len(names) for g, names in sizes.items()})
         best = self._best(options, specs, nodes, self._priorities(core)) if options else None
         if best is not None:
             count, hosted = options[best]
@@ -330,9 +327,8 @@ class Autoscaler:
         left = list(range(len(specs)))
         while left:
             sub = [specs[i] for i in left]
-            options, _why = self._options(
-                sub, nodes, free, {g: sizes[g] | {f"+{k}" for k in range(plan.get(g, 0))} for g in sizes}
-            )
+            counts = {g: len(names) + plan.get(g, 0) for g, names in sizes.items()}
+            options, _why = self._options(sub, nodes, free, counts)
             best = self._best(options, sub, nodes, priorities)
             if best is None:
                 return None
@@ -373,7 +369,6 @@ class Autoscaler:
             core.delete_node(name)
             sizes[group.name].discard(name)
             self.unneeded_since.pop(name, None)
-            self.removed.append(name)
             log.info("scale-down: removed empty node %s of group %s", name, group.name)
 
     # ---- the thread -------------------------------------------------------------------------------------
