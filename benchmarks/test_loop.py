@@ -24,10 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def phase_times(log: str) -> list[tuple[str, float]]:
-    """The `phase times:` block `invoke test` ends with: (phase, seconds), the total last."""
+def phase_times(log: str) -> list[tuple[str, float, float | None]]:
+    """The `phase times:` block `invoke test` ends with: (phase, wall seconds, CPU seconds where printed), the
+    total last."""
     block = log.split("phase times:", 1)[1] if "phase times:" in log else ""
-    return [(m.group(1).strip(), float(m.group(2))) for m in re.finditer(r"^  (.+?)\s+(\d+) s$", block, re.M)]
+    rows = re.finditer(r"^  (.+?)\s+(\d+) s(?:\s+(\d+) s CPU)?$", block, re.M)
+    return [(m.group(1).strip(), float(m.group(2)), float(m.group(3)) if m.group(3) else None) for m in rows]
 
 
 def main() -> int:
@@ -72,9 +74,12 @@ def main() -> int:
         f"`.ci/run` exit {done.returncode}, {wall / 60:.1f} min wall (venv and pip install included); "
         f"tests passed per tier: {', '.join(passed) or 'none'}.",
         "",
-        "| phase | seconds |",
-        "|---|---:|",
-        *[f"| {name} | {seconds:.0f} |" for name, seconds in rows],
+        "| phase | seconds | CPU seconds |",
+        "|---|---:|---:|",
+        *[
+            f"| {name} | {seconds:.0f} | {'' if cpu is None else f'{cpu:.0f}'} |"
+            for name, seconds, cpu in rows
+        ],
         "",
     ]
     with Path(args.out).open("a") as out:

@@ -23,11 +23,39 @@ def shared_path() -> Path:
 TOOLCHAIN_FIXTURES = {"promtool", "prometheus_bin"}
 
 
+# Session fixtures that hold a running twin: every test that uses one runs on one worker of a tier, so the twin
+# starts once per tier rather than once on each worker (tests/twin/conftest.py).
+SESSION_TWINS = ("metal_twin", "prod_twin")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the `xdist_group` marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that runs a program of the toolchain is a `toolchain` test (it waits for the build in `invoke test`)."""
+    """A test that runs a program of the toolchain is a `toolchain` test (it waits for the build in `invoke test`);
+    each test gets the worker group its shared fixtures call for."""
     for item in items:
         if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.toolchain)
+        group = worker_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def worker_group(item: pytest.Item) -> str:
+    """The `xdist_group` a test joins so that what it shares is set up once: under `--dist loadgroup` a test
+    without a group is sent to any worker, so a module's tests split across both workers and each worker starts
+    the module's twin (or Slurm daemons, or Debian root) for itself. A test with a group of its own keeps it; one
+    on a session twin joins that twin's group; one with a module-scoped fixture joins its module's group."""
+    if any(True for _ in item.iter_markers("xdist_group")):
+        return ""
+    names = tuple(getattr(item, "fixturenames", ()))
+    for twin in SESSION_TWINS:
+        if twin in names:
+            return twin
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs if info is not None else {}
+    if any(defs and defs[-1].scope == "module" for name in names if (defs := definitions.get(name))):
+        return item.nodeid.split("::", 1)[0]
+    return ""
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ Each phase prints a line when it starts and the run ends with the seconds each t
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -55,30 +56,45 @@ TIERS = (
 NO_TESTS = 5
 
 
+def children_cpu() -> float:
+    """CPU seconds (user and system) of every finished child process and their waited-for descendants: a
+    phase's share of it, beside its wall time, says how far the 2 cores were busy (CPU / wall near 2: bound by
+    the cores; well below: waiting on something)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 @dataclass
 class Clock:
-    """Announces each phase and keeps how long each took."""
+    """Announces each phase and keeps how long each took, in wall time and in its processes' CPU time."""
 
     started: float = field(default_factory=time.monotonic)
     times: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
     current: str = ""
     since: float = 0.0
+    cpu_since: float = 0.0
 
     def phase(self, name: str) -> None:
         self.close()
-        self.current, self.since = name, time.monotonic()
+        self.current, self.since, self.cpu_since = name, time.monotonic(), children_cpu()
         elapsed = self.since - self.started
         print(f"==> [{PHASES.index(name) + 1}/{len(PHASES)}] {name} ({elapsed:.0f} s)", flush=True)
 
     def close(self) -> None:
         if self.current:
             self.times[self.current] = time.monotonic() - self.since
+            self.cpu[self.current] = children_cpu() - self.cpu_since
             self.current = ""
 
     def summary(self) -> str:
         self.close()
-        rows = [f"  {name:<30} {seconds:7.0f} s" for name, seconds in self.times.items()]
-        return "\n".join(["phase times:", *rows, f"  {'total':<30} {time.monotonic() - self.started:7.0f} s"])
+        rows = [f"  {name:<30} {seconds:7.0f} s  {self.cpu[name]:7.0f} s CPU"
+                for name, seconds in self.times.items()]  # fmt: skip
+        total = (
+            f"  {'total':<30} {time.monotonic() - self.started:7.0f} s  {sum(self.cpu.values()):7.0f} s CPU"
+        )
+        return "\n".join(["phase times: (wall, and the CPU time of the phase's processes)", *rows, total])
 
 
 @dataclass

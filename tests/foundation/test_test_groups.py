@@ -7,9 +7,12 @@ one worker."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import ROOT
 
 GROUPED = """
 import os, pytest
@@ -47,3 +50,60 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path: Path) -> None:
     assert len(set(workers)) == 1, (
         f"the group ran on {sorted(set(workers))}: pytest-xdist ignored xdist_group"
     )
+
+
+SHARED_CONFTEST = """
+import pytest
+
+from tests.conftest import pytest_collection_modifyitems  # the repository's grouping, as the tiers run it
+
+
+@pytest.fixture(scope="session")
+def metal_twin():
+    return "a twin"
+"""
+
+MODULE_FIXTURE = """
+import os, pytest
+
+
+@pytest.fixture(scope="module")
+def twin():
+    return "a twin"
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_module(twin, case):
+    with open("module.txt", "a") as out:
+        out.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+
+SESSION_FIXTURE = """
+import os, pytest
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_session(metal_twin, case):
+    with open("session.txt", "a") as out:
+        out.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+
+
+def test_tests_that_share_a_twin_run_on_one_worker(tmp_path: Path) -> None:
+    """A module-scoped fixture's tests, and a session twin's users across modules, each stay on one worker, so the
+    twin they share starts once: without the grouping `--dist loadgroup` spreads them over both."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "conftest.py").write_text(SHARED_CONFTEST)
+    (tmp_path / "test_module.py").write_text(MODULE_FIXTURE)
+    (tmp_path / "test_session_a.py").write_text(SESSION_FIXTURE)
+    (tmp_path / "test_session_b.py").write_text(SESSION_FIXTURE)
+    (tmp_path / "test_free.py").write_text(FREE.replace("range(8)", "range(12)"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name, count in (("module.txt", 6), ("session.txt", 12)):
+        workers = (tmp_path / name).read_text().split()
+        assert len(workers) == count and len(set(workers)) == 1, (name, workers)

@@ -5,6 +5,8 @@ background and is joined before the tests that need it, and a failing tier fails
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,7 @@ def test_each_phase_is_announced_in_order_and_timed(capsys: pytest.CaptureFixtur
     assert names == list(phases.PHASES)
     assert [int(re.search(r"\[(\d+)/10\]", line).group(1)) for line in lines] == list(range(1, 11))  # type: ignore[union-attr]
     assert "phase times:" in out and all(f"  {name}" in out for name in phases.PHASES)
+    assert all(re.search(rf"^  {re.escape(name)} +\d+ s +\d+ s CPU$", out, re.M) for name in phases.PHASES)
     commands = [call.args[0] for call in c.run.call_args_list]
     tiers = [command for command in commands if " -m pytest " in command]
     assert [(selection, workers) for _, selection, workers in phases.TIERS] == [
@@ -78,3 +81,16 @@ def test_a_selection_that_one_tier_does_not_reach_is_not_a_failure() -> None:
 
 def test_the_task_is_the_phases() -> None:
     assert "tests/phases.py" in (tasks.test.__doc__ or "")
+
+
+def test_a_phase_is_charged_the_cpu_its_processes_used() -> None:
+    """The CPU column is what the phase's child processes burnt, so a phase that waits shows little CPU."""
+    clock = phases.Clock()
+    clock.phase("mypy")
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"],
+                   check=True)  # fmt: skip
+    clock.phase("import contracts")
+    waited = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4)"])
+    waited.wait()
+    clock.close()
+    assert clock.cpu["mypy"] >= 0.35 and clock.cpu["import contracts"] < 0.3, clock.cpu

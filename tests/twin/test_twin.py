@@ -17,8 +17,8 @@ from tests.twin.conftest import start_twin, toolchain
 from tests.twin.kube import Kube, name, pod
 from twin.kwok import DURATION_ANNOTATION
 
-pytestmark = pytest.mark.xdist_group("build-metal-twin")
-
+# The tests that run `invoke twin` on the repository's stacks share its build folder: one worker runs them.
+IN_BUILD_FOLDER = pytest.mark.xdist_group("build-metal-twin")
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
@@ -115,6 +115,7 @@ def test_nothing_leaves_the_machine(metal_twin: Kube) -> None:
     assert addresses <= {"0100007F", "00000000000000000000000001000000"}, addresses  # 127.0.0.1, ::1
 
 
+@IN_BUILD_FOLDER
 def test_run_exits_with_the_commands_status_and_stops_everything(tmp_path: Path) -> None:
     """`invoke twin --run CMD` runs CMD with the twin's kubectl and KUBECONFIG, stops the twin and exits with
     CMD's status; the same stack again starts cleanly (nothing was left behind)."""
@@ -131,6 +132,7 @@ def test_run_exits_with_the_commands_status_and_stops_everything(tmp_path: Path)
     assert again.returncode == 0 and "namespace/kueue-system" in again.stdout
 
 
+@IN_BUILD_FOLDER
 @pytest.mark.parametrize(
     ("args", "key"),
     [
@@ -147,6 +149,7 @@ def test_bad_input_exits_2_and_starts_nothing(tmp_path: Path, args: list[str], k
     assert not (ROOT / "build" / "no-such-stack").exists()
 
 
+@IN_BUILD_FOLDER
 def test_missing_toolchain_exits_3_and_says_what_to_do(tmp_path: Path) -> None:
     env = {"GPUFLEET_TWIN_CACHE": str(tmp_path / "empty"), "GPUFLEET_TWIN_BIN": str(tmp_path / "none"),
            "PATH": "/usr/bin:/bin", "GPUFLEET_TWIN_LOCK": str(tmp_path / "lock")}  # fmt: skip
@@ -156,6 +159,7 @@ def test_missing_toolchain_exits_3_and_says_what_to_do(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@IN_BUILD_FOLDER
 def test_a_second_twin_says_so_and_exits_1(tmp_path_factory: pytest.TempPathFactory) -> None:
     first = start_twin(tmp_path_factory, "metal", bare=True)
     try:
