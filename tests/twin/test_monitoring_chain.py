@@ -109,6 +109,13 @@ class Chain:
         with urllib.request.urlopen(url, timeout=20) as r:
             return list(json.load(r)["data"]["result"])
 
+    def scraped_past(self, moment: float) -> bool:
+        """Whether Prometheus holds a sample taken after `moment` of both series a usage report reads (the GPU
+        exporters' and Kueue's), so a window ending then is complete in its storage."""
+        series = ("DCGM_FI_DEV_GPU_UTIL", "kueue_cluster_queue_resource_usage")
+        latest = [self.query(f"max(timestamp({s}))") for s in series]
+        return all(rows and float(rows[0]["value"][1]) > moment for rows in latest)
+
     def alerts(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self.prometheus}/api/v1/alerts", timeout=20) as r:
             return list(json.load(r)["data"]["alerts"])
@@ -277,7 +284,9 @@ def test_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
 
     eventually(released, "no GPU quota in use before the usage run", timeout=90, every=SCRAPE_S)
     window_start = time.time() + SCRAPE_S  # the next scrape sees the same zero
-    time.sleep(SCRAPE_S)
+    eventually(
+        lambda: chain.scraped_past(window_start), "a scrape after the window's start", timeout=60, every=1
+    )
     for job_name, (team, requests, _, util) in runs.items():
         chain.submit(gpu_job(team, job_name, requests, util, seconds))
 
@@ -293,7 +302,10 @@ def test_usage_reports_what_the_twin_ran(chain: Chain, tmp_path: Path) -> None:
         return done if len(done) == len(runs) else None
 
     workloads = eventually(finished, "the four jobs to finish", timeout=seconds + 120, every=3)
-    time.sleep(max(3 * SCRAPE_S, window_start + window_s + SCRAPE_S - time.time()))
+    # the window's end and the jobs' last three scrapes (their GPUs read free again) are in Prometheus
+    settled = max(time.time() + 2 * SCRAPE_S, window_start + window_s)
+    eventually(lambda: chain.scraped_past(settled), "the scrapes past the usage window", timeout=window_s + 60,
+               every=SCRAPE_S)  # fmt: skip
     expected = {
         t: {"allocated": 0.0, "used": 0.0, "idle": 0.0, "edges": 0.0, "cost": 0.0} for t in ("vision", "nlp")
     }
