@@ -48,9 +48,11 @@ def worker_group(item: pytest.Item) -> str:
     if any(True for _ in item.iter_markers("xdist_group")):
         return ""
     names = tuple(getattr(item, "fixturenames", ()))
-    for twin in SESSION_TWINS:
-        if twin in names:
-            return twin
+    twins = [twin for twin in SESSION_TWINS if twin in names]
+    if len(twins) > 1:  # it would start the second twin on the first one's worker as well
+        raise pytest.UsageError(f"{item.nodeid} uses {' and '.join(twins)}: one session twin per test")
+    if twins:
+        return twins[0]
     info = getattr(item, "_fixtureinfo", None)
     definitions = info.name2fixturedefs if info is not None else {}
     if any(defs and defs[-1].scope == "module" for name in names if (defs := definitions.get(name))):
