@@ -4,8 +4,9 @@
 2. kwok and the stack's nodes (`twin.nodes`), waited for until Ready;
 3. what the stack's cluster runs besides gpufleet's own objects, in the order the stack installs it: the CRDs
    of the Prometheus operator (`monitoring.prometheus`) and of Karpenter, the GPU operator's stand-in (its
-   release; the twin's nodes already advertise what its device plugin would), then Kueue from the stack's chart
-   values with the real controller (`twin.kueue`);
+   release; the twin's nodes already advertise what its device plugin would), on aws the DaemonSets every EKS
+   node runs (`twin.daemonsets`), then Kueue from the stack's chart values with the real controller
+   (`twin.kueue`);
 4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), then
    the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
    (`twin.secondary`), and the extender when placement is FragmentationAware.
@@ -124,6 +125,8 @@ class Twin:
             if uses_karpenter(opts.spec):
                 self._step("Karpenter CRDs", lambda: self._crds("karpenter-crds"))
             self._step("GPU operator stand-in", self._gpu_operator)
+            if opts.spec.platform == "aws":
+                self._step("node DaemonSets", self._daemonsets)
             self._step("job framework CRDs", self._frameworks)
             if opts.spec.scheduling.provisioning_requests:
                 # Kueue sets up its provisioning controller only if the CRD is served when it starts.
@@ -265,6 +268,28 @@ class Twin:
     def _gpu_operator(self) -> None:
         assert self.kubectl
         self.kubectl.apply_crds_first(gpu_operator_standin(self.options.spec))
+
+    def _daemonsets(self) -> None:
+        """EKS's and the stack's per-node DaemonSets (`twin.daemonsets`), waited for until every pod is ready, so
+        whatever runs next sees each node's overhead."""
+        assert self.kubectl
+        from twin.daemonsets import node_daemonset_manifests
+
+        manifests = node_daemonset_manifests(self.options.spec)
+        self.kubectl.apply(manifests)
+        kubectl, names = self.kubectl, {m["metadata"]["name"] for m in manifests}
+
+        def ready() -> bool:
+            items = json.loads(kubectl.run("get", "daemonsets", "-A", "-o", "json"))["items"]
+            done = {
+                d["metadata"]["name"]
+                for d in items
+                if d.get("status", {}).get("observedGeneration") == d["metadata"]["generation"]
+                and d["status"].get("numberReady", 0) == d["status"].get("desiredNumberScheduled", 0)
+            }
+            return names <= done
+
+        wait_until(ready, f"{len(names)} DaemonSets ready on every node", None, 120)
 
     def _crds(self, data: str) -> None:
         """CRDs of what the stack's cluster runs and the twin does not: the Prometheus operator's (a cluster with

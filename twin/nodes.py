@@ -18,11 +18,9 @@ uses, so a twin node and a real node cannot drift apart:
   interfaces (`infra.aws.nodepools.node_template_resources`, the function that sizes the autoscaler's
   templates), with GPU feature discovery's labels (`nvidia.com/gpu.count`, `.product`, `.replicas`).
 - **cpu/memory**: capacity from the catalog (or the spec's host sizes); allocatable minus the kubelet's
-  reservation: on EKS AMIs `kubeReserved` from the node's size (cpu: 6 % of the first core, 1 % of the
-  second, 0.5 % of the next two, 0.25 % of the rest; memory: 11 MiB x maxPods + 255 MiB;
-  bottlerocket-os/bottlerocket sources/api/schnauzer and awslabs/amazon-eks-ami nodeadm, the same formula)
-  and the 100 MiB hard-eviction threshold; on existing hosts only the kubelet's default 100 MiB eviction.
-  maxPods is the kubelet default (110) everywhere (EKS derives it from ENIs; the twin has no network).
+  reservation (`infra.aws.node_room`: on EKS AMIs `kubeReserved` and the hard-eviction threshold, on existing
+  hosts only the eviction threshold). maxPods is the kubelet default (110) everywhere (EKS derives it from
+  ENIs; the twin has no network).
 """
 
 from __future__ import annotations
@@ -31,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from infra import catalog
+from infra.aws.node_room import MAX_PODS, allocatable_milli_mib
 from infra.aws.nodepools import node_template_resources, plan_node_groups
 from infra.pools import SYSTEM_GROUP, karpenter_managed
 from infra.scheduling import pool_view
@@ -40,8 +39,6 @@ from scheduler.labels import GPU_TAINT, HOSTNAME_LABEL
 KWOK_LABEL = "type"  # kwok manages nodes with this label (`--manage-nodes-with-label-selector=type=kwok`)
 KWOK_VALUE = "kwok"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # kwok's own marker of a fake node (its docs' examples)
-MAX_PODS = 110
-EVICTION_MIB = 100
 CPU_NODES = 2  # existing platform: untainted CPU nodes for the platform's own pods
 CPU_NODE_SIZE = (8, 32)  # vCPUs, GiB
 NodeCount = Literal["desired", "min", "max"] | int
@@ -78,23 +75,10 @@ class TwinNode:
         }
 
 
-def kube_reserved_cpu_milli(vcpus: int) -> int:
-    """EKS AMIs' kubeReserved cpu: 6 % of the first core, 1 % of the second, 0.5 % of cores 3-4, 0.25 % above."""
-    milli = 60 if vcpus >= 1 else 0
-    milli += 10 if vcpus >= 2 else 0
-    milli += 5 * min(max(vcpus - 2, 0), 2)
-    milli += round(2.5 * max(vcpus - 4, 0))
-    return milli
-
-
 def _cpu_memory(vcpus: int, memory_gib: int, eks: bool) -> tuple[dict[str, str], dict[str, str]]:
     capacity = {"cpu": str(vcpus), "memory": f"{memory_gib * 1024}Mi", "pods": str(MAX_PODS)}
-    reserved_mib = (11 * MAX_PODS + 255 if eks else 0) + EVICTION_MIB
-    allocatable = {
-        "cpu": f"{vcpus * 1000 - (kube_reserved_cpu_milli(vcpus) if eks else 0)}m",
-        "memory": f"{memory_gib * 1024 - reserved_mib}Mi",
-        "pods": str(MAX_PODS),
-    }
+    cpu, memory = allocatable_milli_mib(vcpus, memory_gib, eks)
+    allocatable = {"cpu": f"{cpu}m", "memory": f"{memory}Mi", "pods": str(MAX_PODS)}
     return capacity, allocatable
 
 
