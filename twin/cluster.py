@@ -83,6 +83,7 @@ class Twin:
     timings: dict[str, float] = field(default_factory=dict)
     changes: dict[str, int] = field(default_factory=dict)
     autoscaler: Any = None
+    operands: Any = None  # twin.gpu_operands.GpuOperands
     chain: Any = None  # twin.monitoring.MonitoringChain with `monitoring`
     sup: Supervisor = field(init=False)
 
@@ -118,6 +119,7 @@ class Twin:
             )
             self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
             self._step("kwok nodes", self._nodes)
+            self._step("GPU operands", self._gpu_operands)
             # In the order the stack installs them: the metrics stack's CRDs, the GPU operator, then Kueue
             # (whose chart creates a ServiceMonitor when metrics are on).
             if opts.spec.cluster.monitoring.enabled:
@@ -136,6 +138,7 @@ class Twin:
             self._step("Kueue", self._kueue)
             if not opts.bare:
                 self.changes = self._step("policy (pulumi up)", self.deploy)
+                self._step("device plugin on the deployed config", lambda: self._gpus_settled(True))
                 self._step("gpu-binpack scheduler", self._secondary)
             if opts.monitoring:
                 self._step("monitoring chain", self._monitoring_chain)
@@ -169,6 +172,35 @@ class Twin:
         # The ServiceAccount admission plugin refuses pods until the controller-manager made `default`.
         wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", "default", check=False)),
                    "the default ServiceAccount", None, 60)  # fmt: skip
+
+    def _gpu_operands(self) -> None:
+        """The device plugin, GFD and mig-manager's stand-in (`twin.gpu_operands`) with the operator's settings
+        from the stack's GPU operator values: its MIG strategy and the plugin's default config."""
+        import logging
+
+        from infra.gpu_stack.gpu_operator import gpu_operator_values
+        from twin.gpu_operands import GpuOperands
+
+        assert self.plane
+        values = gpu_operator_values(self.options.spec)
+        handler = logging.FileHandler(self.options.folder / "logs" / "gpu-operands.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger = logging.getLogger("twin.gpu_operands")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        self.operands = GpuOperands(
+            self.plane.admin, values["mig"]["strategy"], values["devicePlugin"]["config"]["default"],
+            self.options.time_scale,
+        ).start()  # fmt: skip
+        self._gpus_settled(False)
+
+    def _gpus_settled(self, deployed: bool) -> None:
+        assert self.kubectl and self.operands
+        kubectl, operands = self.kubectl, self.operands
+        wait_until(
+            lambda: operands.settled(json.loads(kubectl.run("get", "nodes", "-o", "json"))["items"], deployed),
+            "the GPU nodes' device plugin", None, 120,
+        )  # fmt: skip
 
     def _kueue(self) -> None:
         assert self.tools and self.plane and self.kubectl
@@ -324,6 +356,8 @@ class Twin:
             self.chain.down()
         if self.autoscaler is not None:
             self.autoscaler.stop()
+        if self.operands is not None:
+            self.operands.stop()
         self.sup.stop_all()
 
     def check(self) -> None:

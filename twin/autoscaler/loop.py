@@ -100,6 +100,10 @@ class Autoscaler:
             if group not in out or n["spec"].get("unschedulable"):
                 continue
             free = {k: quantity(v) for k, v in (n["status"].get("allocatable") or {}).items()}
+            if not self._gpus_ready(self.groups[group], free):
+                # an upcoming node until its plugin reports: what the group's template says it will offer
+                gpus = {k: v for k, v in self.groups[group].capacity.items() if k.startswith("nvidia.com/")}
+                free = {**free, **gpus}
             for name, amount in used.get(n["metadata"]["name"], {}).items():
                 free[name] = free.get(name, 0.0) - amount
             out[group].append(free)
@@ -119,6 +123,17 @@ class Autoscaler:
             names[c.group].add(c.node.name)
         return names
 
+    @staticmethod
+    def _gpus_ready(group: NodeGroup, allocatable: Mapping[str, float]) -> bool:
+        """Whether the node offers the GPU resources its group's template has. Until its device plugin reports,
+        cluster-autoscaler counts a GPU node as not ready, an upcoming node of the group, and takes no
+        template from it (processors/customresources/gpu_processor.go, `FilterOutNodesWithUnreadyResources`)."""
+        return all(
+            allocatable.get(k, 0.0) > 0
+            for k, v in group.capacity.items()
+            if k.startswith("nvidia.com/") and v
+        )
+
     def _template(self, group: NodeGroup, nodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """A node of the group if there is one (its allocatable), else the last one seen (the autoscaler caches
         node infos of real nodes, processors/nodeinfosprovider/mixed_nodeinfos_processor.go), else the AWS
@@ -127,9 +142,11 @@ class Autoscaler:
         room = dict(self.seen.get(group.name, group.capacity))
         for n in nodes:
             if n["metadata"].get("labels", {}).get(NODEGROUP_LABEL) == group.name:
-                room = {k: quantity(v) for k, v in (n["status"].get("allocatable") or {}).items()}
-                self.seen[group.name] = dict(room)
-                break
+                example = {k: quantity(v) for k, v in (n["status"].get("allocatable") or {}).items()}
+                if self._gpus_ready(group, example):
+                    room = dict(example)
+                    self.seen[group.name] = dict(example)
+                    break
         for spec in self.daemon_pods:
             if not rejections(spec, group.labels, group.taints, {}, requests=False):
                 take(pod_requests(spec), room)
