@@ -195,13 +195,19 @@ def _aws_nodes(spec: ClusterSpec, nodes: NodeCount) -> list[TwinNode]:
     return out
 
 
+LAYER3_DOMAINS = 2
+
+
 def _network_layers(pool: str, i: int) -> dict[str, str]:
-    """EKS's network topology labels of an EFA instance: nodes of a pool share the upper layers, pairs share
-    the lowest (a stand-in for the instance topology EKS reads from EC2 DescribeInstanceTopology)."""
+    """EKS's network topology labels of an EFA instance (a stand-in for the instance topology EKS reads from
+    EC2 DescribeInstanceTopology): nodes of a pool share the upper layers, and the lowest alternates between
+    LAYER3_DOMAINS network nodes in launch order, as EC2 spreads instances it launches together. Neither
+    cluster-autoscaler nor the twin's stand-in looks at these labels, so nodes added together land on
+    different domains, and a gang on one domain is Kueue's topology-aware placement choosing among them."""
     return {
         "topology.k8s.aws/network-node-layer-1": f"nn-{pool}-1",
         "topology.k8s.aws/network-node-layer-2": f"nn-{pool}-2",
-        "topology.k8s.aws/network-node-layer-3": f"nn-{pool}-3-{i // 2}",
+        "topology.k8s.aws/network-node-layer-3": f"nn-{pool}-3-{i % LAYER3_DOMAINS}",
     }
 
 
