@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from infra.scheduling import pool_view
+from infra.spec import ClusterSpec
 from infra.stackfile import load_stack
 from scheduler.sharing import device_plugin_configmap
 from tests.conftest import ROOT
@@ -20,9 +21,9 @@ METAL = load_stack(ROOT / "Pulumi.metal.yaml")
 PROD = load_stack(ROOT / "Pulumi.example-prod.yaml")
 
 
-def rendered(spec: object) -> dict[str, str]:
+def rendered(spec: ClusterSpec) -> dict[str, str]:
     """The device-plugin ConfigMap's data as the stack deploys it."""
-    return dict(device_plugin_configmap([pool_view(spec, p) for p in spec.node_pools])["data"])  # type: ignore[attr-defined]
+    return dict(device_plugin_configmap([pool_view(spec, p) for p in spec.node_pools])["data"])
 
 
 def test_a_time_sliced_pool_advertises_renamed_replicas_with_their_labels() -> None:
