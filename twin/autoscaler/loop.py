@@ -101,9 +101,9 @@ class Autoscaler:
                 continue
             free = {k: quantity(v) for k, v in (n["status"].get("allocatable") or {}).items()}
             if not self._gpus_ready(self.groups[group], free):
-                # an upcoming node until its plugin reports: what the group's template says it will offer
-                gpus = {k: v for k, v in self.groups[group].capacity.items() if k.startswith("nvidia.com/")}
-                free = {**free, **gpus}
+                # an upcoming node until its plugin reports: the template, DaemonSet pods included
+                out[group].append(self._template(self.groups[group], []))
+                continue
             for name, amount in used.get(n["metadata"]["name"], {}).items():
                 free[name] = free.get(name, 0.0) - amount
             out[group].append(free)
