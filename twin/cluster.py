@@ -1,13 +1,15 @@
 """Bringing the twin up and down: the order of the parts, and what each waits for.
 
 1. the control plane (etcd, kube-apiserver, kube-controller-manager, the default kube-scheduler);
-2. kwok and the stack's nodes (`twin.nodes`), waited for until Ready;
+2. kwok and the stack's nodes (`twin.nodes`), waited for until Ready, and the stand-in for the GPU operator's
+   device plugin, GFD and mig-manager (`twin.gpu_operands`), waited for until every GPU node advertises;
 3. what the stack's cluster runs besides gpufleet's own objects, in the order the stack installs it: the CRDs
    of the Prometheus operator (`monitoring.prometheus`) and of Karpenter, the GPU operator's stand-in (its
-   release; the twin's nodes already advertise what its device plugin would), on aws the DaemonSets every EKS
+   release), on aws the DaemonSets every EKS
    node runs (`twin.daemonsets`), then Kueue from the stack's chart values with the real controller
    (`twin.kueue`);
-4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), then
+4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), waited for
+   until the GPU nodes advertise what its device-plugin ConfigMap and node labels give, then
    the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
    (`twin.secondary`), and the extender when placement is FragmentationAware.
 Down is the reverse; processes are stopped by their own process groups.
