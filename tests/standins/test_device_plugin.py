@@ -109,3 +109,10 @@ def test_a_new_mig_layout_pauses_the_node_then_applies() -> None:
     assert changes["labels"][STATE_LABEL] == "success"
     assert changes["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "true"
     assert changes["annotations"] == {APPLIED_MIG: "all-3g.40gb"}
+
+
+def test_every_catalog_gpu_has_a_compute_capability() -> None:
+    from infra import catalog
+    from twin.device_plugin import COMPUTE
+
+    assert set(catalog.GPU_MODELS) <= set(COMPUTE)
