@@ -12,6 +12,7 @@ from typing import Any
 
 from infra import catalog
 from infra.aws.karpenter.plan import dearest, karpenter_rows
+from infra.aws.node_room import room_warnings
 from infra.pools import allowed_instance_types, karpenter_managed, karpenter_pools, quota_demand
 from infra.scheduling import cpu_capacity_warnings, pool_view
 from infra.slurm.plan import slurm_accounts
@@ -164,6 +165,7 @@ def build_plan(spec: ClusterSpec) -> Plan:
     slurm = uses_slurm(spec)
     notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
     notes += cpu_capacity_warnings(spec)
+    notes += room_warnings(spec)
     if not spec.teams:
         notes.append(
             "No teams (gpufleet:teams): no namespace gets a queue, so no GPU work can be admitted; "

@@ -1,12 +1,15 @@
 """Bringing the twin up and down: the order of the parts, and what each waits for.
 
 1. the control plane (etcd, kube-apiserver, kube-controller-manager, the default kube-scheduler);
-2. kwok and the stack's nodes (`twin.nodes`), waited for until Ready;
+2. kwok and the stack's nodes (`twin.nodes`), waited for until Ready, and the stand-in for the GPU operator's
+   device plugin, GFD and mig-manager (`twin.gpu_operands`), waited for until every GPU node advertises;
 3. what the stack's cluster runs besides gpufleet's own objects, in the order the stack installs it: the CRDs
    of the Prometheus operator (`monitoring.prometheus`) and of Karpenter, the GPU operator's stand-in (its
-   release; the twin's nodes already advertise what its device plugin would), then Kueue from the stack's chart
-   values with the real controller (`twin.kueue`);
-4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), then
+   release), on aws the DaemonSets every EKS
+   node runs (`twin.daemonsets`), then Kueue from the stack's chart values with the real controller
+   (`twin.kueue`);
+4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), waited for
+   until the GPU nodes advertise what its device-plugin ConfigMap and node labels give, then
    the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
    (`twin.secondary`), and the extender when placement is FragmentationAware.
 Down is the reverse; processes are stopped by their own process groups.
@@ -82,6 +85,7 @@ class Twin:
     timings: dict[str, float] = field(default_factory=dict)
     changes: dict[str, int] = field(default_factory=dict)
     autoscaler: Any = None
+    operands: Any = None  # twin.gpu_operands.GpuOperands
     chain: Any = None  # twin.monitoring.MonitoringChain with `monitoring`
     sup: Supervisor = field(init=False)
 
@@ -117,6 +121,7 @@ class Twin:
             )
             self.kubectl = Kubectl(tools["kubectl"], self.plane.admin)
             self._step("kwok nodes", self._nodes)
+            self._step("GPU operands", self._gpu_operands)
             # In the order the stack installs them: the metrics stack's CRDs, the GPU operator, then Kueue
             # (whose chart creates a ServiceMonitor when metrics are on).
             if opts.spec.cluster.monitoring.enabled:
@@ -124,6 +129,8 @@ class Twin:
             if uses_karpenter(opts.spec):
                 self._step("Karpenter CRDs", lambda: self._crds("karpenter-crds"))
             self._step("GPU operator stand-in", self._gpu_operator)
+            if opts.spec.platform == "aws":
+                self._step("node DaemonSets", self._daemonsets)
             self._step("job framework CRDs", self._frameworks)
             if opts.spec.scheduling.provisioning_requests:
                 # Kueue sets up its provisioning controller only if the CRD is served when it starts.
@@ -133,6 +140,7 @@ class Twin:
             self._step("Kueue", self._kueue)
             if not opts.bare:
                 self.changes = self._step("policy (pulumi up)", self.deploy)
+                self._step("device plugin on the deployed config", lambda: self._gpus_settled(True))
                 self._step("gpu-binpack scheduler", self._secondary)
             if opts.monitoring:
                 self._step("monitoring chain", self._monitoring_chain)
@@ -166,6 +174,35 @@ class Twin:
         # The ServiceAccount admission plugin refuses pods until the controller-manager made `default`.
         wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", "default", check=False)),
                    "the default ServiceAccount", None, 60)  # fmt: skip
+
+    def _gpu_operands(self) -> None:
+        """The device plugin, GFD and mig-manager's stand-in (`twin.gpu_operands`) with the operator's settings
+        from the stack's GPU operator values: its MIG strategy and the plugin's default config."""
+        import logging
+
+        from infra.gpu_stack.gpu_operator import gpu_operator_values
+        from twin.gpu_operands import GpuOperands
+
+        assert self.plane
+        values = gpu_operator_values(self.options.spec)
+        handler = logging.FileHandler(self.options.folder / "logs" / "gpu-operands.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger = logging.getLogger("twin.gpu_operands")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        self.operands = GpuOperands(
+            self.plane.admin, values["mig"]["strategy"], values["devicePlugin"]["config"]["default"],
+            self.options.time_scale,
+        ).start()  # fmt: skip
+        self._gpus_settled(False)
+
+    def _gpus_settled(self, deployed: bool) -> None:
+        assert self.kubectl and self.operands
+        kubectl, operands = self.kubectl, self.operands
+        wait_until(
+            lambda: operands.settled(json.loads(kubectl.run("get", "nodes", "-o", "json"))["items"], deployed),
+            "the GPU nodes' device plugin", None, 120,
+        )  # fmt: skip
 
     def _kueue(self) -> None:
         assert self.tools and self.plane and self.kubectl
@@ -266,6 +303,28 @@ class Twin:
         assert self.kubectl
         self.kubectl.apply_crds_first(gpu_operator_standin(self.options.spec))
 
+    def _daemonsets(self) -> None:
+        """EKS's and the stack's per-node DaemonSets (`twin.daemonsets`), waited for until every pod is ready, so
+        whatever runs next sees each node's overhead."""
+        assert self.kubectl
+        from twin.daemonsets import node_daemonset_manifests
+
+        manifests = node_daemonset_manifests(self.options.spec)
+        self.kubectl.apply(manifests)
+        kubectl, names = self.kubectl, {m["metadata"]["name"] for m in manifests}
+
+        def ready() -> bool:
+            items = json.loads(kubectl.run("get", "daemonsets", "-A", "-o", "json"))["items"]
+            done = {
+                d["metadata"]["name"]
+                for d in items
+                if d.get("status", {}).get("observedGeneration") == d["metadata"]["generation"]
+                and d["status"].get("numberReady", 0) == d["status"].get("desiredNumberScheduled", 0)
+            }
+            return names <= done
+
+        wait_until(ready, f"{len(names)} DaemonSets ready on every node", None, 120)
+
     def _crds(self, data: str) -> None:
         """CRDs of what the stack's cluster runs and the twin does not: the Prometheus operator's (a cluster with
         `monitoring.prometheus`), Karpenter's (`cluster.autoscaler: karpenter`), from their module zips at the
@@ -299,6 +358,8 @@ class Twin:
             self.chain.down()
         if self.autoscaler is not None:
             self.autoscaler.stop()
+        if self.operands is not None:
+            self.operands.stop()
         self.sup.stop_all()
 
     def check(self) -> None:

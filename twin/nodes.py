@@ -12,25 +12,26 @@ uses, so a twin node and a real node cannot drift apart:
   (docs/existing.md, "Taints are left to whoever registers the nodes"), and *without* gpufleet's labels:
   those are what `invoke deploy` adds (a server-side-apply node patch), so the twin shows that it does.
   An existing cluster has CPU nodes too; the twin adds `CPU_NODES` untainted ones for the platform's pods.
-- **GPU resources** are what the GPU operator's device plugin advertises under the stack's device-plugin
-  config once its operands settle: whole GPUs, `nvidia.com/gpu.shared` = GPUs x replicas on time-sliced pools
-  (renameByDefault), `nvidia.com/mig-<profile>` = GPUs x instances on MIG pools (mixed strategy), and EFA
-  interfaces (`infra.aws.nodepools.node_template_resources`, the function that sizes the autoscaler's
-  templates), with GPU feature discovery's labels (`nvidia.com/gpu.count`, `.product`, `.replicas`).
+- **GPU resources** are not registered: a GPU node describes its GPUs (`gpufleet.io/twin-gpus`) and the
+  device plugin's stand-in (`twin.gpu_operands`) advertises them and GPU feature discovery's labels from the
+  deployed device-plugin ConfigMap and the node's config label. The node registers the EFA interfaces and
+  the operator's `nvidia.com/gpu.present` and `gpu.deploy.*` labels. `template` is what the autoscaler knows
+  of a group without a node: capacity plus the group's node-template resources
+  (`infra.aws.nodepools.node_template_resources`, the function that writes those tags).
 - **cpu/memory**: capacity from the catalog (or the spec's host sizes); allocatable minus the kubelet's
-  reservation: on EKS AMIs `kubeReserved` from the node's size (cpu: 6 % of the first core, 1 % of the
-  second, 0.5 % of the next two, 0.25 % of the rest; memory: 11 MiB x maxPods + 255 MiB;
-  bottlerocket-os/bottlerocket sources/api/schnauzer and awslabs/amazon-eks-ami nodeadm, the same formula)
-  and the 100 MiB hard-eviction threshold; on existing hosts only the kubelet's default 100 MiB eviction.
-  maxPods is the kubelet default (110) everywhere (EKS derives it from ENIs; the twin has no network).
+  reservation (`infra.aws.node_room`: on EKS AMIs `kubeReserved` and the hard-eviction threshold, on existing
+  hosts only the eviction threshold). maxPods is the kubelet default (110) everywhere (EKS derives it from
+  ENIs; the twin has no network).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from infra import catalog
+from infra.aws.node_room import MAX_PODS, allocatable_milli_mib
 from infra.aws.nodepools import node_template_resources, plan_node_groups
 from infra.pools import SYSTEM_GROUP, karpenter_managed
 from infra.scheduling import pool_view
@@ -40,8 +41,6 @@ from scheduler.labels import GPU_TAINT, HOSTNAME_LABEL
 KWOK_LABEL = "type"  # kwok manages nodes with this label (`--manage-nodes-with-label-selector=type=kwok`)
 KWOK_VALUE = "kwok"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # kwok's own marker of a fake node (its docs' examples)
-MAX_PODS = 110
-EVICTION_MIB = 100
 CPU_NODES = 2  # existing platform: untainted CPU nodes for the platform's own pods
 CPU_NODE_SIZE = (8, 32)  # vCPUs, GiB
 NodeCount = Literal["desired", "min", "max"] | int
@@ -56,6 +55,10 @@ class TwinNode:
     allocatable: dict[str, str]
     capacity: dict[str, str]
     address: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    template: dict[str, str] = field(
+        default_factory=dict
+    )  # the autoscaler's view from zero: capacity and tags
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -64,7 +67,11 @@ class TwinNode:
             "metadata": {
                 "name": self.name,
                 "labels": dict(self.labels),
-                "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "annotations": {
+                    KWOK_ANNOTATION: "fake",
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    **self.annotations,
+                },
             },
             "spec": {"taints": [dict(t) for t in self.taints]},
             "status": {
@@ -78,46 +85,45 @@ class TwinNode:
         }
 
 
-def kube_reserved_cpu_milli(vcpus: int) -> int:
-    """EKS AMIs' kubeReserved cpu: 6 % of the first core, 1 % of the second, 0.5 % of cores 3-4, 0.25 % above."""
-    milli = 60 if vcpus >= 1 else 0
-    milli += 10 if vcpus >= 2 else 0
-    milli += 5 * min(max(vcpus - 2, 0), 2)
-    milli += round(2.5 * max(vcpus - 4, 0))
-    return milli
-
-
 def _cpu_memory(vcpus: int, memory_gib: int, eks: bool) -> tuple[dict[str, str], dict[str, str]]:
     capacity = {"cpu": str(vcpus), "memory": f"{memory_gib * 1024}Mi", "pods": str(MAX_PODS)}
-    reserved_mib = (11 * MAX_PODS + 255 if eks else 0) + EVICTION_MIB
-    allocatable = {
-        "cpu": f"{vcpus * 1000 - (kube_reserved_cpu_milli(vcpus) if eks else 0)}m",
-        "memory": f"{memory_gib * 1024 - reserved_mib}Mi",
-        "pods": str(MAX_PODS),
-    }
+    cpu, memory = allocatable_milli_mib(vcpus, memory_gib, eks)
+    allocatable = {"cpu": f"{cpu}m", "memory": f"{memory}Mi", "pods": str(MAX_PODS)}
     return capacity, allocatable
 
 
-def _gpu_resources(spec: ClusterSpec, pool: NodePool) -> tuple[dict[str, str], dict[str, str]]:
+def _gpu_resources(
+    spec: ClusterSpec, pool: NodePool
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """What a GPU node of the pool registers with: (resources, labels, annotations). Its GPUs are described for
+    the device plugin's stand-in (`twin.gpu_operands`), which advertises them once it has read the deployed
+    config; the node itself registers only the EFA interfaces (the EFA plugin is not played) and the labels the
+    operator puts on every GPU node it manages."""
+    from twin.gpu_operands import HARDWARE_ANNOTATION
+
     view = pool_view(spec, pool)
-    resources = node_template_resources(view, view.efa_per_node)
-    as_text = {k: str(v) for k, v in resources.items()}
+    efa = {k: str(v) for k, v in node_template_resources(view, view.efa_per_node).items() if "efa" in k}
     labels = {
         "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.count": str(view.gpus_per_node),
-        "nvidia.com/gpu.product": catalog.GPU_MODELS[view.gpu_model].product_label,
         "nvidia.com/gpu.deploy.device-plugin": "true",  # mig-manager sets paused operands back to true
+        "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
         # the operator's per-operand switch its dcgm-exporter DaemonSet selects (state-dcgm-exporter
         # 0800_daemonset.yaml nodeSelector), set on every GPU node it manages
         "nvidia.com/gpu.deploy.dcgm-exporter": "true",
     }
-    if view.sharing == "timeSlicing" and view.time_slicing_replicas:
-        labels["nvidia.com/gpu.replicas"] = str(view.time_slicing_replicas)
-        labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
-    if view.sharing == "mig":
-        labels["nvidia.com/mig.config.state"] = "success"
-        labels["nvidia.com/mig.strategy"] = "mixed"
-    return as_text, labels
+    gpus = {
+        "model": view.gpu_model,
+        "count": view.gpus_per_node,
+        "driver": spec.versions.nvidia_driver_version,
+    }
+    return efa, labels, {HARDWARE_ANNOTATION: json.dumps(gpus, sort_keys=True)}
+
+
+def _template(spec: ClusterSpec, pool: NodePool) -> dict[str, str]:
+    """The GPU resources of the autoscaler's template for the pool (its node-template tags), which the
+    autoscaler reads from the group, not from a node."""
+    view = pool_view(spec, pool)
+    return {k: str(v) for k, v in node_template_resources(view, view.efa_per_node).items()}
 
 
 def _count(pool: NodePool, nodes: NodeCount) -> int:
@@ -163,9 +169,12 @@ def _aws_nodes(spec: ClusterSpec, nodes: NodeCount) -> list[TwinNode]:
         itype = catalog.CATALOG[plan.instance_type]
         capacity, allocatable = _cpu_memory(itype.vcpus, itype.memory_gib, eks=True)
         gpu_labels: dict[str, str] = {}
+        described: dict[str, str] = {}
+        template = dict(capacity)
         if pool is not None:
-            gpu, gpu_labels = _gpu_resources(spec, pool)
+            gpu, gpu_labels, described = _gpu_resources(spec, pool)
             capacity, allocatable = {**capacity, **gpu}, {**allocatable, **gpu}
+            template = {**capacity, **_template(spec, pool)}
         labels = {
             **plan.labels,
             **gpu_labels,
@@ -181,18 +190,24 @@ def _aws_nodes(spec: ClusterSpec, nodes: NodeCount) -> list[TwinNode]:
                 extra.update(_network_layers(plan.pool, i))
             out.append(
                 _node(name, plan.pool if pool else "", {**labels, **extra}, plan.taints, capacity,
-                      allocatable, len(out))
+                      allocatable, len(out), described, template)
             )  # fmt: skip
     return out
 
 
+LAYER3_DOMAINS = 2
+
+
 def _network_layers(pool: str, i: int) -> dict[str, str]:
-    """EKS's network topology labels of an EFA instance: nodes of a pool share the upper layers, pairs share
-    the lowest (a stand-in for the instance topology EKS reads from EC2 DescribeInstanceTopology)."""
+    """EKS's network topology labels of an EFA instance (a stand-in for the instance topology EKS reads from
+    EC2 DescribeInstanceTopology): nodes of a pool share the upper layers, and the lowest alternates between
+    LAYER3_DOMAINS network nodes in launch order, as EC2 spreads instances it launches together. Neither
+    cluster-autoscaler nor the twin's stand-in looks at these labels, so nodes added together land on
+    different domains, and a gang on one domain is Kueue's topology-aware placement choosing among them."""
     return {
         "topology.k8s.aws/network-node-layer-1": f"nn-{pool}-1",
         "topology.k8s.aws/network-node-layer-2": f"nn-{pool}-2",
-        "topology.k8s.aws/network-node-layer-3": f"nn-{pool}-3-{i // 2}",
+        "topology.k8s.aws/network-node-layer-3": f"nn-{pool}-3-{i % LAYER3_DOMAINS}",
     }
 
 
@@ -206,7 +221,7 @@ def _karpenter_nodes(spec: ClusterSpec, nodes: NodeCount) -> list[TwinNode]:
         view = pool_view(spec, pool)
         itype = catalog.CATALOG[pool.instance_type or ""]
         capacity, allocatable = _cpu_memory(itype.vcpus, itype.memory_gib, eks=True)
-        gpu, gfd = _gpu_resources(spec, pool)
+        gpu, gfd, described = _gpu_resources(spec, pool)
         kind = {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "reserved"}[pool.capacity_type]
         labels = {
             **gpu_labels(view, str(pool.ami_family)),
@@ -223,7 +238,7 @@ def _karpenter_nodes(spec: ClusterSpec, nodes: NodeCount) -> list[TwinNode]:
             out.append(
                 _node(f"{spec.cluster.name}-{pool.name}-k{i:03d}", pool.name, {**labels, **extra},
                       tuple(dict(t) for t in view.taints), {**capacity, **gpu}, {**allocatable, **gpu},
-                      1000 + len(out))
+                      1000 + len(out), described, {**capacity, **_template(spec, pool)})
             )  # fmt: skip
     return out
 
@@ -234,14 +249,14 @@ def _existing_nodes(spec: ClusterSpec) -> list[TwinNode]:
         capacity, allocatable = _cpu_memory(*CPU_NODE_SIZE, eks=False)
         out.append(_node(f"twin-cpu-{i + 1}", "", {}, (), capacity, allocatable, i))
     for pool in spec.node_pools:
-        gpu, gfd = _gpu_resources(spec, pool)
+        gpu, gfd, described = _gpu_resources(spec, pool)
         capacity, allocatable = _cpu_memory(
             pool.cpus_per_node or 0, pool.memory_gi_b_per_node or 0, eks=False
         )
         for host in pool.hosts or []:
             out.append(
                 _node(host, pool.name, gfd, (dict(GPU_TAINT),), {**capacity, **gpu}, {**allocatable, **gpu},
-                      len(out))
+                      len(out), described)
             )  # fmt: skip
     return out
 
@@ -254,6 +269,8 @@ def _node(
     capacity: dict[str, str],
     allocatable: dict[str, str],
     index: int,
+    annotations: dict[str, str] | None = None,
+    template: dict[str, str] | None = None,
 ) -> TwinNode:
     kubelet = {
         HOSTNAME_LABEL: name,
@@ -261,7 +278,10 @@ def _node(
         "kubernetes.io/arch": "amd64",
         KWOK_LABEL: KWOK_VALUE,
     }
-    return TwinNode(name, pool, {**kubelet, **labels}, taints, allocatable, capacity, _address(index))
+    return TwinNode(
+        name, pool, {**kubelet, **labels}, taints, allocatable, capacity, _address(index),
+        dict(annotations or {}), dict(template or capacity),
+    )  # fmt: skip
 
 
 def twin_nodes(spec: ClusterSpec, nodes: NodeCount = "desired") -> list[TwinNode]:

@@ -1,8 +1,9 @@
 """What an already-equipped cluster runs that the twin cannot run for real: the NVIDIA GPU operator.
 
-The GPU operator drives drivers and device plugins on GPU hosts; the twin has none. Its effect on the API is
-what the twin's nodes already show (they advertise the GPU resources and carry the feature-discovery labels
-its device plugin and GFD would set, `twin.nodes`). What remains is the release itself, which is what
+The GPU operator drives drivers and device plugins on GPU hosts; the twin has none. Its operands' effect on
+the API is played by `twin.gpu_operands` (the GPU resources and feature-discovery labels its device plugin and
+GFD set from the deployed config, mig-manager's pause) and, on aws, their pods by `twin.daemonsets`. What
+remains is the release itself, which is what
 gpufleet looks at when it adopts an operator that runs (`cluster.addons.gpuOperator: existing`): the
 operator's Deployment in its namespace, with the labels and image the chart gives it (NVIDIA/gpu-operator
 v26.7.0 deployments/gpu-operator/templates/operator.yaml and `gpu-operator.labels` in _helpers.tpl; the

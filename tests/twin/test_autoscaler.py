@@ -10,10 +10,15 @@ from typing import Any
 
 import pytest
 
+from infra.aws.node_daemonsets import node_daemonsets
+from infra.aws.node_room import node_room, room_warnings
+from infra.stackfile import load_stack
+from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.conftest import start_twin
 from tests.twin.kube import Kube, job, name
-from tests.twin.test_team_rules import pods_of
+from tests.twin.test_team_rules import condition, pods_of, workload_of
+from twin.autoscaler.fit import quantity
 
 GPU = "nvidia.com/gpu"
 GROUP = "gpufleet-dev-l40s"
@@ -97,4 +102,61 @@ def test_a_pod_above_allocatable_scales_up_once_then_the_real_node_is_remembered
         assert not one_pod(dev_twin, big)["spec"].get("nodeName")
     finally:
         member.delete("job", big, "research")
+    eventually(lambda: not group_nodes(dev_twin), "the empty node removed", 90)
+
+
+def daemon_pods(kube: Kube, node: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in kube.items("pods")
+        if p["spec"].get("nodeName") == node
+        and any(o["kind"] == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def test_a_job_sized_to_allocatable_stays_pending_and_the_plan_says_so(dev_twin: Kube) -> None:
+    """EKS's and the stack's DaemonSets put a pod on every node (the real DaemonSet controller and scheduler),
+    and the plan's warning for the pool says how much they take and the largest pod that fits: a job of that
+    size gets a node (the autoscaler's template counts the DaemonSet pods too) and runs, the node carries the
+    overhead the warning names, and a job asking the node's whole allocatable, admitted by Kueue, stays Pending
+    with the scheduler's and the autoscaler's reasons, as on EKS."""
+    spec = load_stack(ROOT / "Pulumi.dev.yaml")
+    room = node_room(spec, spec.node_pools[0])
+    assert room is not None
+    warning = next(w for w in room_warnings(spec) if w.startswith("nodePools[0] (l40s)"))
+    (cpu, mib), (fit_cpu, fit_mib) = room.allocatable, room.room
+    assert f"at most cpu {fit_cpu}m and memory {fit_mib}Mi" in warning, warning
+    member = dev_twin.as_member(("gpufleet:research",))
+    full, fits = name("full"), name("fits")
+    assert member.create(job(fits, "research", {"cpu": f"{fit_cpu}m", "memory": f"{fit_mib}Mi", GPU: 1})).ok
+    try:
+        node = eventually(lambda: one_pod(dev_twin, fits)["spec"].get("nodeName"), "the sized job bound", 90)
+        eventually(
+            lambda: len(daemon_pods(dev_twin, node)) == len(node_daemonsets(spec, spec.node_pools[0]))
+            and all(p["status"].get("phase") == "Running" for p in daemon_pods(dev_twin, node)),
+            "the node's DaemonSet pods running", 60,
+        )  # fmt: skip
+        requests = [c["resources"].get("requests") or {} for p in daemon_pods(dev_twin, node)
+                    for c in p["spec"]["containers"]]  # fmt: skip
+        carried = (
+            round(sum(quantity(r.get("cpu", 0)) for r in requests) * 1000),
+            round(sum(quantity(r.get("memory", 0)) for r in requests) / 2**20),
+        )
+        assert carried == room.overhead, (carried, warning)
+        assert member.create(job(full, "research", {"cpu": f"{cpu}m", "memory": f"{mib}Mi", GPU: 1})).ok
+        pod = one_pod(dev_twin, full)
+        eventually(lambda: condition(workload_of(dev_twin, "research", full), "Admitted"), "Kueue admits it")
+        why = eventually(lambda: events(dev_twin, pod, "NotTriggerScaleUp"), "no node for it", 60)
+        assert "Insufficient cpu" in why[0], why
+        member.delete("job", fits, "research")  # the node's GPU is free again: cpu and memory still lack
+        said = eventually(
+            lambda: [m for m in events(dev_twin, pod, "FailedScheduling")
+                     if "Insufficient cpu" in m and f"Insufficient {GPU}" not in m],
+            "the scheduler's reason on the node with its GPU free", 60,
+        )  # fmt: skip
+        assert "Insufficient memory" in said[-1], said
+        assert not one_pod(dev_twin, full)["spec"].get("nodeName")
+    finally:
+        member.delete("job", full, "research")
+        member.delete("job", fits, "research")
     eventually(lambda: not group_nodes(dev_twin), "the empty node removed", 90)

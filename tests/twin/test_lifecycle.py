@@ -85,7 +85,9 @@ def test_deploy_again_preview_destroy(bare: Kube, tmp_path: Path) -> None:
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     created = counts(first.stdout, "deployed")
     assert created.get("create", 0) > 50 and set(created) <= {"create", "same"}
-    assert "Kueue v0.19.2 runs" in first.stdout and "the NVIDIA GPU operator v26.7.0 runs" in first.stdout
+    # Kueue's version comes from its real chart's labels; the GPU operator's is its stand-in's own, so it proves
+    # nothing and is not checked here.
+    assert "Kueue v0.19.2 runs" in first.stdout
     queues = {q["metadata"]["name"] for q in bare.items("clusterqueues.kueue.x-k8s.io")}
     assert {"vision", "nlp"} <= queues
     assert bare.get("node", "gpu-h100-01")["metadata"]["labels"]["gpufleet.io/pool"] == "h100"

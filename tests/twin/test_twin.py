@@ -35,11 +35,12 @@ def allocatable(kube: Kube, node: str) -> dict[str, str]:
     return dict(kube.get("node", node)["status"]["allocatable"])
 
 
-def test_metal_hosts_register_with_the_gpus_the_device_plugin_advertises(metal_twin: Kube) -> None:
-    """Every host of the stack is a Ready node. The h100 hosts advertise 8 whole GPUs; the l40s hosts, time-sliced
-    with 2 replicas and renameByDefault, advertise GPUs x replicas as `nvidia.com/gpu.shared` and no
-    `nvidia.com/gpu` (NVIDIA GPU operator docs, "Time-Slicing GPUs in Kubernetes": with renameByDefault the
-    resource is advertised as <resource>.shared, replicas per GPU)."""
+def test_metal_hosts_advertise_what_the_deployed_device_plugin_config_gives(metal_twin: Kube) -> None:
+    """Every host of the stack is a Ready node. Their GPUs are advertised by the device plugin's stand-in from
+    the ConfigMap the deploy created and the config label it put on each host (k8s-device-plugin v0.20.0's
+    rules, twin.device_plugin): the h100 hosts, on the default entry, 8 whole GPUs; the l40s hosts, on their
+    time-sliced entry (2 replicas, renameByDefault), 4 x 2 as `nvidia.com/gpu.shared` and no `nvidia.com/gpu`,
+    with GPU feature discovery's labels saying so."""
     nodes = {n["metadata"]["name"]: n for n in metal_twin.items("nodes")}
     hosts = {f"gpu-h100-0{i}" for i in range(1, 5)} | {f"gpu-l40s-0{i}" for i in range(1, 4)}
     assert hosts <= set(nodes)
@@ -49,6 +50,27 @@ def test_metal_hosts_register_with_the_gpus_the_device_plugin_advertises(metal_t
     assert allocatable(metal_twin, "gpu-h100-01")["nvidia.com/gpu"] == "8"
     l40s = allocatable(metal_twin, "gpu-l40s-01")
     assert l40s["nvidia.com/gpu.shared"] == "8" and "nvidia.com/gpu" not in l40s
+    labels = nodes["gpu-l40s-01"]["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"  # renamed: no -SHARED suffix
+    assert labels["nvidia.com/gpu.replicas"] == "2"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    h100 = nodes["gpu-h100-01"]["metadata"]["labels"]
+    assert (h100["nvidia.com/gpu.replicas"], h100["nvidia.com/gpu.sharing-strategy"]) == ("1", "none")
+
+
+def test_the_device_plugin_follows_the_config_label(metal_twin: Kube) -> None:
+    """The config-manager's rules: a host relabelled to the default entry advertises whole GPUs, a label naming
+    no entry stops the plugin (no GPUs), and the pool's own entry brings the shared resource back."""
+    host, label = "gpu-l40s-03", "nvidia.com/device-plugin.config"
+    gpus = lambda: {k: v for k, v in allocatable(metal_twin, host).items() if k.startswith("nvidia.com/")}  # noqa: E731
+    try:
+        metal_twin.ok("label", "node", host, f"{label}=default", "--overwrite")
+        eventually(lambda: gpus() == {"nvidia.com/gpu": "4"}, "whole GPUs on the default entry", 30)
+        metal_twin.ok("label", "node", host, f"{label}=no-such-entry", "--overwrite")
+        eventually(lambda: gpus() == {}, "no GPUs when the entry does not exist", 30)
+    finally:
+        metal_twin.ok("label", "node", host, f"{label}=l40s", "--overwrite")
+    eventually(lambda: gpus() == {"nvidia.com/gpu.shared": "8"}, "the pool's entry again", 30)
 
 
 def test_deploy_labels_the_hosts_with_their_pools(metal_twin: Kube) -> None:

@@ -105,14 +105,16 @@ def rejections(
     labels: Mapping[str, str],
     taints: Sequence[Mapping[str, Any]],
     allocatable: Mapping[str, float],
+    requests: bool = True,
 ) -> list[str]:
-    """Why the pod cannot go on an empty node of this shape, in the scheduler's words; empty: it fits."""
+    """Why the pod cannot go on an empty node of this shape, in the scheduler's words; empty: it fits
+    (`requests=False`: by its taints and labels alone)."""
     out = []
     if untolerated(spec, taints):
         out.append(UNTOLERATED)
     if not selected(spec, labels):
         out.append(NOT_SELECTED)
-    for name, amount in sorted(pod_requests(spec).items()):
+    for name, amount in sorted(pod_requests(spec).items()) if requests else ():
         if amount and allocatable.get(name, 0.0) < amount:
             out.append(f"Insufficient {name}")
     return out

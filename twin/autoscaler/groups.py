@@ -91,7 +91,7 @@ def node_groups(spec: ClusterSpec) -> list[NodeGroup]:
                 max_size=max(plan.max_size, plan.desired_size),
                 provision_s=catalog.provision_delay_s(catalog.CATALOG[plan.instance_type].family),
                 unneeded_s=seconds(unneeded),
-                capacity={k: quantity(v) for k, v in nodes[0].capacity.items()},
+                capacity={k: quantity(v) for k, v in nodes[0].template.items()},
             )
         )
     return out

@@ -24,7 +24,7 @@ import yaml
 from infra.spec import ClusterSpec
 from scheduler.autoscaling import CONFIGMAP as PRIORITY_CONFIGMAP
 from twin.autoscaler import provisioning as pr_rules
-from twin.autoscaler.fit import new_nodes, pod_requests, quantity, rejections
+from twin.autoscaler.fit import new_nodes, pod_requests, quantity, rejections, take
 from twin.autoscaler.groups import DELAY_AFTER_ADD_S, NODEGROUP_LABEL, NodeGroup, node_groups, priority_order
 from twin.nodes import TwinNode
 
@@ -57,6 +57,7 @@ class Autoscaler:
         self.backoff: dict[str, float] = {}
         self.told: set[str] = set()
         self.seen: dict[str, dict[str, float]] = {}
+        self.daemon_pods: list[dict[str, Any]] = []  # the DaemonSets' pod specs, read each pass
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -75,6 +76,13 @@ class Autoscaler:
             field_selector="status.phase!=Succeeded,status.phase!=Failed").items]  # fmt: skip
         return nodes, pods
 
+    def _daemonsets(self, core: Any) -> list[dict[str, Any]]:
+        from kubernetes import client
+
+        ser = core.api_client.sanitize_for_serialization
+        items = client.AppsV1Api(core.api_client).list_daemon_set_for_all_namespaces().items
+        return [ser(d)["spec"]["template"]["spec"] for d in items]
+
     def _free(
         self, nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
     ) -> dict[str, list[dict[str, float]]]:
@@ -92,6 +100,10 @@ class Autoscaler:
             if group not in out or n["spec"].get("unschedulable"):
                 continue
             free = {k: quantity(v) for k, v in (n["status"].get("allocatable") or {}).items()}
+            if not self._gpus_ready(self.groups[group], free):
+                # an upcoming node until its plugin reports: the template, DaemonSet pods included
+                out[group].append(self._template(self.groups[group], []))
+                continue
             for name, amount in used.get(n["metadata"]["name"], {}).items():
                 free[name] = free.get(name, 0.0) - amount
             out[group].append(free)
@@ -111,16 +123,34 @@ class Autoscaler:
             names[c.group].add(c.node.name)
         return names
 
+    @staticmethod
+    def _gpus_ready(group: NodeGroup, allocatable: Mapping[str, float]) -> bool:
+        """Whether the node offers the GPU resources its group's template has. Until its device plugin reports,
+        cluster-autoscaler counts a GPU node as not ready, an upcoming node of the group, and takes no
+        template from it (processors/customresources/gpu_processor.go, `FilterOutNodesWithUnreadyResources`)."""
+        return all(
+            allocatable.get(k, 0.0) > 0
+            for k, v in group.capacity.items()
+            if k.startswith("nvidia.com/") and v
+        )
+
     def _template(self, group: NodeGroup, nodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """A node of the group if there is one (its allocatable), else the last one seen (the autoscaler caches
         node infos of real nodes, processors/nodeinfosprovider/mixed_nodeinfos_processor.go), else the AWS
-        template from the instance type (capacity)."""
+        template from the instance type (capacity); less the requests of the DaemonSet pods a fresh node of the
+        group runs (simulator/node_info_utils.go:62-80, `podsExpectedOnFreshNode`)."""
+        room = dict(self.seen.get(group.name, group.capacity))
         for n in nodes:
             if n["metadata"].get("labels", {}).get(NODEGROUP_LABEL) == group.name:
-                seen = {k: quantity(v) for k, v in (n["status"].get("allocatable") or {}).items()}
-                self.seen[group.name] = seen
-                return dict(seen)
-        return dict(self.seen.get(group.name, group.capacity))
+                example = {k: quantity(v) for k, v in (n["status"].get("allocatable") or {}).items()}
+                if self._gpus_ready(group, example):
+                    room = dict(example)
+                    self.seen[group.name] = dict(example)
+                    break
+        for spec in self.daemon_pods:
+            if not rejections(spec, group.labels, group.taints, {}, requests=False):
+                take(pod_requests(spec), room)
+        return room
 
     def _priorities(self, core: Any) -> dict[int, list[str]]:
         from kubernetes.client.exceptions import ApiException
@@ -219,6 +249,8 @@ class Autoscaler:
             if (
                 p["spec"].get("nodeName")
                 or p["spec"].get("schedulingGates")
+                # core/podlistprocessor/filter_out_daemon_sets.go: DaemonSet pods never scale a group up
+                or any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
                 or p["status"].get("phase") != "Pending"
             ):
                 continue
@@ -375,6 +407,7 @@ class Autoscaler:
 
     def step(self) -> None:
         core, custom = self._clients()
+        self.daemon_pods = self._daemonsets(core)
         self._join(core)
         nodes, pods = self._snapshot(core)
         self._provisioning(core, custom, nodes, pods)
