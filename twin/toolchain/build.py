@@ -445,9 +445,7 @@ MONITORING = ("prometheus-operator", "prometheus", "alertmanager", "kube-state-m
 KARPENTER = ("karpenter-kwok",)
 
 
-def locate(
-    minor: str, say: Say = print, *, monitoring: bool = False, karpenter: bool = False
-) -> Toolchain:
+def locate(minor: str, say: Say = print, *, monitoring: bool = False, karpenter: bool = False) -> Toolchain:
     """The programs a twin at this Kubernetes minor runs (the monitoring chain's only with `monitoring`,
     Karpenter only with `karpenter`), and the data files every twin serves; ToolMissing (exit 3) names what is
     missing or not the pinned release."""
