@@ -53,7 +53,8 @@ ZONE = "topology.kubernetes.io/zone"
 MAX_PODS = "110"
 # Any ratio below 1 gives Spot the precedence the AWS provider gives it; the catalog holds no Spot prices.
 SPOT_PRICE_RATIO = 0.4
-OFFERED = ("on-demand", "spot")  # the capacity types the kwok provider can offer at v1.14.1
+OFFERED = ("on-demand", "spot")
+REGISTRATION_TIMEOUT_S = 900  # the capacity types the kwok provider can offer at v1.14.1
 
 
 def _price(itype: catalog.InstanceType, capacity_type: str) -> float | None:
@@ -104,9 +105,13 @@ def instance_types(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 
 def registration_delay(pool: NodePool, time_scale: float = 1.0) -> str:
-    """The pool's boot time as a KWOKNodeClass `nodeRegistrationDelay` (whole seconds, at least one)."""
+    """The pool's boot time as a KWOKNodeClass `nodeRegistrationDelay` (whole seconds, at least one), below
+    Karpenter's registration timeout: it deletes a NodeClaim whose node has not registered within 15 minutes
+    (pkg/controllers/nodeclaim/lifecycle/liveness.go:52 @v1.14.1), and the catalog's boot time runs to a Ready
+    GPU node, of which the kubelet's registration is the first part."""
     family = catalog.CATALOG[pool.instance_type or ""].family
-    return f"{max(1, round(catalog.provision_delay_s(family) * time_scale))}s"
+    seconds = min(catalog.provision_delay_s(family), REGISTRATION_TIMEOUT_S - 60) * time_scale
+    return f"{max(1, round(seconds))}s"
 
 
 def node_class_hash(spec: ClusterSpec, pool: NodePool) -> str:
