@@ -12,7 +12,11 @@ replaces nodes, and why:
 - a Karpenter NodePool drifts when its template, its EC2NodeClass (the AMI alias) or the cluster's minor
   changes (Karpenter v1.14.1, concepts/disruption.md "Drift"). A training pool whose `Drifted` budget is 0, or
   whose NodePool has no grace period, keeps busy nodes until their jobs end; an inference pool drains one
-  node at a time; `drainBusyNodesOnDrift` deletes running pods when the grace period ends;
+  node at a time; `drainBusyNodesOnDrift` deletes running pods when the grace period ends. An empty drifted
+  node goes by drift where a budget allows it, else by consolidation after `consolidateAfter`: a pool with
+  neither (a capacity block: `consolidateAfter: Never`, `Drifted: 0`) keeps its nodes on the old template
+  (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/disruption/emptiness.go:42-50, drift.go:79-83; shown on
+  the twin's real Karpenter, tests/twin/test_karpenter.py);
 - an `existing` cluster's hosts are not rolled by gpufleet (Kubernetes is the cluster's own; drivers move
   with `invoke metal --reboot`).
 
@@ -27,7 +31,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.aws.karpenter.pools import node_class, node_pool
+from infra.aws.karpenter.pools import node_class, node_pool, plan_pool
 from infra.aws.nodepools import launch_template_fingerprint, launch_template_tags, plan_node_groups
 from infra.errors import ConfigError
 from infra.pools import SYSTEM_GROUP, karpenter_managed, managed_node_group_spec, workload
@@ -52,6 +56,19 @@ def _drift_waits_for_jobs(pool: NodePool) -> bool:
     return settings.termination_grace_period == "Never" or not settings.drain_busy_nodes_on_drift
 
 
+def _drift_reaches_empty_nodes(spec: ClusterSpec, pool: NodePool) -> bool:
+    """An empty drifted node of the pool is replaced: a budget lets drift take it, or consolidation does."""
+    if plan_pool(spec, pool).consolidate_after != "Never":
+        return True
+    settings = pool.karpenter
+    budgets = settings.budgets if settings and settings.budgets is not None else None
+    if budgets is None:
+        return workload(pool) != "training"  # the training defaults allow no Drifted disruption
+    return any(
+        (not b.reasons or "Drifted" in b.reasons) and b.nodes.rstrip("%") not in ("0", "") for b in budgets
+    )
+
+
 def _aws_pools(spec: ClusterSpec) -> dict[str, Facts]:
     groups = managed_node_group_spec(spec)
     out: dict[str, Facts] = {}
@@ -73,6 +90,7 @@ def _aws_pools(spec: ClusterSpec) -> dict[str, Facts]:
             # What Karpenter compares for drift: the template and the node class, not the behaviour fields.
             "template": _digest([nodepool["spec"]["template"], nodeclass["spec"]]),
             "waitsForJobs": _drift_waits_for_jobs(pool),
+            "emptyNodesRoll": _drift_reaches_empty_nodes(spec, pool),
         }
     return out
 
@@ -169,8 +187,14 @@ def _reasons(before: Facts, after: Facts, minor: tuple[str, str]) -> list[str]:
 def _how(after: Facts) -> tuple[str, bool]:
     if after["kind"] == NODE_GROUP:
         return "every node replaced, one at a time; EKS evicts its pods", after["workload"] != "system"
+    if after.get("waitsForJobs") and not after.get("emptyNodesRoll", True):
+        return (
+            "drift: no node replaced, busy or empty (never consolidated, no Drifted budget): the nodes keep "
+            "the old template until they are deleted",
+            False,
+        )
     if after.get("waitsForJobs"):
-        return "drift: empty nodes replaced, busy nodes kept until their jobs end", False
+        return "drift: busy nodes kept until their jobs end, empty ones replaced", False
     if after["workload"] == "inference":
         return "drift: one node at a time, its pods rescheduled", True
     return "drift: busy nodes drained, running pods deleted when the grace period ends", True

@@ -53,6 +53,9 @@ DEFAULT_KUBERNETES = "1.35"
 # scheduler's models of Kueue (validation, the dynamic engine, tests/scheduler/kueue_model.py) follow its source.
 # Bumping it: docs/architecture.md, "Find your room".
 KUEUE_VERSION = "0.19.2"
+# Karpenter: the chart, the controller image, the CRDs the twin serves and the twin's Karpenter (the kwok provider
+# on the same core, TWIN_KARPENTER_KWOK) all run this release.
+KARPENTER_VERSION = "1.14.1"
 
 
 class Versions(BaseModel):
@@ -89,7 +92,7 @@ class Versions(BaseModel):
     extender_image: str = PROJECT_VERSION
     # Karpenter (cluster.autoscaler: karpenter): chart and controller image move together. The digest is the
     # 1.14.1 controller image recorded by the release's docs commit (aws/karpenter-provider-aws 1d927085).
-    karpenter_chart: str = "1.14.1"
+    karpenter_chart: str = KARPENTER_VERSION
     karpenter_image_digest: str = "sha256:723130949e4cab989461ff07d1be4cd781d63515432494641b33c235f300ae23"
     # AWS add-ons.
     # eks-charts versions this chart with a leading "v". v0.5.31 ships image v0.5.21-eksbuild.9 (Aug 2026); a
@@ -316,7 +319,20 @@ TWIN_KUBE_STATE_METRICS = GoBuild(
 
 # Karpenter's CRDs as the AWS provider ships them (the Karpenter version the stacks deploy): data only, read from
 # the module zip (pkg/apis/crds), so the twin's API server validates the stack's NodePools and EC2NodeClasses.
-TWIN_KARPENTER_CRDS = GoBuild("karpenter-crds", "v1.14.1", "", (), "github.com/aws/karpenter-provider-aws")
+TWIN_KARPENTER_CRDS = GoBuild(
+    "karpenter-crds", f"v{KARPENTER_VERSION}", "", (), "github.com/aws/karpenter-provider-aws"
+)
+# Karpenter itself on Karpenter stacks' twins: the core's kwok cloud provider (sigs.k8s.io/karpenter/kwok, main.go:
+# the core's operator and controllers with a provider whose "instances" are kwok Nodes), at the core the AWS
+# provider of that release is built on (karpenter-provider-aws@v1.14.1 go.mod requires the core's v1.14.1 tag
+# commit). The core's go.mod has no replace lines. Its data (the KWOKNodeClass CRD) comes from the module zip.
+TWIN_KARPENTER_KWOK = GoBuild(
+    "karpenter-kwok",
+    f"v{KARPENTER_VERSION}",
+    "karpenter-kwok",
+    ("karpenter-kwok",),
+    "sigs.k8s.io/karpenter",
+)
 
 
 # The CRDs of the job frameworks Kueue integrates (kueue_config.FRAMEWORKS) that a cluster gets from their

@@ -5,9 +5,9 @@
    device plugin, GFD and mig-manager (`twin.gpu_operands`), waited for until every GPU node advertises;
 3. what the stack's cluster runs besides gpufleet's own objects, in the order the stack installs it: the CRDs
    of the Prometheus operator (`monitoring.prometheus`) and of Karpenter, the GPU operator's stand-in (its
-   release), on aws the DaemonSets every EKS
-   node runs (`twin.daemonsets`), then Kueue from the stack's chart values with the real controller
-   (`twin.kueue`);
+   release), on aws the DaemonSets every EKS node runs (`twin.daemonsets`), on a Karpenter stack the real
+   Karpenter with the stack's NodePools (`twin.karpenter`), on aws node groups the cluster-autoscaler stand-in
+   (`twin.autoscaler`), then Kueue from the stack's chart values with the real controller (`twin.kueue`);
 4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), waited for
    until the GPU nodes advertise what its device-plugin ConfigMap and node labels give, then
    the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import CheckFailed
-from infra.pools import uses_karpenter
+from infra.pools import needs_cluster_autoscaler, uses_karpenter
 from infra.spec import ClusterSpec
 from infra.versions import PER_MINOR
 from scheduler.labels import KUEUE_NAMESPACE
@@ -105,7 +105,9 @@ class Twin:
     def up(self) -> Twin:
         opts = self.options
         minor = opts.kubernetes_minor
-        tools = self.tools = locate(minor, self.say, monitoring=self.options.monitoring)
+        tools = self.tools = locate(
+            minor, self.say, monitoring=self.options.monitoring, karpenter=uses_karpenter(opts.spec)
+        )
         try:
             self.plane = self._step(
                 "control plane",
@@ -131,11 +133,13 @@ class Twin:
             self._step("GPU operator stand-in", self._gpu_operator)
             if opts.spec.platform == "aws":
                 self._step("node DaemonSets", self._daemonsets)
+            if uses_karpenter(opts.spec):
+                self._step("Karpenter", self._karpenter)
             self._step("job framework CRDs", self._frameworks)
             if opts.spec.scheduling.provisioning_requests:
                 # Kueue sets up its provisioning controller only if the CRD is served when it starts.
                 self._step("ProvisioningRequest CRD", lambda: self._crds("provisioning-crds"))
-            if opts.spec.platform == "aws":
+            if opts.spec.platform == "aws" and needs_cluster_autoscaler(opts.spec):
                 self._step("autoscaler stand-in", self._autoscaler)
             self._step("Kueue", self._kueue)
             if not opts.bare:
@@ -151,10 +155,13 @@ class Twin:
 
     def _nodes(self) -> None:
         assert self.tools and self.plane and self.kubectl
+        karpenter = uses_karpenter(self.options.spec)
         start_kwok(
-            self.tools["kwok"], self.tools.data["stages"], self.plane.admin, self.sup, self.options.folder
-        )
-        self.nodes = twin_nodes(self.options.spec, self.options.nodes)
+            self.tools["kwok"], self.tools.data["stages"], self.plane.admin, self.sup, self.options.folder,
+            by_annotation=karpenter,
+        )  # fmt: skip
+        # Karpenter's pools start empty: their nodes are the ones Karpenter launches.
+        self.nodes = twin_nodes(self.options.spec, self.options.nodes, karpenter_nodes=not karpenter)
         self.kubectl.apply([n.manifest() for n in self.nodes])
         names = {n.name for n in self.nodes}
         kubectl = self.kubectl
@@ -291,6 +298,19 @@ class Twin:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         self.autoscaler = Autoscaler(self.options.spec, self.plane.admin, self.options.time_scale).start()
+
+    def _karpenter(self) -> None:
+        """The real Karpenter (the core's kwok provider, `twin.karpenter`) with the stack's NodePools, their
+        KWOKNodeClasses and the do-not-disrupt policy (`twin.karpenter_objects`)."""
+        assert self.tools and self.plane and self.kubectl
+        from twin.karpenter import start_karpenter
+        from twin.karpenter_objects import twin_karpenter_objects
+
+        self._crds("karpenter-kwok-crds")
+        self.kubectl.apply(twin_karpenter_objects(self.options.spec, self.options.time_scale))
+        start_karpenter(
+            self.tools["karpenter-kwok"], self.options.spec, self.plane.admin, self.sup, self.options.folder
+        )
 
     def _frameworks(self) -> None:
         """The CRDs of the job frameworks Kueue integrates beyond the built-in kinds (PyTorchJob, MPIJob, ...,

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from twin.nodes import KWOK_LABEL, KWOK_VALUE
+from twin.nodes import KWOK_ANNOTATION, KWOK_LABEL, KWOK_VALUE
 from twin.processes import Process, Supervisor, free_port, http_ok, wait_until
 
 DURATION_ANNOTATION = "gpufleet.io/twin-duration"
@@ -66,7 +66,12 @@ def kwok_config(stages: Path) -> list[dict[str, Any]]:
     return [*(_load(stages, f) for f in STAGE_FILES), timed_completion(stages)]
 
 
-def start_kwok(kwok: Path, stages: Path, kubeconfig: Path, sup: Supervisor, folder: Path) -> Process:
+def start_kwok(
+    kwok: Path, stages: Path, kubeconfig: Path, sup: Supervisor, folder: Path, *, by_annotation: bool = False
+) -> Process:
+    """kwok for the twin's nodes: those labelled `type=kwok`, or with `by_annotation` every node annotated
+    `kwok.x-k8s.io/node: fake`, which the twin's nodes are and the nodes Karpenter's kwok provider launches are
+    too (kwok/cloudprovider/cloudprovider.go @v1.14.1 `addKwokAnnotation`; they carry no `type` label)."""
     config = folder / "kwok.yaml"
     config.write_text(yaml.safe_dump_all(kwok_config(stages), sort_keys=False))
     port = free_port()
@@ -76,7 +81,9 @@ def start_kwok(kwok: Path, stages: Path, kubeconfig: Path, sup: Supervisor, fold
             kwok,
             f"--kubeconfig={kubeconfig}",
             f"--config={config}",
-            f"--manage-nodes-with-label-selector={KWOK_LABEL}={KWOK_VALUE}",
+            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake"
+            if by_annotation
+            else f"--manage-nodes-with-label-selector={KWOK_LABEL}={KWOK_VALUE}",
             "--cidr=10.244.0.0/16",
             f"--node-lease-duration-seconds={LEASE_SECONDS}",
             f"--server-address=127.0.0.1:{port}",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from infra.errors import CheckFailed, ConfigError
+from infra.pools import uses_karpenter
 from infra.spec import ClusterSpec
 from infra.versions import TWIN_MINORS
 from twin import netns
@@ -130,7 +131,7 @@ def start(
     at any point (Ctrl-C, a stop signal the caller turns into an exception), it stops what it started."""
     check_options(spec, minor, nodes, time_scale)
     locate(
-        minor or spec.cluster.kubernetes_version, say, monitoring=monitoring
+        minor or spec.cluster.kubernetes_version, say, monitoring=monitoring, karpenter=uses_karpenter(spec)
     )  # exit 3 before anything starts
     netns.check_namespaces()
     held = take_lock(spec.stack, lock or lock_path())

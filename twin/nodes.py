@@ -284,12 +284,15 @@ def _node(
     )  # fmt: skip
 
 
-def twin_nodes(spec: ClusterSpec, nodes: NodeCount = "desired") -> list[TwinNode]:
+def twin_nodes(
+    spec: ClusterSpec, nodes: NodeCount = "desired", *, karpenter_nodes: bool = True
+) -> list[TwinNode]:
     """Every node of the stack's cluster: desiredSize per autoscaled pool by default (`min`, `max` or a number
-    per pool, within its min and max), every host of an existing cluster."""
+    per pool, within its min and max), every host of an existing cluster. Without `karpenter_nodes`, none of
+    Karpenter's pools: the twin's real Karpenter launches those."""
     if spec.platform == "existing":
         return _existing_nodes(spec)
-    return [*_aws_nodes(spec, nodes), *_karpenter_nodes(spec, nodes)]
+    return [*_aws_nodes(spec, nodes), *(_karpenter_nodes(spec, nodes) if karpenter_nodes else [])]
 
 
 __all__ = ["SYSTEM_GROUP", "NodeCount", "TwinNode", "twin_nodes"]

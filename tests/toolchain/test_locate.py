@@ -113,7 +113,7 @@ def test_invoke_twin_refuses_it_in_one_line_and_starts_nothing(isolated: Path, t
 @pytest.mark.toolchain
 def test_only_what_the_run_needs_is_required(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A twin without `--monitoring` runs without the monitoring chain's programs built (the operator's CRDs, data
-    every twin serves, stay); with it, they are named as missing."""
+    every twin serves, stay); with it, they are named as missing. Karpenter likewise only on a Karpenter stack."""
     built = build.cache_root()
     require(
         all(build.is_built(c) for c in components([MINOR])), f"the twin's toolchain must be built ({built})"
@@ -121,6 +121,8 @@ def test_only_what_the_run_needs_is_required(tmp_path: Path, monkeypatch: pytest
     cache = tmp_path / "cache"
     cache.mkdir()
     for c in components([MINOR]):
+        if c.name in build.KARPENTER:
+            continue
         if c.name not in build.MONITORING:
             (cache / build.folder(c).name).symlink_to(build.folder(c))
         elif (build.folder(c) / "data").is_dir():  # the operator's CRDs every twin serves, not its program
@@ -135,6 +137,9 @@ def test_only_what_the_run_needs_is_required(tmp_path: Path, monkeypatch: pytest
         locate(MINOR, lambda _line: None, monitoring=True)
     assert "prometheus" in str(missing.value) and "kube-state-metrics" in str(missing.value)
     assert "kube-apiserver" not in str(missing.value)
+    assert "karpenter-kwok" not in tools.programs
+    with pytest.raises(ToolMissing, match="karpenter-kwok"):
+        locate(MINOR, lambda _line: None, karpenter=True)
 
 
 def test_the_missing_toolchain_message_quotes_the_measured_cold_build() -> None:

@@ -32,6 +32,7 @@ from infra.versions import (
     TWIN_HELM,
     TWIN_JOBSET_CRDS,
     TWIN_KARPENTER_CRDS,
+    TWIN_KARPENTER_KWOK,
     TWIN_KUBE_STATE_METRICS,
     TWIN_KUBERAY_CRDS,
     TWIN_KUEUE,
@@ -63,6 +64,7 @@ DATA: dict[str, tuple[tuple[str, str], ...]] = {
     "kwok": (("kustomize/stage", "stages"),),
     "prometheus-operator": (("example/prometheus-operator-crd", "monitoring-crds"),),
     "karpenter-crds": (("pkg/apis/crds", "karpenter-crds"),),
+    "karpenter-kwok": (("kwok/apis/crds", "karpenter-kwok-crds"),),
     "training-operator-crds": (("manifests/base/crds", "training-crds"),),
     "kuberay-crds": (("config/crd/bases", "kuberay-crds"),),
     "jobset-crds": (("config/components/crd/bases", "jobset-crds"),),
@@ -93,6 +95,7 @@ def components(minors: Iterable[str] = TWIN_MINORS) -> list[GoBuild]:
         TWIN_ALERTMANAGER,
         TWIN_KUBE_STATE_METRICS,
         TWIN_KARPENTER_CRDS,
+        TWIN_KARPENTER_KWOK,
         TWIN_TRAINING_OPERATOR_CRDS,
         TWIN_KUBERAY_CRDS,
         TWIN_JOBSET_CRDS,
@@ -184,7 +187,11 @@ def _build_wrapper(c: GoBuild, out: Path) -> None:
     _run([_go(), "install", "-trimpath", *_tags(c), "-ldflags", ldflags, "tool"], WRAPPERS / c.wrapper, env)
     built = {p.name for p in out.iterdir()}
     # Go names a binary after its package path's last element: server (etcd's /v3), operator.
-    renames = {"etcd": ("server", "etcd"), "prometheus-operator": ("operator", "prometheus-operator")}
+    renames = {
+        "etcd": ("server", "etcd"),
+        "prometheus-operator": ("operator", "prometheus-operator"),
+        "karpenter-kwok": ("kwok", "karpenter-kwok"),
+    }
     if c.name in renames and renames[c.name][0] in built:
         (out / renames[c.name][0]).rename(out / renames[c.name][1])
 
@@ -434,15 +441,19 @@ def _data(c: GoBuild, say: Say) -> dict[str, Path]:
 
 # Components whose programs only `--monitoring` runs (their data, e.g. the operator's CRDs, every twin serves).
 MONITORING = ("prometheus-operator", "prometheus", "alertmanager", "kube-state-metrics")
+# Components only a Karpenter stack's twin runs (programs and data).
+KARPENTER = ("karpenter-kwok",)
 
 
-def locate(minor: str, say: Say = print, *, monitoring: bool = False) -> Toolchain:
-    """The programs a twin at this Kubernetes minor runs (the monitoring chain's only with `monitoring`), and the
-    data files every twin serves; ToolMissing (exit 3) names what is missing or not the pinned release."""
+def locate(minor: str, say: Say = print, *, monitoring: bool = False, karpenter: bool = False) -> Toolchain:
+    """The programs a twin at this Kubernetes minor runs (the monitoring chain's only with `monitoring`,
+    Karpenter only with `karpenter`), and the data files every twin serves; ToolMissing (exit 3) names what is
+    missing or not the pinned release."""
     programs: dict[str, Path] = {}
     missing: list[str] = []
     wrong: list[str] = []
-    for c in components([minor]):
+    needed = [c for c in components([minor]) if karpenter or c.name not in KARPENTER]
+    for c in needed:
         if c.name in MONITORING and not monitoring:
             continue
         for program in c.programs:
@@ -456,7 +467,7 @@ def locate(minor: str, say: Say = print, *, monitoring: bool = False) -> Toolcha
         found = f"; found instead: {'; '.join(wrong)}" if wrong else ""
         raise ToolMissing(f"the twin needs {', '.join(missing)}{found}: {BUILD_HINT}")
     data: dict[str, Path] = {}
-    for c in components([minor]):
+    for c in needed:
         data.update(_data(c, say))
     return Toolchain(programs, data)
 
