@@ -20,6 +20,7 @@ from infra.existing.rules import existing_cluster_problems, existing_pool, host_
 from infra.monitoring.rules import monitoring_problems
 from infra.pools import karpenter_managed
 from infra.problems import NP, TEAMS, check_sizes, duplicates
+from infra.shares import share_problems
 from infra.scheduling import (
     ACCELERATOR_LABEL,
     GPU_MODEL_LABEL,
@@ -145,6 +146,7 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     if spec.platform == "aws":
         aws_problems(spec, problems)
     _topology_from_zero(spec, problems)
+    share_problems(spec, problems)
     karpenter_problems(spec, problems)
     _scheduling(spec, problems)
     slurm_problems(spec, problems)
