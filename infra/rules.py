@@ -20,7 +20,6 @@ from infra.existing.rules import existing_cluster_problems, existing_pool, host_
 from infra.monitoring.rules import monitoring_problems
 from infra.pools import karpenter_managed
 from infra.problems import NP, TEAMS, check_sizes, duplicates
-from infra.shares import share_problems
 from infra.scheduling import (
     ACCELERATOR_LABEL,
     GPU_MODEL_LABEL,
@@ -28,6 +27,7 @@ from infra.scheduling import (
     scheduler_inputs,
     topology_levels,
 )
+from infra.shares import share_problems
 from infra.slurm.rules import slurm_problems
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import KUEUE_VERSION, SUPPORTED_KUBERNETES
