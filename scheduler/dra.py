@@ -32,12 +32,14 @@ MEMORY = "memory"
 DEVICE_CLASS = "gpufleet-gpu-share"
 REQUEST = "gpu"  # the request name inside each template's claim
 KUEUE_GATE = "KueueDRAIntegrationConsumableCapacity"
-# A whole GPU of the driver (its `type` attribute is "gpu", a MIG device's "mig") that many claims may share
-# and that publishes shares and memory as capacities.
+# A whole GPU of the driver (its `type` attribute is "gpu", a MIG device's "mig") that publishes shares and memory
+# as capacities: the driver adds `shares` only to a device it lets many claims share. The selector cannot say
+# `device.allowMultipleAllocations` itself: Kueue 0.19.2 evaluates it on a device built from the driver,
+# attributes and capacity alone (pkg/dra/counters.go, matchDevicesWithSelectors), where that field is false,
+# so no device would match and every share job would stay inadmissible.
 SELECTOR = (
     f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu" && '
-    f'device.allowMultipleAllocations && "{SHARES}" in device.capacity["{DRIVER}"] && '
-    f'"{MEMORY}" in device.capacity["{DRIVER}"]'
+    f'"{SHARES}" in device.capacity["{DRIVER}"] && "{MEMORY}" in device.capacity["{DRIVER}"]'
 )
 
 

@@ -30,6 +30,7 @@ from twin import kueue as kueue_part
 from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
 from twin.kubectl import Kubectl
 from twin.kwok import start_kwok
+from twin.dra import resource_slices
 from twin.nodes import NodeCount, TwinNode, twin_nodes
 from twin.processes import Supervisor, wait_until
 from twin.standins import gpu_operator_standin
@@ -148,6 +149,8 @@ class Twin:
         )
         self.nodes = twin_nodes(self.options.spec, self.options.nodes)
         self.kubectl.apply([n.manifest() for n in self.nodes])
+        if slices := resource_slices(self.options.spec, self.nodes):  # DRA-shared pools' GPUs
+            self.kubectl.apply(slices)
         names = {n.name for n in self.nodes}
         kubectl = self.kubectl
 

@@ -101,6 +101,8 @@ def _cpu_memory(vcpus: int, memory_gib: int, eks: bool) -> tuple[dict[str, str],
 def _gpu_resources(spec: ClusterSpec, pool: NodePool) -> tuple[dict[str, str], dict[str, str]]:
     view = pool_view(spec, pool)
     resources = node_template_resources(view, view.efa_per_node)
+    if view.sharing == "draShares":  # its GPUs are ResourceSlice devices (twin.dra), not an extended resource
+        resources = {}
     as_text = {k: str(v) for k, v in resources.items()}
     labels = {
         "nvidia.com/gpu.present": "true",
@@ -114,6 +116,8 @@ def _gpu_resources(spec: ClusterSpec, pool: NodePool) -> tuple[dict[str, str], d
     if view.sharing == "timeSlicing" and view.time_slicing_replicas:
         labels["nvidia.com/gpu.replicas"] = str(view.time_slicing_replicas)
         labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    if view.sharing == "draShares":  # the DRA driver, not the device plugin, hands out its GPUs
+        labels["nvidia.com/gpu.deploy.device-plugin"] = "false"
     if view.sharing == "mig":
         labels["nvidia.com/mig.config.state"] = "success"
         labels["nvidia.com/mig.strategy"] = "mixed"
