@@ -28,9 +28,9 @@ from infra.versions import PER_MINOR
 from scheduler.labels import KUEUE_NAMESPACE
 from twin import kueue as kueue_part
 from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
+from twin.dra import resource_slices
 from twin.kubectl import Kubectl
 from twin.kwok import start_kwok
-from twin.dra import resource_slices
 from twin.nodes import NodeCount, TwinNode, twin_nodes
 from twin.processes import Supervisor, wait_until
 from twin.standins import gpu_operator_standin
