@@ -74,10 +74,15 @@ def test_a_fractional_job_is_admitted_counted_in_shares_and_placed_on_shared_gpu
         "the claims to be allocated",
     )
     assert len(bound) == 3 and len(claims) >= 3
+    devices = set()
     for claim in claims[:3]:
         [result] = claim["status"]["allocation"]["devices"]["results"]
         assert result["driver"] == DRIVER and result["device"].startswith("gpu-")
         assert str(result["consumedCapacity"][SHARES]) == "2"
+        devices.add((result["pool"], result["device"]))
+    # 6 of a GPU's 8 shares: the allocator gives every claim the node's first device with room (the simulator's
+    # first-fit share rule, scheduler.fgd.frag.first_fit_gpu), so the three pods share gpu-0
+    assert len(devices) == 1 and next(iter(devices))[1] == "gpu-0", devices
     assert {p["spec"]["nodeName"] for p in bound} <= {f"gpu-l40s-0{i}" for i in (1, 2, 3)}
     used = twin.items("clusterqueues.kueue.x-k8s.io")
     [vision_q] = [q for q in used if q["metadata"]["name"] == "vision"]
