@@ -11,6 +11,8 @@ Reports the unallocated GPU % at arrived = 100 (the paper's headline number), me
 seeds, per workload and policy; ``--json`` writes the runs.
 
 Usage: python benchmarks/dra_shares.py [--workloads gpushare100,default] [--seeds 42,...] [--processes 2]
+(the traces from GPUFLEET_SHARED, ../shared, or fetched: benchmarks/reference_data.py). Measured in
+benchmarks/dra_shares.md.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="42,43,44,45,46")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--json", default="")
-    parser.add_argument("--traces", default=str(ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"))
     args = parser.parse_args(argv)
-    traces = Path(args.traces)
+    from benchmarks.fgd_reproduction import shared_dir
+
+    traces = shared_dir() / "traces" / "alibaba-gpu-v2023"
     seeds = [int(s) for s in args.seeds.split(",")]
     cluster = read_nodes(str(traces / "openb_node_list_gpu_node.csv"))
     rows, runs = [], []
