@@ -153,7 +153,10 @@ def simulate_placement(
             workload, routing = route(model, workload, spec)
             notes = routing.lines()
             params = {model.strategy: model.weights}
-            default = ["FGD", "FGD-Extender", model.strategy]
+            # the extender reads extended resources; on DRA shares it has no view yet (docs/simulation.md)
+            default = (
+                ["FGD", model.strategy] if rule == "first-fit" else ["FGD", "FGD-Extender", model.strategy]
+            )
         else:
             name, cluster = Path(req.nodes).stem, sim.read_nodes(req.nodes)
             default = list(sim.ALL_POLICIES)

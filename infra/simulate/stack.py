@@ -70,6 +70,7 @@ class Routing:
     unexpressed_milli: int  # milli-GPU asked beyond what the deployed resource gives
     overgiven_milli: int  # milli-GPU given beyond what pods asked
     dropped_specs: int  # pods whose gpu_spec names no model of the stack (the restriction is dropped)
+    claims: bool = False  # the fractions go to DRA shares: as many shares as cover each ask
 
     def lines(self) -> list[str]:
         where = (
@@ -81,7 +82,10 @@ class Routing:
             "GPU replay either way)"
         )
         share = (
-            f"one unit of {MILLI // self.share_units} milli-GPU ({self.share_units} per GPU)"
+            f"the DRA shares of {MILLI // self.share_units} milli-GPU that cover their asks "
+            f"({self.share_units} per GPU, the GPU the allocator's first with room)"
+            if self.share_units and self.claims
+            else f"one unit of {MILLI // self.share_units} milli-GPU ({self.share_units} per GPU)"
             if self.share_units
             else "a whole GPU (the stack has no time-sliced or MIG pool)"
         )
@@ -235,4 +239,5 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
         unexpressed_milli=unexpressed,
         overgiven_milli=over,
         dropped_specs=dropped,
+        claims=bool(share_pools) and set(share_pools) <= model.claims,
     )
