@@ -100,9 +100,7 @@ def _cpu_memory(vcpus: int, memory_gib: int, eks: bool) -> tuple[dict[str, str],
 
 def _gpu_resources(spec: ClusterSpec, pool: NodePool) -> tuple[dict[str, str], dict[str, str]]:
     view = pool_view(spec, pool)
-    resources = node_template_resources(view, view.efa_per_node)
-    if view.sharing == "draShares":  # its GPUs are ResourceSlice devices (twin.dra), not an extended resource
-        resources = {}
+    resources = node_template_resources(view, view.efa_per_node)  # none for DRA shares: twin.dra
     as_text = {k: str(v) for k, v in resources.items()}
     labels = {
         "nvidia.com/gpu.present": "true",

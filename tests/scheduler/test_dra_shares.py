@@ -131,3 +131,47 @@ def test_the_stack_bridge_sets_shares_and_keeps_the_device_plugin_off() -> None:
     assert policy.dra_shares and pools[1].dra_shares == 8
     assert pools[1].labels["nvidia.com/gpu.deploy.device-plugin"] == "false"
     assert "nvidia.com/device-plugin.config" not in pools[1].labels
+
+
+def test_a_shared_pool_runs_no_device_plugin_and_advertises_no_gpu_resource() -> None:
+    from infra.aws.nodepools import node_template_resources
+    from scheduler.sharing import device_plugin_configmap
+
+    configmap = device_plugin_configmap(SHARES_POOLS)
+    assert "l40s" not in configmap["data"]  # only time-sliced and MIG pools have an entry
+    assert node_template_resources(SHARES_POOLS[1]) == {}
+    assert node_template_resources(SHARES_POOLS[0]) == {"nvidia.com/gpu": 8}
+
+
+def test_a_view_without_its_share_count_is_refused_naming_the_key() -> None:
+    from dataclasses import replace
+
+    from scheduler.checks import check
+    from scheduler.errors import SchedulerConfigError
+
+    broken = (SHARES_POOLS[0], replace(SHARES_POOLS[1], dra_shares=None))
+    with pytest.raises(SchedulerConfigError) as info:
+        check(POLICY, broken)
+    assert any(
+        p.endswith("nodePools[1].sharing.draShares.shares: at least 2 shares per GPU (got None)")
+        for p in info.value.problems
+    )
+
+
+def test_the_docs_share_job_uses_a_rendered_template_and_the_packing_scheduler() -> None:
+    """docs/scheduling.md's DRA example: the template it names is one every team namespace gets."""
+    import re
+
+    text = (ROOT / "docs" / "scheduling.md").read_text()
+    section = text[text.index("## GPU shares through DRA") :]
+    [block] = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)[:1]
+    job = yaml.safe_load(block)
+    spec = job["spec"]["template"]["spec"]
+    [claim] = spec["resourceClaims"]
+    rendered = {
+        o["metadata"]["name"] for o in compile(POLICY, SHARES_POOLS) if o["kind"] == "ResourceClaimTemplate"
+    }
+    assert claim["resourceClaimTemplateName"] in rendered
+    assert spec["schedulerName"] == "gpu-binpack"
+    assert spec["containers"][0]["resources"]["claims"] == [{"name": claim["name"]}]
+    assert core_problems(job, "1.36") == []
