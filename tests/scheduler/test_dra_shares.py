@@ -175,3 +175,22 @@ def test_the_docs_share_job_uses_a_rendered_template_and_the_packing_scheduler()
     assert spec["schedulerName"] == "gpu-binpack"
     assert spec["containers"][0]["resources"]["claims"] == [{"name": claim["name"]}]
     assert core_problems(job, "1.36") == []
+
+
+def test_provisioning_requests_leave_a_static_share_pool_alone() -> None:
+    """On EKS with provisioningRequests, the check runs on autoscaled flavors only; a dra-shares pool is static
+    (min = max), and cluster-autoscaler counts no shares, so its flavor gets no check and the
+    ProvisioningRequestConfig manages no share resource."""
+    from dataclasses import replace
+
+    pools = (
+        replace(SHARES_POOLS[0], node_group="eks-h100-.*"),
+        replace(SHARES_POOLS[1], node_group="eks-l40s-.*"),
+    )
+    policy = replace(POLICY, platform="aws", provisioning_requests=True, fair_sharing=False)
+    objects = compile(policy, pools)
+    queue = find(objects, "ClusterQueue", "vision")
+    [check] = queue["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert check["onFlavors"] == ["h100"]
+    [config] = [o for o in objects if o["kind"] == "ProvisioningRequestConfig"]
+    assert SHARE_RESOURCE not in config["spec"]["managedResources"]
