@@ -27,6 +27,7 @@ from infra.scheduling import (
     scheduler_inputs,
     topology_levels,
 )
+from infra.shares import share_problems
 from infra.slurm.rules import slurm_problems
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import KUEUE_VERSION, SUPPORTED_KUBERNETES
@@ -145,6 +146,7 @@ def resolved_problems(spec: ClusterSpec) -> list[str]:
     if spec.platform == "aws":
         aws_problems(spec, problems)
     _topology_from_zero(spec, problems)
+    share_problems(spec, problems)
     karpenter_problems(spec, problems)
     _scheduling(spec, problems)
     slurm_problems(spec, problems)

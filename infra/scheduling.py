@@ -109,6 +109,7 @@ def pool_view(spec: ClusterSpec, pool: NodePool) -> PoolView:
         time_slicing_replicas=pool.sharing.time_slicing.replicas if pool.sharing.time_slicing else None,
         mig_profile=pool.sharing.mig,
         mig_instances_per_gpu=_mig_instances(pool),
+        dra_shares=pool.sharing.dra_shares.shares if pool.sharing.dra_shares else None,
         cpus_per_node=cpus,
         memory_gib_per_node=memory,
         oversubscribe=pool.oversubscribe,
@@ -171,6 +172,7 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         pod_priority_classes=tuple(s.pod_priority_classes),
         max_termination_grace_period=s.max_termination_grace_period,
         cpu_node_labels=dict(s.cpu_node_labels),
+        dra_shares=any(p.sharing.dra_shares for p in spec.node_pools),
     )
     return policy, [pool_view(spec, p) for p in spec.node_pools]
 

@@ -287,27 +287,44 @@ class TimeSlicing(Model):
     replicas: Annotated[int, Field(ge=2, le=64)]
 
 
+class DraShares(Model):
+    """GPU shares through Dynamic Resource Allocation: each GPU is one device that many claims may share, cut
+    into `shares` equal shares (the NVIDIA DRA driver's `--consumable-shares=<shares>`), counted by Kueue."""
+
+    shares: Annotated[int, Field(ge=2, le=64)] = 8
+
+
+DRA_SHARES = "dra-shares"  # the short form: `sharing: dra-shares` (the default share count)
+
+
 class Sharing(Model):
-    """How a pool's GPUs are shared: whole GPUs (exclusive), time-slicing replicas, or one MIG profile."""
+    """How a pool's GPUs are shared: whole GPUs (exclusive), time-slicing replicas, one MIG profile, or shares
+    allocated through DRA (`dra-shares`, Kubernetes 1.36 and later)."""
 
     time_slicing: TimeSlicing | None = None
     mig: str | None = None
+    dra_shares: DraShares | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _parse(cls, value: Any) -> Any:
         if value in ("exclusive", None, {}):
             return {}
-        if isinstance(value, dict) and len(value) == 1 and set(value) <= {"timeSlicing", "mig"}:
-            return value
+        if value == DRA_SHARES:
+            return {"draShares": {}}
+        if isinstance(value, dict) and len(value) == 1 and set(value) <= {"timeSlicing", "mig", "draShares"}:
+            return {"draShares": value["draShares"] or {}} if "draShares" in value else value
         raise ValueError(
-            f"got {value!r}; accepted: exclusive | {{timeSlicing: {{replicas: N}}}} | {{mig: <profile>}}"
+            f"got {value!r}; accepted (one mode per pool): exclusive | {{timeSlicing: {{replicas: N}}}} | "
+            f"{{mig: <profile>}} | {DRA_SHARES} | {{draShares: {{shares: N}}}}"
         )
 
     @property
-    def mode(self) -> Literal["exclusive", "timeSlicing", "mig"]:
+    def mode(self) -> Literal["exclusive", "timeSlicing", "mig", "draShares"]:
         if self.time_slicing:
             return "timeSlicing"
+        if self.dra_shares:
+            return "draShares"
         return "mig" if self.mig else "exclusive"
 
 

@@ -152,6 +152,8 @@ def _pool_problems(pools: Sequence[PoolView]) -> list[str]:
                 f"{key}.sharing.mig: a MIG pool needs its profile and the profile's instances per GPU "
                 f"(got {pool.mig_profile!r}, {pool.mig_instances_per_gpu!r})"
             )
+        if pool.sharing == "draShares" and not (pool.dra_shares or 0) >= 2:
+            out.append(f"{key}.sharing.draShares.shares: at least 2 shares per GPU (got {pool.dra_shares!r})")
     return out
 
 

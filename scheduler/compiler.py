@@ -13,6 +13,7 @@ from typing import Any
 from scheduler.admission import team_admission
 from scheduler.autoscaling import priority_expander
 from scheduler.checks import check
+from scheduler.dra import share_objects
 from scheduler.extender.manifests import fragmentation_aware
 from scheduler.guard import gpu_guard
 from scheduler.kueue import kueue_objects
@@ -49,6 +50,8 @@ KIND_ORDER = (
     "MutatingAdmissionPolicy",  # defaults for team jobs, once the priority classes they name exist
     "MutatingAdmissionPolicyBinding",
     "Service",  # the fragmentation-aware extender's
+    "DeviceClass",  # GPU shares through DRA (scheduler.dra)
+    "ResourceClaimTemplate",
 )
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Namespaced objects may live in these without creating them: they belong to the cluster or to infra's releases.
@@ -94,4 +97,5 @@ def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[st
     objects += kueue_objects(policy, pools)
     objects += gpu_guard()
     objects += team_admission(policy, pools)
+    objects += share_objects(policy, pools)
     return sorted(objects, key=listing_key)

@@ -43,7 +43,7 @@ from scheduler.checks import (
     leftover_gpus,
     lendable,
 )
-from scheduler.labels import EFA_RESOURCE, POOL_LABEL
+from scheduler.labels import EFA_RESOURCE, POOL_LABEL, SHARE_RESOURCE
 from scheduler.labels import metadata as _meta
 from scheduler.model import PoolView, SchedulingPolicy, TeamPolicy
 from scheduler.resources import (
@@ -282,7 +282,8 @@ def _queue_spec(
         "preemption": preemption,
         "resourceGroups": groups,
     }
-    autoscaled = [p.name for p in pools if p.node_group]
+    # A DRA-shared pool is static (infra.shares): nothing to provision, and no autoscaler counts its shares.
+    autoscaled = [p.name for p in pools if p.node_group and p.sharing != "draShares"]
     if policy.provisioning_requests and autoscaled:
         spec["admissionChecksStrategy"] = {
             "admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": autoscaled}]
@@ -383,7 +384,7 @@ def kueue_objects(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[d
     covered = gpu_covered(pools)
     out = priority_classes(policy) + topologies(pools) + resource_flavors(policy, pools)
     if policy.provisioning_requests:
-        out += provisioning(covered)
+        out += provisioning([name for name in covered if name != SHARE_RESOURCE])
     out.append(cohort(policy, pools, covered))
     out += team_cohorts(policy)
     for team in policy.teams:

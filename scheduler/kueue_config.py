@@ -12,12 +12,15 @@ Kueue 0.19 blocks a workload that requests a resource no ClusterQueue declares (
 memory, the GPU names, EFA interfaces) and excludes the node-local ones it does not meter, `ephemeral-storage`
 and `hugepages-*`, with `excludeResourcePrefixes` (the two options cannot be combined). Any other extended
 resource is refused by Kueue until a queue declares it: a new device is an explicit decision, not a leak.
+GPU shares allocated through DRA are declared the same way, under the logical name Kueue's
+`deviceClassMappings` gives them (scheduler.dra).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from scheduler.dra import KUEUE_GATE, device_class_mappings
 from scheduler.model import SchedulingPolicy
 from scheduler.yamltext import dump_text
 
@@ -67,6 +70,11 @@ def manager_config(policy: SchedulingPolicy) -> dict[str, Any]:
         "integrations": {"frameworks": list(FRAMEWORKS)},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }
+    if policy.dra_shares:
+        # DRA-shared pools: shares counted in quota (scheduler.dra), behind Kueue 0.19's alpha gate. Set in the
+        # file, not as the chart's --feature-gates (empty by default), since Kueue refuses both at once.
+        config["featureGates"] = {KUEUE_GATE: True}
+        config["resources"]["deviceClassMappings"] = device_class_mappings()
     if policy.fair_sharing:
         config["fairSharing"] = {
             "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]

@@ -33,6 +33,11 @@ SECONDARY_SCHEDULER_NAME = "gpu-binpack"
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-sliced replicas (renameByDefault)
+# DRA-shared GPUs (scheduler.dra): the name Kueue counts their shares under (its deviceClassMappings), never a
+# node's resource; pods ask for shares through ResourceClaimTemplates.
+SHARE_RESOURCE = "gpufleet.io/gpu-shares"
+# GPU operator: `false` keeps its device plugin off a node (the DRA driver hands out that node's GPUs).
+DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # + profile, e.g. nvidia.com/mig-1g.10gb (mixed strategy)
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # EKS puts a node's place in the AWS network on these labels (EKS user guide, "Place distributed AI/ML workloads
@@ -64,14 +69,17 @@ def mig_config_name(profile: str) -> str:
 def pool_node_labels(pool: SharedPool) -> dict[str, str]:
     """The labels every node of `pool` must carry: its pool label, plus the sharing selectors when it shares.
 
-    A sharing pool's device-plugin config is the key named after the pool in DEVICE_PLUGIN_CONFIGMAP; a MIG
-    pool also asks mig-manager for the all-<profile> layout. Exclusive pools use the default config.
+        A sharing pool's device-plugin config is the key named after the pool in DEVICE_PLUGIN_CONFIGMAP; a MIG
+        pool also asks mig-manager for the all-<profile> layout. Exclusive pools use the default config. A DRA-shared
+    pool keeps the device plugin off its nodes: the NVIDIA DRA driver publishes their GPUs instead.
     """
     labels = {POOL_LABEL: pool.name}
     if pool.sharing in ("timeSlicing", "mig"):
         labels[DEVICE_PLUGIN_CONFIG_LABEL] = pool.name
     if pool.sharing == "mig" and pool.mig_profile:
         labels[MIG_CONFIG_LABEL] = mig_config_name(pool.mig_profile)
+    if pool.sharing == "draShares":
+        labels[DEVICE_PLUGIN_DEPLOY_LABEL] = "false"
     return labels
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 CapacityType = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"]
-SharingMode = Literal["exclusive", "timeSlicing", "mig"]
+SharingMode = Literal["exclusive", "timeSlicing", "mig", "draShares"]
 # MostAllocated / LeastAllocated: kube-scheduler's NodeResourcesFit scoring. FragmentationAware: the in-cluster
 # secondary scheduler (MostAllocated) calling the fragmentation-aware extender (scheduler.extender).
 PlacementStrategy = Literal["MostAllocated", "LeastAllocated", "FragmentationAware"]
@@ -39,6 +39,7 @@ class PoolView:
     time_slicing_replicas: int | None = None
     mig_profile: str | None = None  # e.g. "1g.10gb"
     mig_instances_per_gpu: int | None = None  # MIG pools: instances of mig_profile per GPU (from the catalog)
+    dra_shares: int | None = None  # draShares pools: the shares each GPU is cut into (scheduler.dra)
     cpus_per_node: int | None = None
     memory_gib_per_node: int | None = None
     oversubscribe: bool = False
@@ -110,6 +111,8 @@ class SchedulingPolicy:
     # when provisioning_requests is on: Kueue only starts its provisioning controller if the CRD exists.
     provisioning_request_crd: str = ""
     metrics: bool = False  # Kueue exposes Prometheus metrics (a Prometheus operator runs: its ServiceMonitor)
+    # A pool shares its GPUs through DRA (scheduler.dra): Kueue counts the shares (its deviceClassMappings).
+    dra_shares: bool = False
     # Namespaces whose pods may reach team pods (NetworkPolicy).
     platform_namespaces: tuple[str, ...] = ("monitoring", "ingress")
     # FragmentationAware: the extender's pinned image (infra.versions); empty otherwise.

@@ -31,13 +31,16 @@ def positive(amount: str) -> str:
 
 
 def no_gpu_request(var: str) -> str:
-    """No container asks (requests or limits) a positive amount of an `nvidia.com/` resource."""
+    """No container asks (requests or limits) a positive amount of an `nvidia.com/` resource, and the pod names
+    no ResourceClaim: the only devices gpufleet's DRA classes offer are GPU shares (scheduler.dra), so a claim
+    is GPU work, routed, guarded and packed like a GPU request."""
     resources = " && ".join(
         f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, !r.startsWith('{GPU_PREFIX}') "
         f"|| !({positive(f'c.resources.{kind}[r]')})))"
         for kind in ("requests", "limits")
     )
-    return containers(var, f"!has(c.resources) || ({resources})")
+    claims = f"(!has({var}.spec.resourceClaims) || size({var}.spec.resourceClaims) == 0)"
+    return f"{claims} && " + containers(var, f"!has(c.resources) || ({resources})")
 
 
 def no_zero_gpu(var: str) -> str:

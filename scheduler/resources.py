@@ -2,7 +2,8 @@
 
 Whole GPUs are `nvidia.com/gpu`; time-sliced GPUs are renamed to `nvidia.com/gpu.shared` (one GPU = `replicas`
 units) so a shared slice can never be mistaken for a whole GPU in a quota; MIG GPUs use the mixed strategy's
-`nvidia.com/mig-<profile>` (one GPU = its instance count). Quotas in the spec are in GPUs everywhere.
+`nvidia.com/mig-<profile>` (one GPU = its instance count); DRA-shared GPUs are Kueue's logical resource
+`gpufleet.io/gpu-shares` (one GPU = its shares; scheduler.dra). Quotas in the spec are in GPUs everywhere.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE, mig_resource
+from scheduler.labels import GPU_RESOURCE, SHARE_RESOURCE, SHARED_GPU_RESOURCE, mig_resource
 from scheduler.model import PoolView
 
 # When the pool does not say what a node has, a GPU flavor's CPU/memory quota must not be what limits admission:
@@ -20,6 +21,8 @@ FALLBACK_MEMORY_GIB_PER_GPU = 256
 
 
 def gpu_resource(pool: PoolView) -> str:
+    if pool.sharing == "draShares":
+        return SHARE_RESOURCE
     if pool.sharing == "timeSlicing":
         return SHARED_GPU_RESOURCE
     if pool.sharing == "mig":
@@ -28,6 +31,8 @@ def gpu_resource(pool: PoolView) -> str:
 
 
 def units_per_gpu(pool: PoolView) -> int:
+    if pool.sharing == "draShares":
+        return pool.dra_shares or 1
     if pool.sharing == "timeSlicing":
         return pool.time_slicing_replicas or 1
     if pool.sharing == "mig":

@@ -56,7 +56,7 @@ def device_plugin_config(pool: PoolView | None) -> dict[str, Any]:
 def device_plugin_configmap(pools: Sequence[PoolView]) -> dict[str, Any]:
     data = {DEVICE_PLUGIN_DEFAULT_CONFIG: dump_text(device_plugin_config(None))}
     for pool in pools:
-        if pool.sharing != "exclusive":
+        if pool.sharing in ("timeSlicing", "mig"):  # a DRA-shared pool runs no device plugin
             data[pool.name] = dump_text(device_plugin_config(pool))
     return {
         "apiVersion": "v1",

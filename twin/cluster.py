@@ -31,6 +31,7 @@ from infra.versions import PER_MINOR
 from scheduler.labels import KUEUE_NAMESPACE
 from twin import kueue as kueue_part
 from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
+from twin.dra import resource_slices
 from twin.kubectl import Kubectl
 from twin.kwok import start_kwok
 from twin.nodes import NodeCount, TwinNode, twin_nodes
@@ -163,6 +164,8 @@ class Twin:
         # Karpenter's pools start empty: their nodes are the ones Karpenter launches.
         self.nodes = twin_nodes(self.options.spec, self.options.nodes, karpenter_nodes=not karpenter)
         self.kubectl.apply([n.manifest() for n in self.nodes])
+        if slices := resource_slices(self.options.spec, self.nodes):  # DRA-shared pools' GPUs
+            self.kubectl.apply(slices)
         names = {n.name for n in self.nodes}
         kubectl = self.kubectl
 

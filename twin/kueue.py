@@ -38,7 +38,7 @@ CONFIG_KEY = "controller_manager_config.yaml"
 # Kueue reads its metrics serving certificate from this fixed path when internal cert management is off
 # (kueue@v0.19.2 cmd/kueue/main.go, metricsCertPath); the twin provides it in its own mount namespace.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-FEATURE_GATES = "VisibilityOnDemand=false"
+FEATURE_GATES = {"VisibilityOnDemand": False}
 DROPPED_KINDS = ("APIService",)
 
 
@@ -131,14 +131,16 @@ def start_kueue(
     name: str = "kueue",
 ) -> Process:
     path = folder / f"{name}-config.yaml"
-    path.write_text(dump_text(config))
+    # The twin's gates go in the file beside the stack's own (a DRA-shared pool's): Kueue refuses gates given
+    # both as --feature-gates and in the configuration (pkg/config/validation.go, LoadAndValidateFeatureGates).
+    gates = {**config.get("featureGates", {}), **FEATURE_GATES}
+    path.write_text(dump_text({**config, "featureGates": gates}))
     proc = sup.start(
         name,
         [
             kueue,
             f"--config={path}",
             f"--kubeconfig={kubeconfig}",
-            f"--feature-gates={FEATURE_GATES}",
             "--zap-log-level=2",
         ],
         env={"NAMESPACE": KUEUE_NAMESPACE, "POD_NAMESPACE": KUEUE_NAMESPACE},

@@ -116,6 +116,9 @@ def _gpu_resources(
         "count": view.gpus_per_node,
         "driver": spec.versions.nvidia_driver_version,
     }
+    if view.sharing == "draShares":  # the DRA driver (twin.dra), not the device plugin, hands out its GPUs
+        labels["nvidia.com/gpu.deploy.device-plugin"] = "false"
+        return efa, labels, {}
     return efa, labels, {HARDWARE_ANNOTATION: json.dumps(gpus, sort_keys=True)}
 
 

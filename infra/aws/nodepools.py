@@ -150,7 +150,10 @@ def node_template_resources(view: PoolView, efa_interfaces: int = 0) -> dict[str
     pools, `nvidia.com/gpu.shared` = GPUs x replicas on time-sliced pools, `nvidia.com/mig-<profile>` =
     GPUs x instances on MIG pools; plus `vpc.amazonaws.com/efa` = the EFA interfaces of EFA pools.
     """
-    resources = {gpu_resource(view): gpu_units(view, view.gpus_per_node)}
+    # A DRA-shared pool's GPUs are ResourceSlice devices, never an extended resource of the node.
+    resources = (
+        {} if view.sharing == "draShares" else {gpu_resource(view): gpu_units(view, view.gpus_per_node)}
+    )
     if efa_interfaces:
         resources[EFA_RESOURCE] = efa_interfaces
     return resources

@@ -13,7 +13,9 @@ nodes and a trace becomes the pods that cluster would see (`invoke simulate --st
   ``replicas`` units of ``nvidia.com/gpu.shared`` per GPU and MIG pools their instances of one profile. A
   fractional request becomes one unit of a sharing pool (the device plugin gives a container one replica;
   the GPU it lands on is the device plugin's choice), worth ``1000 / units`` milli; with no sharing pool it
-  must ask a whole GPU. Either way what the trace asked and what the pod gets differ: reported, not hidden.
+  must ask a whole GPU. A pool of DRA shares (``sharing: dra-shares``) gives a pod the fewest shares that
+  cover its ask (a claim names its share count), and the GPU is kube-scheduler's choice: its allocator's
+  first device with room (the ``first-fit`` share rule, :mod:`scheduler.fgd.frag`). Either way what the trace asked and what the pod gets differ: reported, not hidden.
 - **Kueue flavors.** A team's pods are admitted to the flavors (pools) it has quota in, and may borrow the
   cohort's others; trace pods have no team, so a pod may use every pool some team has quota in (all pools
   when no team has quotas).
@@ -34,6 +36,7 @@ import numpy as np
 from infra import catalog
 from infra.errors import ConfigError
 from infra.spec import ClusterSpec, NodePool
+from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI
 from scheduler.model import fit_strategy
 from scheduler.sim import Cluster, Workload
@@ -46,11 +49,12 @@ class StackModel:
     """A stack as the simulator replays it."""
 
     cluster: Cluster  # GPU nodes; gpu_model = pool name
-    units: dict[str, int]  # pool -> units per GPU (1 exclusive, replicas, MIG instances)
+    units: dict[str, int]  # pool -> units per GPU (1 exclusive, replicas, MIG instances, DRA shares)
     routable: tuple[str, ...]  # pools Kueue flavors admit trace pods to
     cpu_pool: tuple[int, int] | None  # (milli-CPU, MiB) of the system pool at maxSize; None: unlimited
     strategy: str
     weights: dict[str, int] = field(default_factory=dict)  # NodeResourcesFit params as sent
+    claims: frozenset[str] = frozenset()  # pools whose shares are DRA claims (as many shares as a pod asks)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class Routing:
     unexpressed_milli: int  # milli-GPU asked beyond what the deployed resource gives
     overgiven_milli: int  # milli-GPU given beyond what pods asked
     dropped_specs: int  # pods whose gpu_spec names no model of the stack (the restriction is dropped)
+    claims: bool = False  # the fractions go to DRA shares: as many shares as cover each ask
 
     def lines(self) -> list[str]:
         where = (
@@ -77,7 +82,10 @@ class Routing:
             "GPU replay either way)"
         )
         share = (
-            f"one unit of {MILLI // self.share_units} milli-GPU ({self.share_units} per GPU)"
+            f"the DRA shares of {MILLI // self.share_units} milli-GPU that cover their asks "
+            f"({self.share_units} per GPU, the GPU the allocator's first with room)"
+            if self.share_units and self.claims
+            else f"one unit of {MILLI // self.share_units} milli-GPU ({self.share_units} per GPU)"
             if self.share_units
             else "a whole GPU (the stack has no time-sliced or MIG pool)"
         )
@@ -91,6 +99,8 @@ class Routing:
 
 
 def _units(pool: NodePool) -> int:
+    if pool.sharing.dra_shares:
+        return pool.sharing.dra_shares.shares
     if pool.sharing.time_slicing:
         return pool.sharing.time_slicing.replicas
     if pool.sharing.mig and pool.gpu_model:
@@ -150,6 +160,13 @@ def _nodes(spec: ClusterSpec, by_pool: bool) -> Cluster:
     return Cluster.build(names, cpu, memory, gpus, models)
 
 
+def share_rule(model: StackModel) -> ShareRule:
+    """Who picks a sharing pod's GPU on the stack: the DRA allocator where the stack's shares are claims, the
+    device plugin where they are time-sliced replicas."""
+    sharing = [p for p in model.routable if model.units[p] > 1]
+    return "first-fit" if sharing and set(sharing) <= model.claims else "distributed"
+
+
 def stack_model(spec: ClusterSpec) -> StackModel:
     """The stack's GPU nodes (one per node a pool can grow to), routing, CPU pool and placement profile."""
     quota_pools = {p for t in spec.teams for p, q in t.quotas.items() if q > 0}
@@ -163,6 +180,7 @@ def stack_model(spec: ClusterSpec) -> StackModel:
     return StackModel(
         cluster=_nodes(spec, by_pool=True),
         units={p.name: _units(p) for p in spec.node_pools},
+        claims=frozenset(p.name for p in spec.node_pools if p.sharing.dra_shares),
         routable=routable,
         cpu_pool=cpu_pool,
         strategy=strategy,
@@ -178,7 +196,8 @@ def cluster_from_spec(spec: ClusterSpec) -> Cluster:
 def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Workload, Routing]:
     """The trace's pods as the stack's cluster sees them: GPU pods routed to pools, CPU-only pods apart."""
     pool_model = {p.name: p.gpu_model or "" for p in spec.node_pools}
-    exclusive = [p for p in model.routable if model.units[p] == 1]
+    # a DRA pool also takes whole GPUs: a claim for all of a device's shares is the device
+    exclusive = [p for p in model.routable if model.units[p] == 1 or p in model.claims]
     sharing = [p for p in model.routable if model.units[p] > 1]
     share_units = max((model.units[p] for p in sharing), default=0)
     share_pools = [p for p in sharing if model.units[p] == share_units]
@@ -201,6 +220,8 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
         specs.append("|".join(pools) if pools else "(no pool)")
         if share:
             given = MILLI // share_units if share_pools else MILLI
+            if share_pools and set(share_pools) <= model.claims:  # a claim asks the shares that cover the ask
+                given *= max(1, -(-int(pods.gpu_milli[i]) // given))
             asked = int(pods.gpu_milli[i])
             unexpressed += max(asked - given, 0)
             over += max(given - asked, 0)
@@ -218,4 +239,5 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
         unexpressed_milli=unexpressed,
         overgiven_milli=over,
         dropped_specs=dropped,
+        claims=bool(share_pools) and set(share_pools) <= model.claims,
     )

@@ -26,10 +26,13 @@ from scheduler.fgd.state import ClusterState
 
 MEMO_MAX = 200_000  # memoised node states (a replay of the paper's trace sees a few thousand)
 
-ShareRule = Literal["policy", "distributed"]
+ShareRule = Literal["policy", "distributed", "first-fit"]
 """Who picks the GPU of a GPU-sharing pod: the placement policy (the paper's world, where the scheduler picks
-the GPU), or the NVIDIA device plugin's time-slicing rule (``distributed``: the GPU with the most free replicas,
-see :func:`distributed_gpu`), which is what a deployed cluster does: kube-scheduler only chooses the node."""
+the GPU), the NVIDIA device plugin's time-slicing rule (``distributed``: the GPU with the most free replicas,
+see :func:`distributed_gpu`), which is what a deployed time-sliced cluster does: kube-scheduler only chooses
+the node; or kube-scheduler's DRA allocator on a pool of GPU shares (``first-fit``: the node's first GPU, in
+its ResourceSlice's order, with room for the claim, see :func:`first_fit_gpu`). A scheduler extender scores
+nodes, not devices, so under DRA the policy chooses the node and the allocator the GPU."""
 
 
 class NodeFragmentation:
@@ -144,6 +147,16 @@ def distributed_gpu(gpu: np.ndarray, fit: np.ndarray) -> np.ndarray:
     return np.where(fit, gpu, -1).argmax(axis=1)
 
 
+def first_fit_gpu(fit: np.ndarray) -> np.ndarray:
+    """Per node, the GPU kube-scheduler's DRA allocator gives a claim for a share: the first device of the node
+    with room for the request. Source: k8s.io/dynamic-resource-allocation v0.36.4 (kube-scheduler v1.36.4)
+    structured/internal/experimental/allocator_experimental.go, ``allocateOne``, which walks the pools' slices
+    and their devices in order and takes the first that matches and has the capacity left (backtracking only
+    across a claim's several requests). The twin shows it: three 2-share claims on one node share gpu-0
+    (tests/twin/test_dra_shares.py)."""
+    return fit.argmax(axis=1)
+
+
 def fgd_scores(
     fr: NodeFragmentation,
     nodes: np.ndarray,
@@ -175,8 +188,12 @@ def fgd_scores(
     if k == 1 and 0 < d < MILLI:
         assert free_gpu is not None and gpu_fit is not None, "a GPU pod needs its nodes' GPUs"
         g = max(int(fr.state.cluster.num_gpu[nodes].max()), 1) if len(nodes) else 1  # skip padding GPUs
-        if share_rule == "distributed":
-            pick = distributed_gpu(free_gpu[:, :g], gpu_fit[:, :g])
+        if share_rule != "policy":
+            pick = (
+                distributed_gpu(free_gpu[:, :g], gpu_fit[:, :g])
+                if share_rule == "distributed"
+                else first_fit_gpu(gpu_fit[:, :g])
+            )
             r = free_gpu[np.arange(len(nodes)), pick][:, None]  # [n, 1]
             rn = r - d
             before, after = r >= fr.milli, rn >= fr.milli

@@ -68,7 +68,19 @@ SMALL = SchedulingPolicy(
     kueue_version=KUEUE_VERSION,
 )
 
-EXAMPLES = {"prod": (PROD, PROD_POOLS), "metal": (METAL, METAL_POOLS), "small": (SMALL, SMALL_POOLS)}
+# The metal shape on Kubernetes 1.36 with the L40S pool cut into DRA shares (8 per GPU).
+SHARES_POOLS = (
+    METAL_POOLS[0],
+    pool("l40s", "L40S", 4, 3, sharing="draShares", dra_shares=8, cpus_per_node=64, memory_gib_per_node=512),
+)
+SHARES = replace(METAL, kubernetes_version="1.36", kube_scheduler_image_tag="v1.36.4", dra_shares=True)
+
+EXAMPLES = {
+    "prod": (PROD, PROD_POOLS),
+    "metal": (METAL, METAL_POOLS),
+    "small": (SMALL, SMALL_POOLS),
+    "shares": (SHARES, SHARES_POOLS),
+}
 
 
 def with_provisioning(policy: SchedulingPolicy) -> SchedulingPolicy:

@@ -21,7 +21,7 @@ def test_every_config_entry_sets_a_device_list_strategy_other_than_envvar(exampl
     (k8s-device-plugin's --device-list-strategy flag); so every entry, default and per pool, names one."""
     policy, pools = EXAMPLES[example]
     configmap = find(compile(policy, pools), "ConfigMap", DEVICE_PLUGIN_CONFIGMAP, GPU_OPERATOR_NAMESPACE)
-    assert len(configmap["data"]) == 1 + sum(p.sharing != "exclusive" for p in pools)
+    assert len(configmap["data"]) == 1 + sum(p.sharing in ("timeSlicing", "mig") for p in pools)
     for name, text in configmap["data"].items():
         strategies = yaml.safe_load(text)["flags"]["plugin"]["deviceListStrategy"]
         assert strategies and set(strategies) <= NOT_FROM_ENVIRONMENT, name

@@ -40,6 +40,15 @@ def container(**resources: dict[str, str]) -> dict[str, Any]:
         ({"containers": [container(limits={"example.com/fpga": "1"})]}, True),
         ({"containers": [container(requests={"nvidia.com/gpu": "0"})]}, True),  # zero is no request
         ({"containers": [container(limits={"nvidia.com/gpu": "1e0"})]}, False),
+        # a DRA claim is a GPU share (scheduler.dra): outside a team namespace it would skip every quota
+        (
+            {
+                "containers": [container()],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+            },
+            False,
+        ),
+        ({"containers": [container()], "resourceClaims": []}, True),
     ],
 )
 def test_expression_denies_pods_that_request_gpus(spec: dict[str, Any], expected: bool) -> None:

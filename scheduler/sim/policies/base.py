@@ -155,6 +155,8 @@ class Policy:
             if self.ctx.share_rule == "distributed":  # the device plugin picks the GPU, not the scheduler
                 row = self.ctx.state.free_gpu[node]
                 return [int(np.where(row >= d, row, -1).argmax())]
+            if self.ctx.share_rule == "first-fit":  # DRA: the allocator's first device with room
+                return [int((self.ctx.state.free_gpu[node] >= d).argmax())]
             return [share_gpu]
         return self.ctx.state.fully_free_gpus(node, k)
 

@@ -1,4 +1,5 @@
-"""Random: a uniformly random feasible node; for a sharing pod, a uniformly random fitting GPU.
+"""Random: a uniformly random feasible node; for a sharing pod, a uniformly random fitting GPU (under DRA's
+`first-fit` share rule the allocator's GPU: the policy chooses only the node there).
 
 score(n) = 0 for every feasible node; the choice draws from the run's seeded generator.
 """
@@ -40,7 +41,7 @@ class RandomPolicy(Policy):
 
     def choose_gpus(self, node: int, s: int, share_gpu: int) -> list[int]:
         sh = self.ctx.shapes
-        if sh.num_gpu[s] == 1 and sh.gpu_milli[s] < MILLI:
+        if sh.num_gpu[s] == 1 and sh.gpu_milli[s] < MILLI and self.ctx.share_rule != "first-fit":
             d = int(sh.gpu_milli[s])
             fitting = [g for g, free in enumerate(self.ctx.state.free_gpu[node].tolist()) if free >= d]
             return [fitting[self._pick(len(fitting))]]
