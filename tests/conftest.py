@@ -31,13 +31,40 @@ SESSION_TWINS = ("metal_twin", "prod_twin")
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the `xdist_group` marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that runs a program of the toolchain is a `toolchain` test (it waits for the build in `invoke test`);
-    each test gets the worker group its shared fixtures call for."""
+    each test gets the worker group its shared fixtures call for, and the groups come first, the largest first."""
+    groups: dict[str, str] = {}
     for item in items:
         if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.toolchain)
         group = worker_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = "_".join(sorted(
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        ))  # fmt: skip
+    items[:] = longest_first(items, groups)
+
+
+def longest_first(items: list[pytest.Item], groups: dict[str, str]) -> list[pytest.Item]:
+    """The tests in the order the workers should take them: pytest-xdist hands out a group whole, in the order
+    of its first test, so a long group that comes last runs alone on one worker while the other idles. Groups
+    go first, the one with most tests first, then the single tests that fill the gaps; within a group the
+    tests keep their order (some build on the one before)."""
+    sizes: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        group = groups.get(item.nodeid, "")
+        sizes[group] = sizes.get(group, 0) + 1
+        first.setdefault(group, index)
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int, int]:
+        index, item = pair
+        group = groups.get(item.nodeid, "")
+        if not group:
+            return (1, 0, index, index)
+        return (0, -sizes[group], first[group], index)
+
+    return [item for _, item in sorted(enumerate(items), key=key)]
 
 
 def worker_group(item: pytest.Item) -> str:

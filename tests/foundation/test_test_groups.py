@@ -107,3 +107,17 @@ def test_tests_that_share_a_twin_run_on_one_worker(tmp_path: Path) -> None:
     for name, count in (("module.txt", 6), ("session.txt", 12)):
         workers = (tmp_path / name).read_text().split()
         assert len(workers) == count and len(set(workers)) == 1, (name, workers)
+
+
+def test_groups_are_handed_out_first_the_largest_first_each_in_its_own_order() -> None:
+    """A long group handed out last would run alone on one worker at the end of the tier."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from tests.conftest import longest_first
+
+    ids = ["free-1", "small-1", "big-1", "free-2", "big-2", "small-2", "big-3"]
+    groups = {"small-1": "small", "small-2": "small", "big-1": "big", "big-2": "big", "big-3": "big"}
+    items = cast(Any, [SimpleNamespace(nodeid=i) for i in ids])
+    ordered = [item.nodeid for item in longest_first(items, groups)]
+    assert ordered == ["big-1", "big-2", "big-3", "small-1", "small-2", "free-1", "free-2"]
