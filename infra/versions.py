@@ -382,5 +382,7 @@ def twin_kubernetes(minor: str) -> GoBuild:
     )
 
 
-# The minors the twin is built for: the example stacks' minor and the next (MutatingAdmissionPolicy v1).
-TWIN_MINORS: tuple[str, ...] = ("1.35", "1.36")
+# The minors the twin runs and `invoke twin-build` builds: the example stacks' (1.35; 1.36, where
+# MutatingAdmissionPolicy v1 is served) and 1.37, the newest an existing cluster may run, which the e2e tier starts
+# once (tests/twin/test_newest_minor.py).
+TWIN_MINORS: tuple[str, ...] = ("1.35", "1.36", "1.37")

@@ -13,8 +13,9 @@ import pytest
 from infra.errors import ConfigError
 from infra.scheduling import scheduler_inputs
 from infra.stackfile import parse_config
-from infra.versions import EKS_KUBERNETES, PER_MINOR, SUPPORTED_KUBERNETES
+from infra.versions import EKS_KUBERNETES, PER_MINOR, SUPPORTED_KUBERNETES, TWIN_MINORS
 from scheduler.placement import secondary_scheduler
+from tests.conftest import ROOT
 from tests.preflight.helpers import invoke, stack_doc, write_stack
 
 NEWEST = "1.37"
@@ -80,3 +81,9 @@ def test_invoke_twin_refuses_an_aws_stack_at_1_37_before_anything_starts(tmp_pat
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: --minor: EKS does not list Kubernetes 1.37 yet")
+
+
+def test_the_twin_runs_every_minor_an_example_stack_names_and_the_newest() -> None:
+    minors = {stack_doc(p.stem.removeprefix("Pulumi."))["config"].get("gpufleet:cluster", {}).get(
+        "kubernetesVersion") for p in ROOT.glob("Pulumi.*.yaml")}  # fmt: skip
+    assert minors - {None} <= set(TWIN_MINORS) and NEWEST in TWIN_MINORS
