@@ -209,7 +209,7 @@ def simulate(
 @task(
     help={
         "stack": STACK_HELP,
-        "minor": "Kubernetes minor to run (default: the stack's kubernetesVersion; built: 1.35, 1.36)",
+        "minor": "Kubernetes minor to run (default: the stack's kubernetesVersion; built: 1.35, 1.36, 1.37)",
         "nodes": "nodes per autoscaled pool: desired (default), min, max or a number",
         "bare": "control plane, nodes and Kueue only; do not deploy the stack's policy",
         "run": "run this command in the twin (KUBECONFIG set, the twin's kubectl on PATH), then stop it; "

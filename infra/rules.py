@@ -30,7 +30,7 @@ from infra.scheduling import (
 from infra.shares import share_problems
 from infra.slurm.rules import slurm_problems
 from infra.spec import ClusterSpec, NodePool
-from infra.versions import KUEUE_VERSION, SUPPORTED_KUBERNETES
+from infra.versions import EKS_KUBERNETES, KUEUE_VERSION, SUPPORTED_KUBERNETES
 from scheduler.checks import check
 from scheduler.errors import SchedulerConfigError
 from scheduler.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY, MIG_CONFIG_LABEL, POOL_LABEL
@@ -205,13 +205,15 @@ def check_spec(spec: ClusterSpec) -> ClusterSpec:
 
 
 def _resolvable(spec: ClusterSpec, pools: list[NodePool]) -> bool:
-    """Whether the facts the resolved rules read are there: the Kubernetes minor's pins, the region and system
-    pool type of an aws stack, pools of distinct names, and each pool's GPU model, GPUs per node, size and MIG
-    profile. A problem elsewhere (a label, a size, a host, an add-on) does not keep them from running, so one
+    """Whether the facts the resolved rules read are there: the Kubernetes minor's pins (on aws, its EKS ones),
+    the region and system pool type of an aws stack, pools of distinct names, and each pool's GPU model, GPUs per
+    node, size and MIG profile. A problem elsewhere (a label, a size, a host, an add-on) does not keep them from running, so one
     run reports the mistakes of both passes."""
     if spec.cluster.kubernetes_version not in SUPPORTED_KUBERNETES or duplicates([p.name for p in pools]):
         return False
     if spec.platform == "aws":
+        if spec.cluster.kubernetes_version not in EKS_KUBERNETES:  # its EKS pins are absent
+            return False
         system = catalog.lookup(spec.system_pool.instance_type)
         regions = aws_regions()
         if not spec.region or (regions and spec.region not in regions) or system is None or system.gpus:

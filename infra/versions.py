@@ -4,7 +4,9 @@ Nothing floats to "latest": a newly published GPU AMI or chart has broken every 
 upgrade is a reviewed change to this file (or to `gpufleet:versions` in a stack file), never a side effect of a
 deploy. Per-Kubernetes-minor pins (AMI releases, cluster-autoscaler and kube-scheduler images) live in
 `PER_MINOR`; the supported Kubernetes range is exactly the minors listed there, because the cluster-autoscaler
-and kube-scheduler images must match the control plane's minor.
+and kube-scheduler images must match the control plane's minor. A minor upstream has released but EKS does not
+offer yet has its kube-scheduler patch and no EKS pins: existing clusters run it, aws stacks are refused it
+(`EKS_KUBERNETES`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,26 @@ from infra.images import pin_problem, resolve
 
 @dataclass(frozen=True)
 class MinorPins:
-    """Pins that must move together with the Kubernetes minor version."""
+    """Pins that must move together with the Kubernetes minor version. The EKS pins are None for a minor EKS
+    does not offer yet: there is no AMI release to name, and an autoscaler release is pinned with them."""
 
     kubernetes_patch: str  # upstream patch release: kube-scheduler image tag for the `existing` platform
-    al2023_nvidia_ami_release: str  # EKS managed node group release_version (k8s patch - AMI build date)
-    bottlerocket_nvidia_release: str  # Bottlerocket release_version for the *-nvidia variant
-    cluster_autoscaler_image: str  # registry.k8s.io/autoscaling/cluster-autoscaler tag (same minor as k8s)
+    al2023_nvidia_ami_release: (
+        str | None
+    )  # EKS managed node group release_version (k8s patch - AMI build date)
+    bottlerocket_nvidia_release: str | None  # Bottlerocket release_version for the *-nvidia variant
+    cluster_autoscaler_image: (
+        str | None
+    )  # registry.k8s.io/autoscaling/cluster-autoscaler tag (same minor as k8s)
+
+    @property
+    def on_eks(self) -> bool:
+        """Whether every pin an aws stack needs is there: EKS offers this minor and its AMIs are pinned."""
+        return None not in (
+            self.al2023_nvidia_ami_release,
+            self.bottlerocket_nvidia_release,
+            self.cluster_autoscaler_image,
+        )
 
 
 # Checked 2026-11-30. kube-scheduler: the 2026-08-20 upstream patch set (v1.36.4, v1.35.8, v1.34.11) and the
@@ -33,13 +49,21 @@ class MinorPins:
 # v20261119) but their per-minor release versions were not confirmed. Bottlerocket: "<OS version>-<commit>",
 # one OS release for every minor (1.65.0, 2026-09-03; 1.66.0 is out but its commit id was not confirmed).
 # cluster-autoscaler: the 2026-07-22 patch set (kubernetes/k8s.io#9760).
+# 1.37, checked 2026-12-05: kube-scheduler v1.37.2 is the newest 1.37 patch the Go module proxy serves
+# (k8s.io/kubernetes v1.37.2). EKS does not list 1.37 (the EKS user guide's "Understand the Kubernetes version
+# lifecycle on EKS"), so amazon-eks-ami and Bottlerocket publish no 1.37 release to pin, and no cluster-autoscaler
+# 1.37 release could be confirmed: those pins stay None until EKS lists the minor.
 PER_MINOR: dict[str, MinorPins] = {
     "1.33": MinorPins("v1.33.13", "1.33.13-20260930", "1.65.0-0be31b34", "v1.33.6"),
     "1.34": MinorPins("v1.34.11", "1.34.11-20260930", "1.65.0-0be31b34", "v1.34.5"),
     "1.35": MinorPins("v1.35.8", "1.35.8-20260930", "1.65.0-0be31b34", "v1.35.2"),
     "1.36": MinorPins("v1.36.4", "1.36.4-20260930", "1.65.0-0be31b34", "v1.36.1"),
+    "1.37": MinorPins("v1.37.2", None, None, None),
 }
 SUPPORTED_KUBERNETES: tuple[str, ...] = tuple(PER_MINOR)
+# The minors an aws stack may run: those EKS offers, whose AMI and autoscaler releases are pinned above.
+EKS_KUBERNETES: tuple[str, ...] = tuple(minor for minor, pins in PER_MINOR.items() if pins.on_eks)
+EKS_CHECKED = "2026-12-05"  # when EKS's list of minors was last compared with PER_MINOR
 # This repository's release (pyproject.toml `project.version`; a test keeps them equal). Images built from this
 # repository are deployed at the tag of the same release: .github/workflows/extender-image.yml pushes
 # `<IMAGE_REGISTRY>/gpufleet-extender:<version>` for every `v<version>` git tag (docker/metadata-action semver).
@@ -374,5 +398,7 @@ def twin_kubernetes(minor: str) -> GoBuild:
     )
 
 
-# The minors the twin is built for: the example stacks' minor and the next (MutatingAdmissionPolicy v1).
-TWIN_MINORS: tuple[str, ...] = ("1.35", "1.36")
+# The minors the twin runs and `invoke twin-build` builds: the example stacks' (1.35; 1.36, where
+# MutatingAdmissionPolicy v1 is served) and 1.37, the newest an existing cluster may run, which the e2e tier starts
+# once (tests/twin/test_newest_minor.py).
+TWIN_MINORS: tuple[str, ...] = ("1.35", "1.36", "1.37")

@@ -81,6 +81,16 @@ class ControlPlane:
         return f"https://127.0.0.1:{self.api_port}"
 
 
+def endpoint_reconciler_flags(minor: str) -> list[str]:
+    """From 1.37 kube-apiserver refuses to start when its `--advertise-address` cannot be written to the
+    `kubernetes` Service's Endpoints (CHANGELOG-1.37, #138102: pkg/controlplane/instance.go at v1.37.2,
+    `ValidateIP`), and a loopback address cannot (pkg/apis/core/validation `ValidateEndpointIP`, which refuses it
+    in any Endpoints object). The twin advertises 127.0.0.1 and never dials a Service address, so from 1.37 its
+    API server runs without an endpoint reconciler (`none`: pkg/controlplane/reconcilers/none.go)."""
+    major, number = (int(part) for part in minor.split(".")[:2])
+    return ["--endpoint-reconciler-type=none"] if (major, number) >= (1, 37) else []
+
+
 def start_control_plane(
     tools: Toolchain,
     sup: Supervisor,
@@ -132,6 +142,7 @@ def start_control_plane(
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            *endpoint_reconciler_flags(minor),
             f"--secure-port={api_port}",
             f"--cert-dir={pki}",
             f"--tls-cert-file={serving.cert}",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from infra.aws.rules import eks_minor_problem
 from infra.errors import CheckFailed, ConfigError
 from infra.pools import uses_karpenter
 from infra.spec import ClusterSpec
@@ -52,9 +53,11 @@ def check_options(spec: ClusterSpec, minor: str, nodes: str, time_scale: str = "
     if time_scale_value(time_scale) is None:
         problems.append(f"--time-scale: {time_scale!r} is not a number above 0 and at most 1")
     wanted = minor or spec.cluster.kubernetes_version
+    key = "--minor" if minor else "gpufleet:cluster.kubernetesVersion"
     if wanted not in TWIN_MINORS:
-        key = "--minor" if minor else "gpufleet:cluster.kubernetesVersion"
         problems.append(f"{key}: the twin runs Kubernetes {', '.join(TWIN_MINORS)}; got {wanted!r}")
+    elif spec.platform == "aws" and (eks := eks_minor_problem(wanted, key)):
+        problems.append(eks)  # the twin is the stack's cluster: an aws stack's runs on EKS, with EKS pins
     if nodes not in ("desired", "min", "max") and not nodes.isdigit():
         problems.append(f"--nodes: {nodes!r} is not {NODE_CHOICES}")
     if problems:

@@ -19,13 +19,28 @@ from infra.pools import SYSTEM_GROUP, karpenter_managed, one_zone_pool
 from infra.problems import NP, check_sizes, duplicates, suggest
 from infra.scheduling import node_group_name
 from infra.spec import ClusterSpec, NodePool
+from infra.versions import EKS_CHECKED, EKS_KUBERNETES, SUPPORTED_KUBERNETES
 
 MAX_NODE_GROUP_NAME = 63  # EKS limit
 
 
+def eks_minor_problem(minor: str, key: str = "gpufleet:cluster.kubernetesVersion") -> str | None:
+    """One line when EKS does not offer a minor gpufleet supports elsewhere: there is no AMI to pin for it, and a
+    cluster asked for it would fail at EKS's CreateCluster, after the plan."""
+    if minor not in SUPPORTED_KUBERNETES or minor in EKS_KUBERNETES:
+        return None
+    return (
+        f"{key}: EKS does not list Kubernetes {minor} yet (checked {EKS_CHECKED}); on aws: "
+        f"{', '.join(EKS_KUBERNETES)} ({minor} runs on platform existing)"
+    )
+
+
 def aws_cluster_problems(spec: ClusterSpec, problems: list[str]) -> None:
-    """The region (a real one, with EC2), the cluster's zones in it, and the system pool."""
+    """The Kubernetes minor (one EKS offers), the region (a real one, with EC2), the cluster's zones in it, and
+    the system pool."""
     at = "gpufleet:cluster"
+    if minor := eks_minor_problem(spec.cluster.kubernetes_version):
+        problems.append(minor)
     if not spec.region:
         problems.append("aws:region: required for platform aws (e.g. us-west-2)")
     elif (known := aws_regions()) and spec.region not in known:

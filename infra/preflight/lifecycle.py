@@ -8,6 +8,8 @@
   rate: EKS's default support type is EXTENDED ("Understand the Kubernetes version lifecycle on EKS":
   "Extended support is enabled by default"), and the stack sets no upgrade policy, so it is not refused but
   said (eks:DescribeClusterVersions: `status`, `endOfStandardSupportDate`).
+- A minor EKS does not list at all (DescribeClusterVersions returns no entry for it, as for a minor upstream
+  has released but EKS does not offer yet) is refused: CreateCluster or UpdateClusterVersion would fail.
 """
 
 from __future__ import annotations
@@ -53,9 +55,17 @@ def minor_step_findings(running: str | None, wanted: str) -> list[Finding]:
 
 
 def support_findings(minor: str, info: dict[str, Any] | None, now: datetime) -> list[Finding]:
-    """From one ClusterVersionInformation: extended support (billed) or its start within SOON, a warning."""
+    """From one ClusterVersionInformation: extended support (billed) or its start within SOON, a warning; no
+    information (EKS does not list the minor), an error."""
     if info is None:
-        return []
+        return [
+            error(
+                SUBJECT,
+                f"EKS does not list Kubernetes {minor} (eks:DescribeClusterVersions); the deploy would fail at "
+                "CreateCluster or UpdateClusterVersion",
+                "set gpufleet:cluster.kubernetesVersion to a minor EKS lists",
+            )
+        ]
     end = info.get("endOfStandardSupportDate")
     end_at = end if isinstance(end, datetime) else None
     ends = f" (standard support ended {end_at:%Y-%m-%d})" if end_at else ""

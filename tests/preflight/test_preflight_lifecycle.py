@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from infra.preflight import Severity, run_preflight
-from infra.preflight.lifecycle import SUBJECT
+from infra.preflight.lifecycle import SUBJECT, minor_step_findings
 from infra.spec import ClusterSpec
 from tests.conftest import load_example
 from tests.preflight.fakeaws import FakeAws
@@ -59,3 +59,20 @@ def test_extended_support_is_a_warning_naming_the_cost(aws: FakeAws) -> None:
     }
     (message,) = by_subject(run_preflight(spec), Severity.WARNING)[SUBJECT]
     assert f"leaves EKS standard support on {soon:%Y-%m-%d}" in message
+
+
+def test_a_minor_eks_does_not_list_is_refused(aws: FakeAws) -> None:
+    """DescribeClusterVersions returns no entry for a minor EKS does not offer (as for 1.37 upstream): the
+    deploy would fail at CreateCluster, so preflight says so first."""
+    spec = _prod(aws)
+    del aws.cluster_versions[spec.cluster.kubernetes_version]
+    (message,) = by_subject(run_preflight(spec), Severity.ERROR)[SUBJECT]
+    assert message.startswith("EKS does not list Kubernetes 1.35 (eks:DescribeClusterVersions)")
+
+
+def test_one_minor_up_to_the_newest_is_a_step() -> None:
+    """1.36 -> 1.37 is one minor; 1.35 -> 1.37 skips one."""
+    (step,) = minor_step_findings("1.36", "1.37")
+    assert not step.is_error and step.message.startswith("1.36 -> 1.37: one minor")
+    (skip,) = minor_step_findings("1.35", "1.37")
+    assert skip.is_error and skip.fix == "deploy 1.36 first, then 1.37"
