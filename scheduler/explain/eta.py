@@ -114,31 +114,35 @@ def estimate(seed: Seed, target: int, history: Sequence[Finished], runs: int = R
     )
 
 
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
 def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
     """What the draws assumed, in the team's words: how many jobs' times came from hints, deadlines, history."""
     ahead = [e for i, e in enumerate(seed.entries) if i != target and not e.name.startswith(OTHERS + "/")]
     out = []
-    for source, words in (("hint", "their gpufleet.io/expected-duration hint"),
-                          ("deadline", "their activeDeadlineSeconds")):  # fmt: skip
+    for source, words in (("hint", "its gpufleet.io/expected-duration hint"),
+                          ("deadline", "its activeDeadlineSeconds")):  # fmt: skip
         n = sum(1 for e in ahead if e.remaining.source == source)
         if n:
-            out.append(f"{n} of your team's jobs took their time from {words}")
+            out.append(f"{_jobs(n)} of your team timed by {words}")
     blind = [e for e in ahead if e.remaining.source == "history"]
-    if blind:
-        running = sum(1 for e in blind if e.pool)
-        kinds = (
-            f"{running} running and {len(blind) - running} waiting"
-            if running != len(blind)
-            else f"{running} running"
-        )
-        if not history:
-            out.append(f"{kinds} jobs had no duration hint and your team has no finished job to learn from: "
-                       f"each was taken to run {NO_HISTORY_S / 3600:g} h in all")  # fmt: skip
-        else:
-            recent = [f.seconds for f in history][-HISTORY:]
-            out.append(f"{kinds} jobs had no duration hint; their remaining time was drawn from your team's last "
-                       f"{len(recent)} finished jobs (median {_human(float(np.median(recent)))}), the same pool "
-                       f"and GPUs where {SIMILAR_AT_LEAST} or more of those")  # fmt: skip
+    running = sum(1 for e in blind if e.pool)
+    kinds = " and ".join(k for k in (f"{running} running" if running else "",
+                                     f"{len(blind) - running} waiting" if len(blind) > running else "") if k)  # fmt: skip
+    noun = "job" if len(blind) == 1 else "jobs"
+    if blind and not history:
+        out.append(f"{kinds} {noun} without a duration hint, and your team has no finished job to learn from: "
+                   f"each was taken to run {_human(NO_HISTORY_S)} in all")  # fmt: skip
+    elif blind:
+        recent = [f.seconds for f in history][-HISTORY:]
+        out.append(f"{kinds} {noun} without a duration hint: the remaining time was drawn from your team's last "
+                   f"{len(recent)} finished jobs (median {_human(float(np.median(recent)))}; the same pool and "
+                   f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
+    if not history and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
+        out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
+                   f"end in {_human(NO_HISTORY_S)}")  # fmt: skip
     return out
 
 

@@ -200,7 +200,7 @@ def test_unknown_times_give_a_spread_and_say_so(compiled: list[dict[str, Any]]) 
     assert found.p50_s is not None and found.p90_s is not None and found.p50_s < found.p90_s
     assert found.p90_s <= 8100  # no draw runs longer than the longest finished job
     assert any(
-        "1 running jobs had no duration hint" in a and "last 5 finished jobs" in a for a in found.assumed
+        "1 running job without a duration hint" in a and "last 5 finished jobs" in a for a in found.assumed
     )
     # one run with the times fixed: vision's job ends at 400, nlp's at 5000; when nlp's end first, vision's
     # next job borrows their quota at once (after the 1 s requeue batch)
