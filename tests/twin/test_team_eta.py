@@ -21,7 +21,24 @@ import yaml
 from scheduler.explain.durations import HINT, NO_HISTORY_S
 from tests.support import eventually
 from tests.twin.kube import Kube, name
-from tests.twin.test_team_console import considered, eight, h100_in_use, plugin, reserved, workload_of
+from tests.twin.test_team_console import (
+    considered,
+    eight,
+    h100_in_use,
+    plugin,
+    recorded,
+    reserved,
+    workload_of,
+)
+
+
+def normalized(text: str) -> list[str]:
+    """Lines without what moves from run to run: the jobs' random suffixes, the clock, minutes counted."""
+    text = re.sub(r"-[0-9a-f]{6}(-[0-9a-f]{5})?\b", "-XXXXXX", text)  # a job's, and its Workload's
+    text = re.sub(r"\d\d:\d\d:\d\d UTC", "HH:MM:SS UTC", text)
+    text = re.sub(r"in \d+ min \(", "in N min (", text)
+    return [line.rstrip() for line in text.strip().splitlines()]
+
 
 MINUTES = re.compile(r"estimated start in (\d+) min \(\S+ UTC\) \(p50\), in (\d+) min")
 
@@ -66,6 +83,7 @@ def test_eta_from_what_the_member_may_read(
     )  # vision's own job ends: 10 min less its run
     assert "your access may not list them" in out and "nlp 16 GPUs" in out, out
     assert "recorded as an Event" in out, out
+    assert normalized(recorded("kubectl gpufleet eta next -n vision")) == normalized(out), out
     events = json.loads(metal_twin.ok("get", "events", "-n", "vision", "-o", "json"))["items"]
     ours = [e for e in events if e.get("reason") == "EstimatedStart"]
     wl = workload_of(metal_twin, "vision", busy["next"]) or {}
