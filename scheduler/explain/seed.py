@@ -252,6 +252,24 @@ def others_entries(queue: Mapping[str, Any], resources: Mapping[str, str], value
     return out
 
 
+def typical_units(live: Live) -> int:
+    """The GPUs of the team's usual pod (the median over its Jobs), NODE_GPUS // 2 when it has none."""
+    sizes = sorted(_pod_units(j.get("spec", {}).get("template", {}) or {})[1] for j in live.jobs)
+    sizes = [n for n in sizes if n]
+    return sizes[len(sizes) // 2] if sizes else NODE_GPUS // 2
+
+
+def others_waiting(
+    queue: Queue, count: int, units: int, value: int, using: tuple[str, ...] = ()
+) -> list[Entry]:
+    """Another team's waiting jobs, known only by their number (its ClusterQueue's `status.pendingWorkloads`):
+    that many one-pod jobs of `units` GPUs in the pools its running work `using` (else where it has quota),
+    waiting ahead of the team's."""
+    pools = using or tuple(f for f in queue.flavors if queue.nominal.get(f, 0) > 0) or queue.flavors
+    return [Entry(f"{OTHERS}/{queue.name}/waiting/{i}", queue.name, pools, 1, units, value, Remaining(None, "others"))
+            for i in range(count)]  # fmt: skip
+
+
 def cohort_of(live: Live) -> tuple[set[str], list[Mapping[str, Any]]]:
     """The team's ClusterQueues' names and every ClusterQueue sharing their cohort tree (by name)."""
     by_name = {str(q["metadata"]["name"]): q for q in live.cluster_queues}
@@ -293,10 +311,19 @@ def seed(live: Live, extra: Entry | None = None) -> Seed:
             + ", ".join(f"{q} {n} GPUs" for q, n in sorted(held.items()))
             + f"), at priority {value}, its remaining time drawn as for a job without a hint"
         )
-    unseen = [f"queue {name} has {n} waiting jobs of another team the estimate cannot see (they may start "
-              "first where that team has quota of its own)"
-              for q in cohort if (name := str(q["metadata"]["name"])) not in own
-              and (n := int(q.get("status", {}).get("pendingWorkloads", 0) or 0))]  # fmt: skip
+    units = typical_units(live)
+    counted = {name: n for q in cohort if (name := str(q["metadata"]["name"])) not in own
+               and (n := int(q.get("status", {}).get("pendingWorkloads", 0) or 0))}  # fmt: skip
+    unseen_waiting = [
+        e
+        for name, n in sorted(counted.items())
+        for e in others_waiting(
+            queues[name], n, units, value, tuple(sorted({o.pool for o in others if o.queue == name}))
+        )
+    ]
+    waiting = [*unseen_waiting, *waiting]
+    unseen = [f"queue {name} has {n} waiting jobs of another team, which you may not read: taken as {n} jobs of "
+              f"{units} GPUs (your team's usual pod) ahead of yours" for name, n in sorted(counted.items())]  # fmt: skip
     gpu_queues = sorted(q for q in own if queues[q].flavors)
     settings = settings_of(next(q for q in cohort if q["metadata"]["name"] == (
         extra.queue if extra else (gpu_queues or sorted(own))[0])))  # fmt: skip

@@ -153,13 +153,16 @@ def test_seeding_reads_nodes_when_it_may_and_says_what_it_assumed(compiled: list
     assert blind.pools["l40s"] == (8, 8, 8)  # shares: vision 8 + nlp 16 of nvidia.com/gpu.shared
     assert any("your access may not list them" in a for a in blind.assumed)
     assert any("nlp 12 GPUs" in a for a in blind.assumed)
-    assert blind.unseen and "queue nlp has 3 waiting jobs" in blind.unseen[0]
+    assert blind.unseen and "queue nlp has 3 waiting jobs of another team" in blind.unseen[0]
+    assert "taken as 3 jobs of 8 GPUs" in blind.unseen[0]  # vision's usual pod: 8 GPUs
     names = [e.name for e in blind.entries]
-    assert names == ["job-run", "other/nlp/h100/0", "other/nlp/h100/1", "job-next"]
+    waiting_others = [f"other/nlp/waiting/{i}" for i in range(3)]
+    assert names == ["job-run", "other/nlp/h100/0", "other/nlp/h100/1", *waiting_others, "job-next"]
+    assert {e.pools for e in blind.entries[3:6]} == {("h100",)}  # where nlp's running work is
     run = blind.entries[0]
     assert (run.pool, run.pods, run.units, run.remaining.known) == ("h100", 2, 8, 540)
     assert [e.units for e in blind.entries[1:3]] == [8, 4]
-    assert blind.entries[3].pools == ("h100",) and blind.entries[3].remaining.source == "history"
+    assert blind.entries[6].pools == ("h100",) and blind.entries[6].remaining.source == "history"
     assert blind.settings.reclaim_within_cohort and not blind.settings.autoscale
 
     nodes = [{"metadata": {"name": f"n{i}", "labels": {"gpufleet.io/pool": "h100"}},
