@@ -6,7 +6,7 @@ What the member cannot read is modelled from what they can, and said: nodes (a t
 become the cohort's quota per pool on nodes of NODE_GPUS; another team's admitted work is seen only as its
 ClusterQueue's `status.flavorsUsage` (their Workloads are not readable), so it becomes blocks of that many GPUs
 held for a remaining time drawn like any unknown one; their waiting work is only a count
-(`status.pendingWorkloads`) and is left out.
+(`status.pendingWorkloads`), so it becomes that many jobs the size of the team's usual pod, ahead of the team's.
 
 Everything counts in Kueue's units of each pool's GPU resource (a time-sliced pool's shares are its units), so
 a pool here has one unit per "GPU" and a pod takes its request of the flavor's resource.
