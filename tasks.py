@@ -591,3 +591,30 @@ def why(
 
     with user_errors():
         print(commands.why(_team_kubectl(kubeconfig, context, as_group), job, namespace, record=events))
+
+
+@task(help={"job": "a waiting Job (or other job kind) name, or a Workload name",
+            "filename": "a Job manifest not yet submitted: when it would start (a dry run)",
+            **TEAM_HELP, "events": TEAM_EVENTS_HELP}, auto_shortflags=False)  # fmt: skip
+def eta(
+    c: Context,
+    job: str = "",
+    filename: str = "",
+    namespace: str = "",
+    kubeconfig: str = "",
+    context: str = "",
+    as_group: str = "",
+    events: bool = True,
+) -> None:
+    """When a waiting job starts, p50 and p90, from the dynamic simulator seeded with the live state (docs/teams.md)."""
+    from scheduler.explain import cli, when
+    from scheduler.explain.cluster import ClusterError
+
+    with user_errors():
+        if bool(job) == bool(filename):
+            raise ClusterError("eta: give JOB or --filename FILE (one of them)", 2)
+        kubectl = _team_kubectl(kubeconfig, context, as_group)
+        if filename:
+            print(when.eta_manifest(kubectl, cli.manifest(filename), namespace))
+        else:
+            print(when.eta(kubectl, job, namespace, record=events))

@@ -160,7 +160,7 @@ class TwinRecord:
         return None
 
 
-class _Watch(threading.Thread):
+class WorkloadWatch(threading.Thread):
     """`kubectl get workloads -A -w -o json`: every change of every Workload, parsed as it streams."""
 
     def __init__(self, argv: list[str], record: TwinRecord, t0: list[float]) -> None:
@@ -236,7 +236,7 @@ def replay_on_twin(
     base = [str(kubectl), f"--kubeconfig={kubeconfig}"]
     record = TwinRecord()
     t0 = [time.monotonic(), time.time()]
-    watch = _Watch([*base, "get", "workloads.kueue.x-k8s.io", "-A", "-w", "-o", "json", "--output-watch-events"],
+    watch = WorkloadWatch([*base, "get", "workloads.kueue.x-k8s.io", "-A", "-w", "-o", "json", "--output-watch-events"],
                    record, t0)  # fmt: skip
     watch.start()
     started = time.monotonic()

@@ -3,6 +3,7 @@
     kubectl gpufleet quota [-n NAMESPACE]
     kubectl gpufleet queue [-n NAMESPACE] [--no-events]
     kubectl gpufleet why JOB [-n NAMESPACE] [--no-events]
+    kubectl gpufleet eta (JOB | -f job.yaml) [-n NAMESPACE] [--no-events]
 
 kubectl hands a plugin its arguments but not its global flags' effect, so `--kubeconfig`, `--context`, `--as`
 and `--as-group` are taken here and passed to the kubectl it runs. Bad arguments exit 2 with one line; a
@@ -14,8 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from scheduler.explain import commands
+import yaml
+
+from scheduler.explain import commands, when
 from scheduler.explain.cluster import ClusterError, Kubectl
 
 
@@ -64,7 +69,25 @@ def parser() -> argparse.ArgumentParser:
     _common(w, top=False)
     w.add_argument("job", metavar="JOB", help="a Job (or other job kind) name, or a Workload name")
     w.add_argument("--no-events", action="store_true", help="do not record the answer as an Event")
+    e = sub.add_parser(
+        "eta", help="when a waiting job starts (p50, p90), or a manifest would if submitted now"
+    )
+    _common(e, top=False)
+    e.add_argument("job", metavar="JOB", nargs="?", default="", help="a waiting job (or Workload) name")
+    e.add_argument("-f", "--filename", default="", help="a Job manifest not yet submitted: a dry run")
+    e.add_argument("--no-events", action="store_true", help="do not record the answer as an Event")
     return top
+
+
+def manifest(path: str) -> dict[str, Any]:
+    """The one object of a manifest file; bad input is a ClusterError naming the file (exit 2)."""
+    try:
+        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClusterError(f"-f {path}: cannot read it as YAML ({str(exc).splitlines()[0]})", 2) from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ClusterError(f"-f {path}: expected one Job object, found {len(docs)} documents", 2)
+    return docs[0]
 
 
 def kubectl_of(args: argparse.Namespace) -> Kubectl:
@@ -80,6 +103,12 @@ def run(argv: Sequence[str]) -> str:
         return commands.quota(kubectl, args.namespace)
     if args.command == "queue":
         return commands.queue(kubectl, args.namespace, record=not args.no_events)
+    if args.command == "eta":
+        if bool(args.job) == bool(args.filename):
+            raise ClusterError("eta: give JOB or -f FILE (one of them)", 2)
+        if args.filename:
+            return when.eta_manifest(kubectl, manifest(args.filename), args.namespace)
+        return when.eta(kubectl, args.job, args.namespace, record=not args.no_events)
     return commands.why(kubectl, args.job, args.namespace, record=not args.no_events)
 
 

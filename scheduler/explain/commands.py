@@ -91,14 +91,14 @@ def quota(kubectl: Kubectl, namespace: str = "") -> str:
     )
 
 
-def _pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     owners = {ref.get("uid") for ref in workload["metadata"].get("ownerReferences", []) or []}
     return [
         p for p in pods if owners & {ref.get("uid") for ref in p["metadata"].get("ownerReferences", []) or []}
     ]
 
 
-def _record(kubectl: Kubectl, team: Team, answers: Sequence[tuple[Mapping[str, Any], Answer]]) -> str:
+def record_events(kubectl: Kubectl, team: Team, answers: Sequence[tuple[Mapping[str, Any], Answer]]) -> str:
     if not answers:
         return ""
     if not kubectl.can_i("create", "events", team.namespace):
@@ -136,7 +136,7 @@ def queue(kubectl: Kubectl, namespace: str = "", record: bool = True) -> str:
     pending = kueue_order(team.workloads)
     if not pending:
         return f"namespace {team.namespace}: nothing waiting"
-    answers = [(wl, explain(wl, team.rows, team.workloads, _pods_of(wl, team.pods))) for wl in pending]
+    answers = [(wl, explain(wl, team.rows, team.workloads, pods_of(wl, team.pods))) for wl in pending]
     lines = [f"namespace {team.namespace}: {len(pending)} waiting (positions from {source}; 0 is next)"]
     for wl, a in answers:
         name = str(wl["metadata"]["name"])
@@ -145,7 +145,7 @@ def queue(kubectl: Kubectl, namespace: str = "", record: bool = True) -> str:
         )
         lines.append(f"     to start: {a.to_start}")
     if record:
-        lines.append(_record(kubectl, team, answers))
+        lines.append(record_events(kubectl, team, answers))
     return "\n".join(line for line in lines if line)
 
 
@@ -164,7 +164,7 @@ def why(kubectl: Kubectl, job: str, namespace: str = "", record: bool = True) ->
     """One workload's story: its reason, place in line, admission checks, preemptions, the pods' nodes."""
     team = read_team(kubectl, namespace)
     wl = find_workload(team, job)
-    pods = _pods_of(wl, team.pods)
+    pods = pods_of(wl, team.pods)
     a = explain(wl, team.rows, team.workloads, pods)
     name = str(wl["metadata"]["name"])
     status = wl.get("status", {})
@@ -187,5 +187,5 @@ def why(kubectl: Kubectl, job: str, namespace: str = "", record: bool = True) ->
         node = p.get("spec", {}).get("nodeName") or "not bound"
         lines.append(f"  pod {p['metadata']['name']}: {p.get('status', {}).get('phase', '?')} on {node}")
     if record:
-        lines.append(_record(kubectl, team, [(wl, a)]))
+        lines.append(record_events(kubectl, team, [(wl, a)]))
     return "\n".join(line for line in lines if line)

@@ -45,6 +45,7 @@ class Reason(enum.Enum):
     QUOTA = "QuotaInUse"
     STARTING = "Starting"
     UNKNOWN = "Waiting"
+    ESTIMATE = "EstimatedStart"  # not a reason it waits: the `eta` answer, recorded beside the reasons
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import importlib
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,31 @@ def test_no_kubectl_exits_3_naming_it() -> None:
     assert done.stderr.strip() == (
         "kubectl gpufleet: kubectl not found (/nonexistent/kubectl): install it, or pass --kubectl PATH"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["eta"], "kubectl gpufleet: eta: give JOB or -f FILE (one of them)"),
+        (["eta", "train", "-f", "job.yaml"], "kubectl gpufleet: eta: give JOB or -f FILE (one of them)"),
+        (
+            ["eta", "-f", "/nonexistent/job.yaml"],
+            "kubectl gpufleet: -f /nonexistent/job.yaml: cannot read it as YAML",
+        ),
+    ],
+)
+def test_eta_takes_a_job_or_a_manifest(args: list[str], said: str) -> None:
+    done = plugin("--kubectl", "/nonexistent/kubectl", *args)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(said), done.stderr
+
+
+def test_eta_of_a_manifest_that_is_not_one_object(tmp_path: Path) -> None:
+    two = tmp_path / "two.yaml"
+    two.write_text("kind: Job\n---\nkind: Job\n")
+    done = plugin("--kubectl", "/nonexistent/kubectl", "eta", "-f", str(two))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"kubectl gpufleet: -f {two}: expected one Job object, found 2 documents"
 
 
 def test_the_invoke_tasks_say_the_same() -> None:

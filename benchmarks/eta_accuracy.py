@@ -1,0 +1,209 @@
+"""How right `eta` is: on the twin, scripted time-scaled arrivals for three teams with known durations; the
+estimate made (as a dry run, as each team's member) the moment each job is submitted is compared with when
+the real Kueue admitted it.
+
+Usage: python benchmarks/eta_accuracy.py [--seeds 1,2,3] [--jobs 40] [--rate 0.2] [--durations 20,60]
+                                       [--runs 20] [--json FILE]
+
+Results of the last run are recorded in benchmarks/eta_accuracy.md.
+
+The stack is the metal stack with its H100 pool only (4 nodes of 8 GPUs, every node up) and three teams,
+vision 12, nlp 12 and speech 8 GPUs, each borrowing up to 8, with Kueue's classical preemption (fair sharing
+off). The jobs are ``twin.dynamic_replay.scaled_trace``'s (Poisson arrivals at ``--rate`` per second, 1/2/4/8
+GPUs a pod, one in four a gang of two, mostly the default priority class), each Job carrying its duration as
+the `gpufleet.io/expected-duration` hint and as the annotation kwok completes its pods by.
+
+Before each job is created, its team's member (impersonated with only the team's group, as
+tests/twin/test_team_eta.py does) asks `eta -f` for it: the seeding reads what that member may read (their
+team's Workloads and Jobs, every ClusterQueue's use; not the nodes, not the other teams' Workloads), and the
+p50 and p90 of ``--runs`` simulator runs are taken. Beside it, a null estimator: (the team's jobs waiting
+ahead of it at its priority or higher, plus one if the pool has fewer free GPUs than it asks) x the mean
+duration of the team's finished jobs.
+
+The estimate is of a start "were it submitted now"; reading and simulating take about two seconds, so each
+estimate's start counts from the moment just before the create, the state it saw that much older.
+
+Measured per job: the actual wait (Kueue's first admission, as a watch on Workloads sees it, less the moment
+before the create) and each estimator's absolute error of the start. Targets, over the jobs that waited at
+least MIN_WAIT_S: the median absolute error <= 25 % of the actual wait, the 90th percentile <= 50 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from infra.stackfile import load_stack  # noqa: E402
+from scheduler.explain.cluster import Kubectl  # noqa: E402
+from scheduler.explain.commands import read_team  # noqa: E402
+from scheduler.explain.durations import HINT, finished_jobs  # noqa: E402
+from scheduler.explain.eta import estimate  # noqa: E402
+from scheduler.explain.order import kueue_order, priority  # noqa: E402
+from scheduler.explain.seed import Entry, Live, Seed, manifest_entry, seed  # noqa: E402
+from scheduler.explain.when import read_live  # noqa: E402
+from twin import launch  # noqa: E402
+from twin.dynamic_replay import ReplayJob, TwinRecord, WorkloadWatch, job_object, scaled_trace  # noqa: E402
+
+TEAMS = {"vision": 12, "nlp": 12, "speech": 8}
+MIN_WAIT_S = 5.0  # jobs admitted sooner count for the absolute errors, not for the relative targets
+TARGET_P50, TARGET_P90 = 0.25, 0.50
+
+
+def stack_file(folder: Path) -> Path:
+    """The metal stack with its H100 pool only and three teams (fair sharing off: classical preemption)."""
+    doc = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())
+    config = doc["config"]
+    config["gpufleet:nodePools"] = [p for p in config["gpufleet:nodePools"] if p["name"] == "h100"]
+    config["gpufleet:teams"] = [{"name": t, "quotas": {"h100": q}, "borrowingLimit": 8, "groups": [f"{t}-team"],
+                                 "priority": "production"} for t, q in TEAMS.items()]  # fmt: skip
+    config["gpufleet:scheduling"] = {**config.get("gpufleet:scheduling", {}), "fairSharing": False}
+    path = folder / "Pulumi.eta-accuracy.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def null_estimate(live: Live, state: Seed, entry: Entry) -> float:
+    """(the team's waiting jobs ahead at its priority or higher + 1 if the pool lacks free GPUs for it) x the
+    mean duration of the team's finished jobs (0 before any has finished)."""
+    ahead = [w for w in kueue_order(live.workloads) if priority(w) >= entry.priority]
+    pool = entry.pools[0]
+    used = sum(e.gpus for e in state.entries if e.pool == pool)
+    full = sum(state.pools.get(pool, ())) - used < entry.gpus
+    done = [f.seconds for f in finished_jobs(live.jobs)][-20:]
+    return (len(ahead) + int(full)) * (float(np.mean(done)) if done else 0.0)
+
+
+def hinted(job: ReplayJob) -> dict[str, Any]:
+    obj = job_object(job)
+    obj["metadata"]["annotations"] = {HINT: f"{job.duration:g}s"}
+    return obj
+
+
+def one_run(binary: Path, kubeconfig: Path, jobs: list[ReplayJob], runs: int) -> list[dict[str, Any]]:
+    """Submit each job at its arrival, estimating it first; return per job its wait and the estimates."""
+    base = [str(binary), f"--kubeconfig={kubeconfig}"]
+    record = TwinRecord()
+    t0 = [time.monotonic(), time.time()]
+    watch = WorkloadWatch([*base, "get", "workloads.kueue.x-k8s.io", "-A", "-w", "-o", "json",
+                           "--output-watch-events"], record, t0)  # fmt: skip
+    watch.start()
+    rows: dict[int, dict[str, Any]] = {}
+    try:
+        t0[0], t0[1] = time.monotonic(), time.time()
+        for job in jobs:
+            delay = job.arrival - (time.monotonic() - t0[0])
+            if delay > 0:
+                time.sleep(delay)
+            member = Kubectl.of(
+                str(binary), str(kubeconfig), user="bench@example.com", groups=(f"{job.team}-team",)
+            )
+            asked = time.monotonic() - t0[0]
+            began = time.monotonic()
+            live = read_live(member, read_team(member, job.team))
+            entry = manifest_entry(hinted(job), live)
+            state = seed(live, entry)
+            found = estimate(state, len(state.entries) - 1, finished_jobs(live.jobs), runs)
+            null = null_estimate(live, state, entry)
+            took = time.monotonic() - began
+            submitted = time.monotonic() - t0[0]
+            done = subprocess.run([*base, "create", "-f", "-"], input=json.dumps(hinted(job)), capture_output=True,
+                                  text=True, timeout=60, check=False)  # fmt: skip
+            if done.returncode != 0:
+                raise RuntimeError(f"kubectl create job {job.name}: {done.stderr.strip()}")
+            rows[job.index] = {"job": job.index, "team": job.team, "gpus": job.gpus * job.pods,
+                               "priority": job.priority, "asked": asked, "submitted": submitted,
+                               "p50_s": found.p50_s, "p90_s": found.p90_s, "null_s": null,
+                               "estimate_s": took}  # fmt: skip
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            with watch.lock:
+                if len(record.admitted) == len(jobs):
+                    break
+            time.sleep(1)
+    finally:
+        watch.stop()
+        for ns in TEAMS:
+            subprocess.run([*base, "delete", "jobs", "-n", ns, "--all", "--wait=true"], capture_output=True,
+                           check=False, timeout=300)  # fmt: skip
+    for j, row in rows.items():
+        row["admitted"] = record.admitted.get(j)
+    return list(rows.values())
+
+
+def predicted(row: dict[str, Any], key: str) -> float:
+    """The start an estimate says: the simulation's clock starts when the state was read, and the job cannot
+    start before it was created (inf: it did not start in the simulated future)."""
+    value = row[key]
+    return np.inf if value is None else max(row["asked"] + value, row["submitted"])
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per estimator: the absolute errors (s) of all jobs, and relative to the wait of those that waited; how
+    often the job started by the p90; how long an estimate took."""
+    done = [r for r in rows if r["admitted"] is not None]
+    out: dict[str, Any] = {"jobs": len(rows), "admitted": len(done)}
+    waits = np.array([r["admitted"] - r["submitted"] for r in done])
+    actual = np.array([r["admitted"] for r in done])
+    waited = waits >= MIN_WAIT_S
+    out["waited"] = int(waited.sum())
+    out["wait_p50_s"] = float(np.median(waits[waited])) if waited.any() else None
+    for name in ("p50_s", "null_s"):
+        err = np.abs(np.array([predicted(r, name) for r in done]) - actual)
+        rel = err[waited] / waits[waited]
+        out[name.removesuffix("_s")] = {
+            "abs_p50_s": float(np.median(err)),
+            "abs_p90_s": float(np.percentile(err, 90)),
+            "rel_p50": float(np.median(rel)) if len(rel) else None,
+            "rel_p90": float(np.percentile(rel, 90)) if len(rel) else None,
+        }
+    p90 = np.array([predicted(r, "p90_s") for r in done])
+    out["started_by_p90"] = float((actual <= p90 + 1.0).mean())
+    out["estimate_s_p50"] = float(np.median([r["estimate_s"] for r in rows]))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="1,2,3", help="trace seeds, one run each")
+    parser.add_argument("--jobs", type=int, default=40)
+    parser.add_argument("--rate", type=float, default=0.2, help="arrivals per second")
+    parser.add_argument("--durations", default="20,60", help="job durations, uniform in MIN,MAX seconds")
+    parser.add_argument("--runs", type=int, default=20, help="simulator runs per estimate")
+    parser.add_argument("--json", default="", help="write every row and the summaries here")
+    args = parser.parse_args()
+    lo, hi = (float(x) for x in args.durations.split(","))
+    folder = Path(tempfile.mkdtemp(prefix="eta-accuracy-"))
+    path = stack_file(folder)
+    log = (folder / "twin.out").open("wb")
+    twin = launch.start(path, load_stack(path), folder / "twin", time_scale="0.01", stdout=log,
+                        lock=folder / "twin.lock", say=lambda _line: None)  # fmt: skip
+    results: dict[str, Any] = {"config": vars(args), "runs": {}}
+    try:
+        binary = Path(twin.info["kubectl"])
+        for s in (int(x) for x in args.seeds.split(",")):
+            jobs = scaled_trace(
+                list(TEAMS), jobs=args.jobs, rate_per_s=args.rate, duration_s=(lo, hi), seed=s
+            )
+            rows = one_run(binary, twin.kubeconfig, jobs, args.runs)
+            results["runs"][s] = {"summary": summary(rows), "rows": rows}
+            print(f"seed {s}:", json.dumps(results["runs"][s]["summary"]), flush=True)
+    finally:
+        twin.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""When a waiting job starts: the dynamic simulator run from the seeded live state (``seed``), several times with
+the unknown remaining times drawn afresh, the job's start in each run giving the p50 and p90.
+
+A run's clock starts now: admitted work arrives at 0 and holds its quota for its remaining time, the waiting
+work follows in Kueue's order a millisecond apart (so each is tried in that order), and the job's start is
+when every pod of it runs (``Simulation.jobs[j].first_start``). When nothing is unknown the runs agree and
+one is made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.explain.durations import HISTORY, NO_HISTORY_S, SIMILAR_AT_LEAST, Finished, draw, history_for
+from scheduler.explain.seed import OTHERS, Entry, Seed
+from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.sim.dynamic.engine import Simulation
+from scheduler.sim.dynamic.model import Jobs, Pool, World
+
+RUNS = 20
+STEP_S = 0.001  # between waiting jobs' arrivals: Kueue's order kept as arrival order
+NODE_CPU_MILLI, NODE_MEMORY_MIB = 10**6, 10**7  # GPUs are what the estimate counts; CPU and memory never bind
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds from now to the job's start, p50 and p90 over `runs` runs (None: it did not start within the
+    simulated future in at least that share of runs), and what was assumed."""
+
+    p50_s: float | None
+    p90_s: float | None
+    runs: int
+    never: int  # runs in which it did not start
+    assumed: tuple[str, ...]
+    unseen: tuple[str, ...]
+
+
+def world_of(seed: Seed, durations: Sequence[float], seed_value: int = 0) -> World:
+    """One simulator input: the seed with every entry's remaining time fixed to `durations`."""
+    names: list[str] = []
+    units: list[int] = []
+    models: list[str] = []
+    pools = []
+    for p, (pool, nodes) in enumerate(sorted(seed.pools.items())):
+        first = len(names)
+        for i, n in enumerate(nodes):
+            names.append(f"{p:03d}-{i:05d}")  # in name order, as Cluster.build keeps nodes: indices hold
+            units.append(n)
+            models.append(pool)
+        pools.append(Pool(pool, tuple(range(first, len(names)))))
+    cluster = Cluster.build(
+        names, [NODE_CPU_MILLI] * len(names), [NODE_MEMORY_MIB] * len(names), units, models
+    )
+    entries = seed.entries
+    queue_index = {q.name: i for i, q in enumerate(seed.queues)}
+    arrival = [0.0 if e.pool else STEP_S * (k + 1) for k, e in enumerate(entries)]
+    workload = Workload.build([1] * len(entries), [1] * len(entries), [e.units for e in entries],
+                              [MILLI] * len(entries), ["|".join(e.pools) for e in entries])  # fmt: skip
+    jobs = Jobs(
+        arrival=np.array(arrival),
+        duration=np.maximum(np.array(durations, dtype=np.float64), 1e-3),
+        pods=np.array([e.pods for e in entries], dtype=np.int64),
+        queue=np.array([queue_index[e.queue] for e in entries], dtype=np.int64),
+        priority=np.array([e.priority for e in entries], dtype=np.int64),
+        workload=workload,
+    )
+    settings = seed.settings
+    return World(
+        cluster, tuple(pools), seed.queues, jobs, type(settings)(**{**vars(settings), "seed": seed_value})
+    )
+
+
+def _draws(entries: Sequence[Entry], history: Sequence[Finished], rng: np.random.Generator) -> list[float]:
+    out = []
+    for e in entries:
+        durations, _ = history_for(history, e.pool or (e.pools[0] if len(e.pools) == 1 else ""), e.gpus)
+        out.append(draw(e.remaining, durations, rng))
+    return out
+
+
+def start_in(seed: Seed, target: int, durations: Sequence[float], seed_value: int = 0) -> float | None:
+    """Seconds from now until every pod of entry `target` runs, in one run; None if it never starts."""
+    sim = Simulation(world_of(seed, durations, seed_value))
+    sim.run()
+    return sim.jobs[target].first_start
+
+
+def estimate(seed: Seed, target: int, history: Sequence[Finished], runs: int = RUNS) -> Estimate:
+    """p50 and p90 of the target's start over `runs` draws of the unknown remaining times (one run when none
+    is unknown), with what the seeding and the draws assumed."""
+    unknown = [e for e in seed.entries if e.remaining.known is None]
+    runs = runs if unknown else 1
+    starts: list[float] = []
+    never = 0
+    for r in range(runs):
+        found = start_in(seed, target, _draws(seed.entries, history, np.random.default_rng(r)), r)
+        if found is None:
+            never += 1
+        else:
+            starts.append(found)
+    values = np.array(starts + [np.inf] * never)
+    p50, p90 = (float(np.percentile(values, q, method="inverted_cdf")) for q in (50, 90))
+    return Estimate(
+        None if math.isinf(p50) else p50,
+        None if math.isinf(p90) else p90,
+        runs,
+        never,
+        seed.assumed + tuple(said(seed, target, history)),
+        seed.unseen,
+    )
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
+    """What the draws assumed, in the team's words: how many jobs' times came from hints, deadlines, history."""
+    ahead = [e for i, e in enumerate(seed.entries) if i != target and not e.name.startswith(OTHERS + "/")]
+    out = []
+    for source, words in (("hint", "its gpufleet.io/expected-duration hint"),
+                          ("deadline", "its activeDeadlineSeconds")):  # fmt: skip
+        n = sum(1 for e in ahead if e.remaining.source == source)
+        if n:
+            out.append(f"{_jobs(n)} of your team timed by {words}")
+    blind = [e for e in ahead if e.remaining.source == "history"]
+    running = sum(1 for e in blind if e.pool)
+    kinds = " and ".join(k for k in (f"{running} running" if running else "",
+                                     f"{len(blind) - running} waiting" if len(blind) > running else "") if k)  # fmt: skip
+    noun = "job" if len(blind) == 1 else "jobs"
+    if blind and not history:
+        out.append(f"{kinds} {noun} without a duration hint, and your team has no finished job to learn from: "
+                   f"each was taken to run {_human(NO_HISTORY_S)} in all")  # fmt: skip
+    elif blind:
+        recent = [f.seconds for f in history][-HISTORY:]
+        out.append(f"{kinds} {noun} without a duration hint: the remaining time was drawn from your team's last "
+                   f"{len(recent)} finished jobs (median {_human(float(np.median(recent)))}; the same pool and "
+                   f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
+    if not history and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
+        out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
+                   f"end in {_human(NO_HISTORY_S)}")  # fmt: skip
+    return out
+
+
+def _human(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

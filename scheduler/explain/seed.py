@@ -1,0 +1,370 @@
+"""The live state a team member may read, turned into the dynamic simulator's input: the pools' nodes, the
+queues as compiled (ClusterQueues, kueue.x-k8s.io/v1beta2), the work admitted now with what is known of its
+remaining time, and the waiting work in Kueue's order.
+
+What the member cannot read is modelled from what they can, and said: nodes (a team role may not list them)
+become the cohort's quota per pool on nodes of NODE_GPUS; another team's admitted work is seen only as its
+ClusterQueue's `status.flavorsUsage` (their Workloads are not readable), so it becomes blocks of that many GPUs
+held for a remaining time drawn like any unknown one; their waiting work is only a count
+(`status.pendingWorkloads`), so it becomes that many jobs the size of the team's usual pod, ahead of the team's.
+
+Everything counts in Kueue's units of each pool's GPU resource (a time-sliced pool's shares are its units), so
+a pool here has one unit per "GPU" and a pod takes its request of the flavor's resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from scheduler.explain.durations import Remaining, parse_time, remaining_of
+from scheduler.explain.order import condition, is_true, kueue_order, priority
+from scheduler.explain.quota import root_cohort
+from scheduler.explain.reasons import GPU_PREFIX
+from scheduler.sim.dynamic.model import Queue, Settings
+
+NODE_GPUS = 8  # the GPUs of a node when nodes cannot be read (the common 8-GPU server)
+OTHERS = "other"  # the entries standing for another team's admitted work: `other/<queue>/<n>`
+
+
+@dataclass(frozen=True)
+class Live:
+    """What the caller read, as the API server returned it; `nodes` None when their role may not list them."""
+
+    namespace: str
+    local_queues: Mapping[str, str]  # LocalQueue -> ClusterQueue
+    cluster_queues: Sequence[Mapping[str, Any]]
+    cohort_parents: Mapping[str, str]
+    flavors: Sequence[Mapping[str, Any]]  # ResourceFlavors
+    nodes: Sequence[Mapping[str, Any]] | None
+    workloads: Sequence[Mapping[str, Any]]  # the team's
+    jobs: Sequence[Mapping[str, Any]]  # the team's batch Jobs (hints, deadlines, history)
+    priority_classes: Mapping[str, int]  # WorkloadPriorityClass -> value
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One job as the simulator sees it: its queue, the pools it may use, pods x units, priority, and whether
+    it holds quota now (`pool` set) or waits."""
+
+    name: str
+    queue: str
+    pools: tuple[str, ...]
+    pods: int
+    units: int  # per pod
+    priority: int
+    remaining: Remaining
+    pool: str = ""  # admitted there; "" while it waits
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.units
+
+
+@dataclass(frozen=True)
+class Seed:
+    """The simulator's input before the unknown times are drawn: pools as node sizes in units, queues,
+    entries (admitted first, then waiting in Kueue's order), and what the seeding assumed."""
+
+    pools: dict[str, tuple[int, ...]]
+    queues: tuple[Queue, ...]
+    entries: tuple[Entry, ...]
+    settings: Settings
+    assumed: tuple[str, ...] = ()
+    unseen: tuple[str, ...] = field(default=())
+
+    def index(self, name: str) -> int:
+        return next(i for i, e in enumerate(self.entries) if e.name == name)
+
+
+class SeedError(ValueError):
+    """The state (or a manifest) cannot be modelled; the message names what and what is accepted."""
+
+
+def _gpu_quotas(cluster_queue: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(flavor, resource quota) of every GPU resource of a ClusterQueue, in its flavor order."""
+    for group in cluster_queue.get("spec", {}).get("resourceGroups", []) or []:
+        for flavor in group.get("flavors", []) or []:
+            for res in flavor.get("resources", []) or []:
+                if str(res["name"]).startswith(GPU_PREFIX):
+                    yield str(flavor["name"]), res
+
+
+def _units(value: Any) -> int:
+    return int(float(str(value)))
+
+
+def pool_resources(cluster_queues: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """flavor -> the GPU resource its nodes serve: a flavor lists every GPU resource of its group (the compiled
+    queues give the others a quota of 0), so it is the one with the most quota over the cohort (the first on
+    a tie)."""
+    totals: dict[str, dict[str, int]] = {}
+    for q in cluster_queues:
+        for flavor, res in _gpu_quotas(q):
+            per = totals.setdefault(flavor, {})
+            per[str(res["name"])] = per.get(str(res["name"]), 0) + _units(res.get("nominalQuota", 0))
+    return {f: max(per, key=lambda r: (per[r], -list(per).index(r))) for f, per in totals.items()}
+
+
+def sim_queue(cluster_queue: Mapping[str, Any], resources: Mapping[str, str]) -> Queue:
+    """A ClusterQueue's quota of each flavor's GPU resource (a flavor is a pool), in its flavor order."""
+    nominal: dict[str, int] = {}
+    borrowing: dict[str, int | None] = {}
+    lending: dict[str, int | None] = {}
+    for flavor, res in _gpu_quotas(cluster_queue):
+        if resources.get(flavor) == res["name"]:
+            nominal[flavor] = _units(res.get("nominalQuota", 0))
+            borrowing[flavor] = None if res.get("borrowingLimit") is None else _units(res["borrowingLimit"])
+            lending[flavor] = None if res.get("lendingLimit") is None else _units(res["lendingLimit"])
+    return Queue(str(cluster_queue["metadata"]["name"]), tuple(nominal), nominal, borrowing, lending)
+
+
+def settings_of(cluster_queue: Mapping[str, Any]) -> Settings:
+    """The team's ClusterQueue's queueing and preemption (Kueue v0.19.2 apis/kueue/v1beta2/
+    clusterqueue_types.go: `queueingStrategy`, `preemption`); nodes are the ones there now (no autoscaling)."""
+    spec = cluster_queue.get("spec", {})
+    preemption = spec.get("preemption", {}) or {}
+    borrow = preemption.get("borrowWithinCohort", {}) or {}
+    threshold = borrow.get("maxPriorityThreshold") if borrow.get("policy") == "LowerPriority" else None
+    return Settings(
+        autoscale=False,
+        strict_fifo=spec.get("queueingStrategy") == "StrictFIFO",
+        reclaim_within_cohort=preemption.get("reclaimWithinCohort", "Never") != "Never",
+        preempt_lower_priority=preemption.get("withinClusterQueue", "Never") != "Never",
+        borrow_within_cohort_max_priority=None if threshold is None else int(threshold),
+        pods_ready_timeout_s=None,
+    )
+
+
+def pool_nodes(
+    live: Live, cohort_queues: Sequence[Mapping[str, Any]], resources: Mapping[str, str]
+) -> tuple[dict[str, tuple[int, ...]], str]:
+    """Each pool's nodes as their units of the flavor's GPU resource, and what was assumed ("" when read)."""
+    if live.nodes is not None:
+        labels = {
+            str(f["metadata"]["name"]): dict(f.get("spec", {}).get("nodeLabels") or {}) for f in live.flavors
+        }
+        out: dict[str, list[int]] = {f: [] for f in resources}
+        for node in sorted(live.nodes, key=lambda n: str(n["metadata"]["name"])):
+            if node.get("spec", {}).get("unschedulable"):
+                continue
+            have = node["metadata"].get("labels") or {}
+            for flavor, res in resources.items():
+                want = labels.get(flavor)
+                units = int(float(str((node.get("status", {}).get("allocatable") or {}).get(res, 0))))
+                if want and all(have.get(k) == v for k, v in want.items()) and units:
+                    out[flavor].append(units)
+        return {f: tuple(n) for f, n in out.items()}, ""
+    pools: dict[str, tuple[int, ...]] = {}
+    told = []
+    for flavor in sorted(resources):
+        total = sum(sim_queue(q, resources).nominal.get(flavor, 0) for q in cohort_queues)
+        full, rest = divmod(total, NODE_GPUS)
+        pools[flavor] = (NODE_GPUS,) * full + ((rest,) if rest else ())
+        told.append(f"{flavor} {total}")
+    return pools, (
+        "nodes: your access may not list them, so each pool was taken as its cohort's quota on nodes of "
+        f"{NODE_GPUS} ({', '.join(told)})"
+    )
+
+
+def _pod_units(template: Mapping[str, Any], resource: str | None = None) -> tuple[str, int]:
+    """The GPU resource a pod template asks and how many units of it (its containers' requests)."""
+    found: dict[str, float] = {}
+    for c in template.get("spec", {}).get("containers", []) or []:
+        requests = (c.get("resources", {}) or {}).get("requests") or (c.get("resources", {}) or {}).get(
+            "limits"
+        )
+        for name, value in (requests or {}).items():
+            if str(name).startswith(GPU_PREFIX):
+                found[str(name)] = found.get(str(name), 0.0) + float(str(value))
+    if resource is not None:
+        return resource, int(found.get(resource, 0))
+    name = next(iter(sorted(found)), "")
+    return name, int(found.get(name, 0))
+
+
+def _allowed(
+    template: Mapping[str, Any], queue: Queue, resources: Mapping[str, str], resource: str
+) -> tuple[str, ...]:
+    """The pools a pod template may use: its `gpufleet.io/pool` node selector, else every flavor of its queue
+    that serves its GPU resource."""
+    pool = (template.get("spec", {}).get("nodeSelector") or {}).get("gpufleet.io/pool")
+    flavors = tuple(f for f in queue.flavors if resources.get(f) == resource)
+    return tuple(f for f in flavors if f == pool) if pool else flavors
+
+
+def _owner(workload: Mapping[str, Any], jobs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    uids = {r.get("uid") for r in workload["metadata"].get("ownerReferences", []) or []}
+    return next((j for j in jobs if j["metadata"].get("uid") in uids), None)
+
+
+def workload_entry(
+    workload: Mapping[str, Any], live: Live, queues: Mapping[str, Queue], resources: Mapping[str, str]
+) -> Entry | None:
+    """A team Workload as an Entry (None: it asks no GPUs, or its queue is not the team's)."""
+    cq = live.local_queues.get(str(workload.get("spec", {}).get("queueName", "")))
+    if cq is None or cq not in queues:
+        return None
+    podsets = workload.get("spec", {}).get("podSets", []) or []
+    if not podsets:
+        return None
+    podset = podsets[0]
+    resource, units = _pod_units(podset.get("template", {}))
+    if not units:
+        return None
+    if not any(resources.get(f) == resource for f in queues[cq].flavors):  # a CPU queue's, say
+        return None
+    name = str(workload["metadata"]["name"])
+    pods = int(podset.get("count", 1))
+    job = _owner(workload, live.jobs)
+    if is_true(workload, "QuotaReserved"):
+        assignment = (workload.get("status", {}).get("admission", {}) or {}).get("podSetAssignments") or [{}]
+        pool = str((assignment[0].get("flavors") or {}).get(resource, ""))
+        since = condition(workload, "Admitted") or condition(workload, "QuotaReserved") or {}
+        stamp = since.get("lastTransitionTime")
+        elapsed = (live.now - parse_time(str(stamp))).total_seconds() if stamp else 0.0
+        return Entry(
+            name, cq, (pool,), pods, units, priority(workload), remaining_of(job, max(elapsed, 0.0)), pool
+        )
+    allowed = _allowed(podset.get("template", {}), queues[cq], resources, resource)
+    return Entry(name, cq, allowed, pods, units, priority(workload), remaining_of(job, 0.0))
+
+
+def others_entries(queue: Mapping[str, Any], resources: Mapping[str, str], value: int) -> list[Entry]:
+    """Another team's admitted work, seen as its ClusterQueue's usage per pool: blocks of at most NODE_GPUS
+    units, at priority `value`, for a remaining time drawn like any unknown one."""
+    name = str(queue["metadata"]["name"])
+    out = []
+    for flavor in queue.get("status", {}).get("flavorsUsage", []) or []:
+        for res in flavor.get("resources", []) or []:
+            if resources.get(str(flavor["name"])) != res["name"]:
+                continue
+            used = int(float(str(res.get("total", 0))))
+            blocks = [NODE_GPUS] * (used // NODE_GPUS) + ([used % NODE_GPUS] if used % NODE_GPUS else [])
+            for i, units in enumerate(blocks):
+                entry_name = f"{OTHERS}/{name}/{flavor['name']}/{i}"
+                out.append(Entry(entry_name, name, (str(flavor["name"]),), 1, units, value,
+                                 Remaining(None, "others"), str(flavor["name"])))  # fmt: skip
+    return out
+
+
+def typical_units(live: Live) -> int:
+    """The GPUs of the team's usual pod (the median over its Jobs), NODE_GPUS // 2 when it has none."""
+    sizes = sorted(_pod_units(j.get("spec", {}).get("template", {}) or {})[1] for j in live.jobs)
+    sizes = [n for n in sizes if n]
+    return sizes[len(sizes) // 2] if sizes else NODE_GPUS // 2
+
+
+def others_waiting(
+    queue: Queue, count: int, units: int, value: int, using: tuple[str, ...] = ()
+) -> list[Entry]:
+    """Another team's waiting jobs, known only by their number (its ClusterQueue's `status.pendingWorkloads`):
+    that many one-pod jobs of `units` GPUs in the pools its running work `using` (else where it has quota),
+    waiting ahead of the team's."""
+    pools = using or tuple(f for f in queue.flavors if queue.nominal.get(f, 0) > 0) or queue.flavors
+    return [Entry(f"{OTHERS}/{queue.name}/waiting/{i}", queue.name, pools, 1, units, value, Remaining(None, "others"))
+            for i in range(count)]  # fmt: skip
+
+
+def cohort_of(live: Live) -> tuple[set[str], list[Mapping[str, Any]]]:
+    """The team's ClusterQueues' names and every ClusterQueue sharing their cohort tree (by name)."""
+    by_name = {str(q["metadata"]["name"]): q for q in live.cluster_queues}
+    mine = [by_name[cq] for cq in sorted(set(live.local_queues.values())) if cq in by_name]
+    if not mine:
+        raise SeedError(f"namespace {live.namespace}: its LocalQueues' ClusterQueues cannot be read")
+    roots = {root_cohort(q, live.cohort_parents) for q in mine} - {""}
+    cohort = [q for q in live.cluster_queues if root_cohort(q, live.cohort_parents) in roots] or mine
+    return {str(q["metadata"]["name"]) for q in mine}, sorted(
+        cohort, key=lambda q: str(q["metadata"]["name"])
+    )
+
+
+def seed(live: Live, extra: Entry | None = None) -> Seed:
+    """The simulator's input for the team's queues and their cohort: nodes, queues, the team's admitted and
+    waiting Workloads, other teams' usage; `extra` (a manifest not yet submitted) waits last of its
+    priority."""
+    own, cohort = cohort_of(live)
+    resources = pool_resources(cohort)
+    pools, nodes_said = pool_nodes(live, cohort, resources)
+    queues = {str(q["metadata"]["name"]): sim_queue(q, resources) for q in cohort}
+    entries = [e for wl in live.workloads if not is_true(wl, "Finished")
+               and (e := workload_entry(wl, live, queues, resources)) is not None]  # fmt: skip
+    admitted = [e for e in entries if e.pool]
+    order = {str(w["metadata"]["name"]): i for i, w in enumerate(kueue_order(live.workloads))}
+    waiting = sorted((e for e in entries if not e.pool and e.name in order), key=lambda e: order[e.name])
+    if extra is not None:
+        waiting.append(extra)
+    value = int(live.priority_classes.get("default", 0))
+    others = [e for q in cohort if str(q["metadata"]["name"]) not in own
+              for e in others_entries(q, resources, value)]  # fmt: skip
+    assumed = [nodes_said] if nodes_said else []
+    if others:
+        held: dict[str, int] = {}
+        for e in others:
+            held[e.queue] = held.get(e.queue, 0) + e.gpus
+        assumed.append(
+            "other teams' running work is seen only as their queues' use ("
+            + ", ".join(f"{q} {n} GPUs" for q, n in sorted(held.items()))
+            + f"), at priority {value}, its remaining time drawn as for a job without a hint"
+        )
+    units = typical_units(live)
+    counted = {name: n for q in cohort if (name := str(q["metadata"]["name"])) not in own
+               and (n := int(q.get("status", {}).get("pendingWorkloads", 0) or 0))}  # fmt: skip
+    unseen_waiting = [
+        e
+        for name, n in sorted(counted.items())
+        for e in others_waiting(
+            queues[name], n, units, value, tuple(sorted({o.pool for o in others if o.queue == name}))
+        )
+    ]
+    waiting = [*unseen_waiting, *waiting]
+    unseen = [f"queue {name} has {n} waiting jobs of another team, which you may not read: taken as {n} jobs of "
+              f"{units} GPUs (your team's usual pod) ahead of yours" for name, n in sorted(counted.items())]  # fmt: skip
+    gpu_queues = sorted(q for q in own if queues[q].flavors)
+    settings = settings_of(next(q for q in cohort if q["metadata"]["name"] == (
+        extra.queue if extra else (gpu_queues or sorted(own))[0])))  # fmt: skip
+    return Seed(pools, tuple(queues.values()), tuple([*admitted, *others, *waiting]), settings,
+                tuple(assumed), tuple(unseen))  # fmt: skip
+
+
+def manifest_entry(manifest: Mapping[str, Any], live: Live) -> Entry:
+    """A batch/v1 Job not yet submitted, as the Workload Kueue would make of it: its LocalQueue
+    (`kueue.x-k8s.io/queue-name`, else `default`), pods (`parallelism`), GPUs per pod, priority class."""
+    if manifest.get("kind") != "Job" or not str(manifest.get("apiVersion", "")).startswith("batch/"):
+        raise SeedError(f"-f: kind {manifest.get('kind')!r} is not supported (accepted: a batch/v1 Job)")
+    meta = manifest.get("metadata", {}) or {}
+    if meta.get("namespace") and meta["namespace"] != live.namespace:
+        raise SeedError(
+            f"-f: metadata.namespace {meta['namespace']!r} is not the namespace asked ({live.namespace})"
+        )
+    labels = meta.get("labels") or {}
+    lq = str(labels.get("kueue.x-k8s.io/queue-name", "default"))
+    if lq not in live.local_queues:
+        raise SeedError(f"-f: LocalQueue {lq!r} (label kueue.x-k8s.io/queue-name) is not in namespace "
+                        f"{live.namespace} (accepted: {', '.join(sorted(live.local_queues))})")  # fmt: skip
+    cq = live.local_queues[lq]
+    _, cohort = cohort_of(live)
+    resources = pool_resources(cohort)
+    queue = next((sim_queue(q, resources) for q in cohort if q["metadata"]["name"] == cq), None)
+    if queue is None:
+        raise SeedError(f"-f: ClusterQueue {cq} of LocalQueue {lq} cannot be read")
+    spec = manifest.get("spec", {}) or {}
+    template = spec.get("template", {}) or {}
+    resource, units = _pod_units(template)
+    if not units:
+        raise SeedError("-f: the Job's containers ask no GPUs (resources.requests nvidia.com/...)")
+    prio_name = labels.get("kueue.x-k8s.io/priority-class")
+    if prio_name is not None and prio_name not in live.priority_classes:
+        raise SeedError(f"-f: priority class {prio_name!r} is not defined (accepted: "
+                        f"{', '.join(sorted(live.priority_classes))})")  # fmt: skip
+    value = int(live.priority_classes[prio_name]) if prio_name is not None else 0
+    pools = _allowed(template, queue, resources, resource)
+    if not pools:
+        raise SeedError(f"-f: no pool of queue {cq} offers {resource} there (nodeSelector gpufleet.io/pool)")
+    name = str(meta.get("name") or meta.get("generateName") or "manifest")
+    return Entry(f"job/{name} (not submitted)", cq, pools, int(spec.get("parallelism") or 1), units, value,
+                 remaining_of(manifest, 0.0))  # fmt: skip

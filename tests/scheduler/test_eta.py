@@ -1,0 +1,242 @@
+"""`eta`, pure: duration hints and the team's history, the live state seeded into the dynamic simulator (the
+metal stack's own compiled ClusterQueues: h100 is 4 hosts x 8 GPUs, vision and nlp 16 each, borrowing up to
+8), and starts that can be worked out by hand on that cluster."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from infra.scheduling import scheduler_inputs
+from scheduler import compile
+from scheduler.explain.durations import (
+    HINT,
+    NO_HISTORY_S,
+    Finished,
+    HintError,
+    Remaining,
+    draw,
+    finished_jobs,
+    history_for,
+    parse_duration,
+    remaining_of,
+)
+from scheduler.explain.eta import estimate, start_in
+from scheduler.explain.quota import cohort_parents
+from scheduler.explain.seed import Live, SeedError, manifest_entry, seed
+from tests.conftest import load_example
+from tests.scheduler.helpers import of_kind
+
+GPU = "nvidia.com/gpu"
+NOW = datetime(2026, 12, 5, 8, 0, tzinfo=UTC)
+
+
+def stamp(seconds_ago: float) -> str:
+    return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture(scope="module")
+def compiled() -> list[dict[str, Any]]:
+    return compile(*scheduler_inputs(load_example("metal")))
+
+
+def queues(compiled: list[dict[str, Any]], nlp_used: int = 0, nlp_pending: int = 0) -> list[dict[str, Any]]:
+    out = copy.deepcopy(of_kind(compiled, "ClusterQueue"))
+    nlp = next(q for q in out if q["metadata"]["name"] == "nlp")
+    nlp["status"] = {"pendingWorkloads": nlp_pending,
+                     "flavorsUsage": [{"name": "h100", "resources": [{"name": GPU, "total": str(nlp_used)}]}]}  # fmt: skip
+    return out
+
+
+def job(name: str, *, hint: str | None = None, deadline: int | None = None, ran: tuple[float, float] | None = None,
+        gpus: int = 8, pods: int = 1) -> dict[str, Any]:  # fmt: skip
+    """A batch Job of vision; `ran`: (started, completed) seconds ago."""
+    out: dict[str, Any] = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "vision", "uid": f"job-{name}",
+                     "annotations": {HINT: hint} if hint else {}},
+        "spec": {"parallelism": pods, "template": {"spec": {"nodeSelector": {"gpufleet.io/pool": "h100"},
+                 "containers": [{"name": "m", "resources": {"requests": {GPU: str(gpus)}}}]}}},
+    }  # fmt: skip
+    if deadline is not None:
+        out["spec"]["activeDeadlineSeconds"] = deadline
+    if ran is not None:
+        out["status"] = {"startTime": stamp(ran[0]), "completionTime": stamp(ran[1])}
+    return out
+
+
+def workload(owner: dict[str, Any], *, prio: int = 100, admitted_ago: float | None = None,
+             created_ago: float = 60) -> dict[str, Any]:  # fmt: skip
+    """The Workload Kueue makes of `owner`; admitted to h100 `admitted_ago` seconds ago, else waiting."""
+    spec = owner["spec"]
+    status: dict[str, Any] = {"conditions": []}
+    if admitted_ago is not None:
+        status["conditions"] = [{"type": t, "status": "True", "lastTransitionTime": stamp(admitted_ago)}
+                                for t in ("QuotaReserved", "Admitted")]  # fmt: skip
+        status["admission"] = {"clusterQueue": "vision",
+                               "podSetAssignments": [{"name": "main", "flavors": {GPU: "h100", "cpu": "gpu-cores"}}]}  # fmt: skip
+    else:
+        status["conditions"] = [{"type": "QuotaReserved", "status": "False", "message": "insufficient"}]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": f"job-{owner['metadata']['name']}", "namespace": "vision",
+                     "uid": f"wl-{owner['metadata']['name']}", "creationTimestamp": stamp(created_ago),
+                     "ownerReferences": [{"kind": "Job", "name": owner["metadata"]["name"],
+                                          "uid": owner["metadata"]["uid"], "controller": True}]},
+        "spec": {"queueName": "default", "priority": prio,
+                 "podSets": [{"name": "main", "count": spec["parallelism"], "template": spec["template"]}]},
+        "status": status,
+    }  # fmt: skip
+
+
+def live(compiled: list[dict[str, Any]], jobs: list[dict[str, Any]], workloads: list[dict[str, Any]],
+         *, nlp_used: int = 0, nlp_pending: int = 0, nodes: list[dict[str, Any]] | None = None) -> Live:  # fmt: skip
+    classes = {
+        str(c["metadata"]["name"]): int(c["value"]) for c in of_kind(compiled, "WorkloadPriorityClass")
+    }
+    return Live(
+        namespace="vision",
+        local_queues={"default": "vision", "cpu": "vision-cpu"},
+        cluster_queues=queues(compiled, nlp_used, nlp_pending),
+        cohort_parents=cohort_parents(of_kind(compiled, "Cohort")),
+        flavors=of_kind(compiled, "ResourceFlavor"),
+        nodes=nodes,
+        workloads=workloads,
+        jobs=jobs,
+        priority_classes=classes,
+        now=NOW,
+    )
+
+
+def test_duration_hints_parse_as_go_durations_or_seconds() -> None:
+    assert parse_duration("1h30m") == 5400 and parse_duration("45s") == 45 and parse_duration("5400") == 5400
+    assert parse_duration("2d") == 172800 and parse_duration("1.5h") == 5400
+    with pytest.raises(HintError, match=f"annotation {HINT}: 'soon' is not a duration"):
+        parse_duration("soon")
+    with pytest.raises(HintError):
+        parse_duration("1h30")
+
+
+def test_remaining_time_from_hint_then_deadline_then_history() -> None:
+    assert remaining_of(job("a", hint="10m", deadline=60), elapsed=120) == Remaining(480, "hint", 120)
+    assert remaining_of(job("a", deadline=600), elapsed=100) == Remaining(500, "deadline", 100)
+    assert remaining_of(job("a"), elapsed=100).known is None
+    rng = np.random.default_rng(0)
+    # residual life: only durations longer than what it has run, less that
+    draws = {draw(Remaining(None, "history", 100), [50, 150, 400], rng) for _ in range(50)}
+    assert draws == {50.0, 300.0}
+    # it has outlasted every finished job: up to as long again as it has run
+    assert all(0 <= draw(Remaining(None, "history", 500), [50, 150], rng) <= 500 for _ in range(20))
+    assert draw(Remaining(None, "history", 0), [], rng) == NO_HISTORY_S
+
+
+def test_history_is_the_teams_similar_finished_jobs_when_there_are_enough() -> None:
+    done = [job(f"h{i}", ran=(1000 - i, 1000 - i - 100 - i), gpus=8) for i in range(6)]
+    done.append(job("odd", ran=(50, 10), gpus=1))
+    history = finished_jobs([*done, job("running")])
+    assert len(history) == 7 and history[-1].seconds == 40  # the most recent last; a running job is not one
+    similar, narrowed = history_for(history, "h100", 8)
+    assert narrowed and sorted(similar) == [100 + i for i in range(6)]
+    everything, narrowed = history_for(history, "h100", 16)
+    assert not narrowed and len(everything) == 7
+
+
+def test_seeding_reads_nodes_when_it_may_and_says_what_it_assumed(compiled: list[dict[str, Any]]) -> None:
+    running, waiting = job("run", hint="10m", pods=2), job("next")
+    wls = [workload(running, admitted_ago=60), workload(waiting)]
+    blind = seed(live(compiled, [running, waiting], wls, nlp_used=12, nlp_pending=3))
+    assert blind.pools["h100"] == (8, 8, 8, 8)  # the cohort's quota, 16 + 16, on nodes of 8
+    assert blind.pools["l40s"] == (8, 8, 8)  # shares: vision 8 + nlp 16 of nvidia.com/gpu.shared
+    assert any("your access may not list them" in a for a in blind.assumed)
+    assert any("nlp 12 GPUs" in a for a in blind.assumed)
+    assert blind.unseen and "queue nlp has 3 waiting jobs of another team" in blind.unseen[0]
+    assert "taken as 3 jobs of 8 GPUs" in blind.unseen[0]  # vision's usual pod: 8 GPUs
+    names = [e.name for e in blind.entries]
+    waiting_others = [f"other/nlp/waiting/{i}" for i in range(3)]
+    assert names == ["job-run", "other/nlp/h100/0", "other/nlp/h100/1", *waiting_others, "job-next"]
+    assert {e.pools for e in blind.entries[3:6]} == {("h100",)}  # where nlp's running work is
+    run = blind.entries[0]
+    assert (run.pool, run.pods, run.units, run.remaining.known) == ("h100", 2, 8, 540)
+    assert [e.units for e in blind.entries[1:3]] == [8, 4]
+    assert blind.entries[6].pools == ("h100",) and blind.entries[6].remaining.source == "history"
+    assert blind.settings.reclaim_within_cohort and not blind.settings.autoscale
+
+    nodes = [{"metadata": {"name": f"n{i}", "labels": {"gpufleet.io/pool": "h100"}},
+              "status": {"allocatable": {GPU: "4"}}} for i in range(3)]  # fmt: skip
+    nodes.append({"metadata": {"name": "cordoned", "labels": {"gpufleet.io/pool": "h100"}},
+                  "spec": {"unschedulable": True}, "status": {"allocatable": {GPU: "8"}}})  # fmt: skip
+    seen = seed(live(compiled, [running, waiting], wls, nodes=nodes))
+    assert seen.pools["h100"] == (4, 4, 4) and seen.pools["l40s"] == ()
+    assert not any("nodes" in a for a in seen.assumed)
+
+
+def test_the_wait_is_until_quota_frees_for_it(compiled: list[dict[str, Any]]) -> None:
+    """Pool full: vision runs 16 (ends in 600 s), nlp 16 (known here: its blocks are drawn from a history of
+    1000 s jobs). vision's 8-GPU job starts when its own job ends and frees quota, after Kueue's 1 s requeue
+    batch; with a production job of 16 GPUs ahead (300 s) it waits for that one too."""
+    history_jobs = [job(f"h{i}", ran=(5000, 4000)) for i in range(5)]  # five 1000 s runs of 8 GPUs on h100
+    running, waiting = job("run", hint="10m", pods=2), job("next", hint="1h")
+    wls = [workload(running, admitted_ago=0), workload(waiting)]
+    state = seed(live(compiled, [*history_jobs, running, waiting], wls, nlp_used=16))
+    found = estimate(state, state.index("job-next"), finished_jobs(history_jobs))
+    assert found.p50_s is not None and 600 <= found.p50_s <= 602 and found.p50_s == found.p90_s
+
+    urgent = job("urgent", hint="5m", pods=2)
+    wls.append(workload(urgent, prio=1000, created_ago=1))
+    state = seed(live(compiled, [*history_jobs, running, waiting, urgent], wls, nlp_used=16))
+    assert [e.name for e in state.entries][-2:] == ["job-urgent", "job-next"]  # Kueue's order: priority first
+    found = estimate(state, state.index("job-next"), finished_jobs(history_jobs))
+    assert found.p50_s is not None and 600 + 300 <= found.p50_s <= 600 + 300 + 3
+
+
+def test_unknown_times_give_a_spread_and_say_so(compiled: list[dict[str, Any]]) -> None:
+    history_jobs = [job(f"h{i}", ran=(9000, 9000 - d)) for i, d in enumerate((100, 300, 900, 2700, 8100))]
+    running, waiting = job("run", pods=2), job("next")  # no hints
+    wls = [workload(running, admitted_ago=50), workload(waiting)]
+    state = seed(live(compiled, [*history_jobs, running, waiting], wls, nlp_used=16))
+    target = state.index("job-next")
+    found = estimate(state, target, finished_jobs(history_jobs), runs=30)
+    assert found.p50_s is not None and found.p90_s is not None and found.p50_s < found.p90_s
+    assert found.p90_s <= 8100  # no draw runs longer than the longest finished job
+    assert any(
+        "1 running job without a duration hint" in a and "last 5 finished jobs" in a for a in found.assumed
+    )
+    # one run with the times fixed: vision's job ends at 400, nlp's at 5000; when nlp's end first, vision's
+    # next job borrows their quota at once (after the 1 s requeue batch)
+    assert 400 <= (start_in(state, target, [400.0, 5000.0, 5000.0, 1.0]) or 0) <= 402
+    assert 5 <= (start_in(state, target, [400.0, 5.0, 5000.0, 1.0]) or 0) <= 7
+
+
+def test_a_manifest_is_seeded_as_kueue_would_queue_it(compiled: list[dict[str, Any]]) -> None:
+    state = live(compiled, [], [])
+    manifest = job("dry", gpus=4, pods=3)
+    manifest["metadata"]["labels"] = {"kueue.x-k8s.io/priority-class": "production"}
+    entry = manifest_entry(manifest, state)
+    assert (entry.queue, entry.pools, entry.pods, entry.units, entry.priority) == (
+        "vision",
+        ("h100",),
+        3,
+        4,
+        1000,
+    )
+    found = estimate(seed(state, entry), len(seed(state, entry).entries) - 1, [])
+    assert found.p50_s is not None and found.p50_s < 1  # an empty pool: at once
+    bad = [({"kind": "Deployment", "apiVersion": "apps/v1"}, "kind 'Deployment' is not supported"),
+           ({**manifest, "metadata": {"labels": {"kueue.x-k8s.io/priority-class": "urgent"}}},
+            "priority class 'urgent' is not defined (accepted: default, preemptible, production)"),
+           ({**manifest, "metadata": {"labels": {"kueue.x-k8s.io/queue-name": "gpu"}}}, "LocalQueue 'gpu'"),
+           (job("nogpu", gpus=0), "ask no GPUs")]  # fmt: skip
+    for obj, said in bad:
+        with pytest.raises(SeedError, match=said.replace("(", r"\(").replace(")", r"\)")):
+            manifest_entry(obj, state)
+    with pytest.raises(HintError):
+        manifest_entry(job("x", hint="tomorrow"), state)
+
+
+def test_history_entries_are_finished_only() -> None:
+    assert finished_jobs([job("r")]) == []
+    assert finished_jobs([job("d", ran=(100, 40))]) == [Finished(60.0, "h100", 8, stamp(40))]
