@@ -271,6 +271,11 @@ def run_many(
                         on_done(result)
     except BaseException as stop:
         if not isinstance(stop, Exception):  # a stop (Ctrl-C, a signal), not a failure of a run
+            # Pool.terminate can race its own worker handler, which replaces a worker that just exited: a worker
+            # started then waits for work forever, holding this command's output open, so none is left behind.
+            for child in multiprocessing.active_children():
+                child.kill()
+                child.join(5)
             stop.add_note(f"{len(results)} of {len(tasks)} runs had finished; the others were abandoned")
         raise
     return [results[(p, s)] for p in policies for s in seeds]
