@@ -26,9 +26,23 @@ EXISTING = ROOT / "docs" / "existing.md"
 KINDS = {"Job": "job", "PyTorchJob": "pytorchjobs.kubeflow.org", "RayJob": "rayjobs.ray.io"}
 
 
-def examples(page: Path) -> list[dict[str, Any]]:
+def _workloads(page: Path) -> list[dict[str, Any]]:
     blocks = re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.S)
     return [d for b in blocks for d in yaml.safe_load_all(b) if d and d.get("kind") in KINDS]
+
+
+def _claims(doc: dict[str, Any]) -> bool:
+    return bool(doc["spec"].get("template", {}).get("spec", {}).get("resourceClaims"))
+
+
+def examples(page: Path) -> list[dict[str, Any]]:
+    """The page's workloads for the stack it describes; the ones that claim GPU shares need a pool with
+    `sharing: dra-shares`, which no example stack has: tests/twin/test_dra_shares.py runs them on one."""
+    return [d for d in _workloads(page) if not _claims(d)]
+
+
+def claim_examples(page: Path) -> list[dict[str, Any]]:
+    return [d for d in _workloads(page) if _claims(d)]
 
 
 def groups_of(stack: str, namespace: str) -> tuple[str, ...]:
@@ -50,8 +64,12 @@ def admitted(wl: dict[str, Any] | None) -> bool:
 
 
 def run_example(kube: Kube, stack: str, example: dict[str, Any]) -> dict[str, Any]:
+    return run_example_as(kube, kube.as_member(groups_of(stack, example["metadata"]["namespace"])), example)
+
+
+def run_example_as(kube: Kube, member: Kube, example: dict[str, Any]) -> dict[str, Any]:
+    """Submit `example` as `member`; its Workload once admitted, a Job's pods bound and none refused."""
     ns, name = example["metadata"]["namespace"], example["metadata"]["name"]
-    member = kube.as_member(groups_of(stack, ns))
     created = member.attempt("create", "-f", "-", "-o", "json", stdin=json.dumps(example))
     assert created.ok, created.err
     try:

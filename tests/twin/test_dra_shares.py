@@ -84,15 +84,15 @@ def test_a_fractional_job_is_admitted_counted_in_shares_and_placed_on_shared_gpu
     # first-fit share rule, scheduler.fgd.frag.first_fit_gpu), so the three pods share gpu-0
     assert len(devices) == 1 and next(iter(devices))[1] == "gpu-0", devices
     assert {p["spec"]["nodeName"] for p in bound} <= {f"gpu-l40s-0{i}" for i in (1, 2, 3)}
-    used = twin.items("clusterqueues.kueue.x-k8s.io")
-    [vision_q] = [q for q in used if q["metadata"]["name"] == "vision"]
-    usage = {
-        r["name"]: str(r["total"])
-        for f in vision_q["status"]["flavorsUsage"]
-        if f["name"] == "l40s"
-        for r in f["resources"]
-    }
-    assert usage[SHARE_RESOURCE] == "6"
+
+    def shares_in_use() -> str:
+        """What vision's ClusterQueue status says it uses of l40s shares (Kueue writes it after admitting)."""
+        queue = twin.get("clusterqueues.kueue.x-k8s.io", "vision")
+        usage = {r["name"]: str(r["total"]) for f in queue.get("status", {}).get("flavorsUsage", [])
+                 if f["name"] == "l40s" for r in f["resources"]}  # fmt: skip
+        return usage.get(SHARE_RESOURCE, "")
+
+    eventually(lambda: shares_in_use() == "6", "vision's ClusterQueue to count 6 shares in use", timeout=60)
     vision.delete("job", train, "vision")
 
 
@@ -144,3 +144,14 @@ def test_shares_borrowed_from_another_team_are_reclaimed_when_it_asks(twin: Kube
     assert charged(got) == "64"
     vision.delete("job", borrower, "vision")
     nlp.delete("job", owner, "nlp")
+
+
+def test_the_docs_share_example_runs_as_written_on_a_share_pool(twin: Kube) -> None:
+    """docs/scheduling.md's Job that claims GPU shares, submitted as the page writes it (its namespace the one of
+    this twin's team): Kueue admits it in shares and its pods are bound with their claims allocated."""
+    from tests.twin.test_docs_workloads import SCHEDULING, claim_examples, run_example_as
+
+    [example] = claim_examples(SCHEDULING)
+    example = {**example, "metadata": {**example["metadata"], "namespace": "vision"}}
+    wl = run_example_as(twin, twin.as_member(("vision-team",)), example)
+    assert charged(wl) == str(2 * example["spec"]["parallelism"])
