@@ -159,8 +159,10 @@ def test_deploy_runs_preflight_first_and_stops_on_errors(
     result = run_task(capsys, "deploy", "--stack", "dev")
     assert result.returncode == 1
     assert "Preflight for stack 'dev'" in result.stdout
-    # two quotas, the GPU and system AMIs, the monitoring add-on, and this machine outside dev's publicCidrs
-    assert one_error_line(result).startswith("error: preflight found 6 error(s) for stack 'dev'")
+    # two quotas, the GPU and system AMIs, the monitoring add-on, dev's Kubernetes minor (the account's EKS lists
+    # no version), and this machine outside dev's publicCidrs
+    assert one_error_line(result).startswith("error: preflight found 7 error(s) for stack 'dev'")
+    assert "EKS does not list Kubernetes 1.35" in result.stdout
     assert not tripwire.exists()
 
 
