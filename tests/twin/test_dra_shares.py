@@ -62,14 +62,21 @@ def test_a_fractional_job_is_admitted_counted_in_shares_and_placed_on_shared_gpu
     assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"][SHARE_RESOURCE] == "l40s"
 
     bound = eventually(
-        lambda: [p for p in pods_of(twin, "vision", train) if p["spec"].get("nodeName")] or None,
-        "the pods to be bound",
+        lambda: (pods if len(pods := [p for p in pods_of(twin, "vision", train) if p["spec"].get("nodeName")]) == 3
+                 else None),
+        "the three pods to be bound",
         90,
-    )
+    )  # fmt: skip
     claims = eventually(
         lambda: (
-            [c for c in twin.items("resourceclaims", "vision") if c.get("status", {}).get("allocation")]
-            or None
+            claims
+            if len(
+                claims := [
+                    c for c in twin.items("resourceclaims", "vision") if c.get("status", {}).get("allocation")
+                ]
+            )
+            >= 3
+            else None
         ),
         "the claims to be allocated",
     )
