@@ -291,9 +291,18 @@ class MonitoringChain:
         ds = self.kubectl.get("daemonset", EXPORTER, GPU_OPERATOR_NAMESPACE)
         container = ds["spec"]["template"]["spec"]["containers"][0]
         env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+        exporters = [p for p in pods if p["metadata"]["namespace"] == GPU_OPERATOR_NAMESPACE
+                     and p["metadata"].get("labels", {}).get("app") == EXPORTER]  # fmt: skip
         self.state = {
             "nodes": {n["metadata"]["name"]: n for n in nodes},
             "pods": pods,
+            "exporter_nodes": {
+                p["status"]["podIP"]: p["spec"]["nodeName"]
+                for p in exporters
+                if p.get("status", {}).get("podIP")
+                and p["spec"].get("nodeName")
+                and not p["metadata"].get("deletionTimestamp")
+            },
             "counters": dcgm.parse_counters(cm.get("data", {}).get("dcgm-metrics.csv", "")),
             "shape": dcgm.Shape(env, deployment_of(ds)),
         }
@@ -322,26 +331,25 @@ class MonitoringChain:
             self.kubectl.apply(volumes)
 
     def _reconcile_exporters(self) -> None:
-        """One stand-in endpoint per exporter pod with an IP; gone pods' endpoints close."""
+        """One stand-in endpoint per exporter pod IP; gone pods' endpoints close."""
         self._snapshot()
-        items = [p for p in self.state["pods"] if p["metadata"]["namespace"] == GPU_OPERATOR_NAMESPACE
-                 and p["metadata"].get("labels", {}).get("app") == EXPORTER]  # fmt: skip
-        live = {
-            p["status"]["podIP"]: p["spec"]["nodeName"]
-            for p in items
-            if p.get("status", {}).get("podIP")
-            and p["spec"].get("nodeName")
-            and not p["metadata"].get("deletionTimestamp")
-        }
+        live = self.state["exporter_nodes"]
         for ip in [ip for ip in self.exporters if ip not in live]:
             self.exporters.pop(ip).stop()
-        for ip, node in live.items():
+        for ip in live:
             if ip not in self.exporters:
-                self.exporters[ip] = dcgm.ExporterServer(ip, self._fetcher(node)).start()
+                self.exporters[ip] = dcgm.ExporterServer(ip, self._fetcher(ip)).start()
 
-    def _fetcher(self, node: str) -> dcgm.Fetch:
+    def _fetcher(self, ip: str) -> dcgm.Fetch:
+        """The node is looked up at each scrape from the exporter pod that holds `ip` then: kwok hands a freed
+        pod IP to the next pod, on any node, and a DaemonSet rollout can move an address from one node's
+        exporter to another's between two reconciles, so an endpoint must not remember its first node."""
+
         def fetch() -> tuple[dict[str, Any], list[dict[str, Any]], list[dcgm.Counter], dcgm.Shape]:
             state = self.state
+            node = state["exporter_nodes"].get(ip)
+            if node is None:
+                raise LookupError(f"no exporter pod holds {ip}")
             pods = [p for p in state["pods"] if p["spec"].get("nodeName") == node]
             return state["nodes"][node], pods, state["counters"], state["shape"]
 

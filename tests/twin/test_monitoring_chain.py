@@ -436,6 +436,18 @@ def _on(alerts: list[tuple[str, dict[str, str], str]], alert: str, label: str) -
     return {labels.get(label, "") for name_, labels, _ in alerts if name_ == alert}
 
 
+def _exporter_view(chain: Chain) -> str:
+    """What the DCGM alerts stand on: each exporter target's node and health, the GPUs each node reports."""
+    targets = sorted(
+        (t["labels"].get("node", "?"), t["labels"].get("instance", "?"), t["health"], t.get("lastError", ""))
+        for t in chain.targets()
+        if t["labels"].get("job") == "nvidia-dcgm-exporter"
+    )
+    gpus = {r["metric"].get("Hostname", "?"): r["value"][1]
+            for r in chain.query("count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)")}  # fmt: skip
+    return f"exporter targets (node, instance, health, error): {targets}\nDCGM GPUs per node: {gpus}"
+
+
 def test_alerts_fire_on_real_conditions_and_reach_alertmanager(chain: Chain) -> None:
     """Each condition made real on the twin, then observed in Prometheus' alert state:
     - an idle pod past its team's `idleAfter` (GpuAllocatedIdle), and a busy one that does not fire;
@@ -473,16 +485,22 @@ def test_alerts_fire_on_real_conditions_and_reach_alertmanager(chain: Chain) -> 
         "GpuNodeNotReady": "pending",  # for: 5m
     }
 
+    missing: list[str] = []
+
     def small_jobs_and_alerts() -> list[tuple[str, dict[str, str], str]] | None:
         chain.submit(gpu_job("nlp", name("small"), {"nvidia.com/gpu": 1}, util=50, seconds=20))
         alerts = _alerts(chain)
         seen = {(alert, state) for alert, _, state in alerts}
         # an alert wanted pending may already fire
-        met = all((a, s) in seen or (s == "pending" and (a, "firing") in seen) for a, s in wanted.items())
-        return alerts if met else None
+        missing[:] = [f"{a} ({s})" for a, s in wanted.items()
+                      if (a, s) not in seen and not (s == "pending" and (a, "firing") in seen)]  # fmt: skip
+        return None if missing else alerts
 
     try:
-        alerts = eventually(small_jobs_and_alerts, "every alert in its state", timeout=300, every=10)
+        try:
+            alerts = eventually(small_jobs_and_alerts, "every alert in its state", timeout=300, every=10)
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}\nmissing: {missing}\n{_exporter_view(chain)}") from None
         idle_pods = _on(alerts, "GpuAllocatedIdle", "pod")
         assert idle_pods and not [p for p in idle_pods if p.startswith(busy)], idle_pods
         assert _on(alerts, "GpuFallenOffBus", "Hostname") == {"gpu-h100-01"}
