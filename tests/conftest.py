@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from infra.spec import ClusterSpec
 from infra.stackfile import load_stack
+from tests.durations import UNKNOWN_S, recorded_durations, write_measured
 from tests.support import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,26 +44,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         groups[item.nodeid] = "_".join(sorted(
             str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
         ))  # fmt: skip
-    items[:] = longest_first(items, groups)
+    items[:] = longest_first(items, groups, recorded_durations())
 
 
-def longest_first(items: list[pytest.Item], groups: dict[str, str]) -> list[pytest.Item]:
+def longest_first(
+    items: list[pytest.Item], groups: dict[str, str], seconds: dict[str, float] | None = None
+) -> list[pytest.Item]:
     """The tests in the order the workers should take them: pytest-xdist hands out a group whole, in the order
     of its first test, so a long group that comes last runs alone on one worker while the other idles. Groups
-    go first, the one with most tests first, then the single tests that fill the gaps; within a group the
-    tests keep their order (some build on the one before)."""
-    sizes: dict[str, int] = {}
+    go first, the longest first (by the recorded seconds of its tests; without a record, by how many tests it
+    has), then the single tests that fill the gaps, the longest first; within a group the tests keep their
+    order (some build on the one before)."""
+    seconds = seconds or {}
+
+    def cost(item: pytest.Item) -> float:
+        return seconds.get(item.nodeid, UNKNOWN_S)
+
+    sizes: dict[str, float] = defaultdict(float)
     first: dict[str, int] = {}
     for index, item in enumerate(items):
         group = groups.get(item.nodeid, "")
-        sizes[group] = sizes.get(group, 0) + 1
+        sizes[group] += cost(item)
         first.setdefault(group, index)
 
-    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int, int]:
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, float, int, int]:
         index, item = pair
         group = groups.get(item.nodeid, "")
         if not group:
-            return (1, 0, index, index)
+            return (1, -cost(item), index, index)
         return (0, -sizes[group], first[group], index)
 
     return [item for _, item in sorted(enumerate(items), key=key)]
@@ -108,3 +118,31 @@ def example_spec(request: pytest.FixtureRequest) -> ClusterSpec:
 
 def load_example(name: str) -> ClusterSpec:
     return load_stack(ROOT / f"Pulumi.{name}.yaml")
+
+
+_took: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's setup, call and teardown seconds (under pytest-xdist the controller gets every worker's)."""
+    _took[report.nodeid] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The modules that took longest (a module's twin start-up counts in its first test's setup), so a slow
+    tier's cause is in its log."""
+    by_module: dict[str, float] = defaultdict(float)
+    for nodeid, took in _took.items():
+        by_module[nodeid.split("::", 1)[0]] += took
+    slowest = sorted(by_module.items(), key=lambda kv: -kv[1])[:12]
+    if slowest:
+        terminalreporter.write_sep("-", "slowest modules (seconds, setup + call + teardown)")
+        for module, took in slowest:
+            terminalreporter.write_line(f"{took:8.1f}  {module}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """What this run measured goes into the file GPUFLEET_DURATIONS names (`invoke test` names MEASURED)."""
+    target = os.environ.get("GPUFLEET_DURATIONS", "")
+    if target and not hasattr(session.config, "workerinput"):
+        write_measured(_took, Path(target))

@@ -13,7 +13,9 @@ The order is chosen for the 2-core machine CI uses:
 7. the modules whose bounds are calibrated on timings (`alone`: the dynamic replay, the monitoring chain), one
    after the other with no other twin up.
 
-Each phase prints a line when it starts and the run ends with the seconds each took.
+Each phase prints a line when it starts and the run ends with the seconds each took; each tier lists its slowest
+modules, and the seconds of every test go to `build/test-logs/durations.json` (copied to `tests/durations.json`,
+they order the next runs' groups, the longest first).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from invoke import Context, Exit
+
+from tests.durations import MEASURED
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "build" / "test-logs"
@@ -134,7 +138,7 @@ def _pytest(c: Context, py: str, selection: str, args: str, shared: str, workers
         f'{py} -m pytest -m "{selection}" {parallel}{args}',
         pty=False,
         warn=True,
-        env={"GPUFLEET_SHARED": shared},
+        env={"GPUFLEET_SHARED": shared, "GPUFLEET_DURATIONS": str(MEASURED)},
     )
     return 1 if result is None else int(result.exited)
 
@@ -155,6 +159,7 @@ def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_b
             code=2,
         )
     shared = found.stdout.strip()
+    MEASURED.unlink(missing_ok=True)  # each tier adds its tests' seconds (tests/conftest.py)
     clock.phase("twin toolchain (background)")
     building = build(py)
     print(f"twin toolchain: {building.note}", flush=True)

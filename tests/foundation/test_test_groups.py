@@ -121,3 +121,63 @@ def test_groups_are_handed_out_first_the_largest_first_each_in_its_own_order() -
     items = cast(Any, [SimpleNamespace(nodeid=i) for i in ids])
     ordered = [item.nodeid for item in longest_first(items, groups)]
     assert ordered == ["big-1", "big-2", "big-3", "small-1", "small-2", "free-1", "free-2"]
+
+
+def test_recorded_seconds_order_the_groups_and_the_single_tests() -> None:
+    """A group of few long tests (a twin's start-up) must start before a group of many quick ones."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from tests.conftest import longest_first
+
+    ids = ["free-1", "quick-1", "twin-1", "free-2", "quick-2", "quick-3"]
+    groups = {"quick-1": "quick", "quick-2": "quick", "quick-3": "quick", "twin-1": "twin"}
+    seconds = {"twin-1": 300.0, "quick-1": 2.0, "quick-2": 2.0, "quick-3": 2.0, "free-1": 1.0, "free-2": 9.0}
+    items = cast(Any, [SimpleNamespace(nodeid=i) for i in ids])
+    ordered = [item.nodeid for item in longest_first(items, groups, seconds)]
+    assert ordered == ["twin-1", "quick-1", "quick-2", "quick-3", "free-2", "free-1"]
+
+
+RECORDING_CONFTEST = """
+from tests.conftest import pytest_runtest_logreport, pytest_sessionfinish  # the repository's recording
+"""
+
+RECORDED = """
+import time, pytest
+
+
+@pytest.fixture
+def slow_setup():
+    time.sleep(0.4)
+
+
+def test_slow(slow_setup):
+    pass
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_quick(case):
+    pass
+"""
+
+
+def test_a_run_records_each_tests_seconds_across_workers_and_tiers(tmp_path: Path) -> None:
+    """Under pytest-xdist only the controller sees every worker's reports; a second tier adds to the file."""
+    import json
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "conftest.py").write_text(RECORDING_CONFTEST)
+    (tmp_path / "test_recorded.py").write_text(RECORDED)
+    (tmp_path / "test_other.py").write_text(FREE)
+    measured = tmp_path / "logs" / "durations.json"
+    for selection in ("test_recorded.py", "test_other.py"):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", selection],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "GPUFLEET_DURATIONS": str(measured)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+    took = json.loads(measured.read_text())
+    assert took["test_recorded.py::test_slow"] >= 0.4, took
+    assert {f"test_recorded.py::test_quick[{i}]" for i in range(4)} <= set(took), took
+    assert len([k for k in took if k.startswith("test_other.py::")]) == 8, took
