@@ -203,6 +203,33 @@ def simulate(
         run_simulation(request, load=load, console=console(), build=BUILD, twin_replay=replay)
 
 
+@task(
+    help={
+        "stack": STACK_HELP,
+        "from-cluster": "read the cluster's finished Kueue Workloads and its GPU nodes (the only source)",
+        "kubeconfig": "kubeconfig file (default: kubectl's); needs cluster-wide read of Workloads and nodes",
+        "context": "kubeconfig context",
+        "out": "folder for pods.csv and nodes.csv (default: build/<stack>/trace/)",
+    },
+    auto_shortflags=False,
+)
+def trace(
+    c: Context, stack: str = "dev", from_cluster: bool = False, kubeconfig: str = "", context: str = "",
+    out: str = "",
+) -> None:  # fmt: skip
+    """A cluster's finished GPU jobs and GPU nodes as a trace `invoke simulate` replays (docs/simulation.md)."""
+    from scheduler.explain.cluster import ClusterError, Kubectl
+
+    with user_errors():
+        if not from_cluster:
+            raise ClusterError("trace: give --from-cluster (the running cluster is the only source)", 2)
+        from infra.simulate.from_cluster import export_trace
+
+        spec = load(stack)
+        folder = Path(out) if out else BUILD / spec.stack / "trace"
+        print(export_trace(spec, Kubectl.of(kubeconfig=kubeconfig, context=context), folder))
+
+
 # ---- The twin: the stack's cluster on real components (twin) ---------------------------------------
 
 

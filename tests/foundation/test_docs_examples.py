@@ -57,6 +57,7 @@ SKIPPED = {
     "ansible-playbook": "real hosts over SSH",
     "invoke usage": "the Prometheus of a deployed cluster",
     "invoke reclaim": "the Prometheus and API server of a deployed cluster",
+    "invoke trace": "the API server of a deployed cluster (tests/twin/test_cluster_trace.py runs it on the twin)",
     "kubectl": "the API server of a deployed cluster or a twin",
     "export KUBECONFIG": "a running twin",
     "invoke twin": "a long-running twin",
