@@ -60,14 +60,16 @@ def _team_limit(row: PartitionRow | None, asks: int, borrowed: bool, partition: 
             "ask for fewer GPUs, or another partition; or ask the platform team for more quota"
             + ("" if borrowed else "; or submit under your team's -borrow account to run on idle GPUs"),
         )
-    mine = "" if row.whole or borrowed else " (your own jobs; the team's total is private here)"
+    holds = f"your team uses {used} of its {_n(limit)} {row.tres} {what} in partition {partition}"
+    if not (row.whole or borrowed):  # PrivateData=usage: the caller's own use only
+        holds = (f"your team's {_n(limit)} {row.tres} {what} in partition {partition} is in use (your own jobs "
+                 f"hold {used}; Slurm keeps the team's total private)")  # fmt: skip
     to_start = "wait for your team's running jobs to end"
     if not borrowed and row.borrow_limit:
         to_start += "; or resubmit under your team's -borrow account to run on idle GPUs (preemptible)"
     return Answer(
         Reason.QUOTA,
-        f"your team uses {used}{mine} of its {_n(limit)} {row.tres} {what} in partition {partition}; "
-        f"{asks} more needed",
+        f"{holds}; {asks} more needed",
         to_start,
     )
 
