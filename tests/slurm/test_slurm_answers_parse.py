@@ -26,6 +26,7 @@ from scheduler.slurm.answers.reasons import explain
 from scheduler.slurm.answers.sprio import parse_sprio
 from scheduler.slurm.answers.squeue import parse_squeue, positions
 from tests.conftest import ROOT
+from tests.preflight.helpers import run_task
 
 SQUEUE = """\
 4|nlp|root|h100|production|PENDING|AssocGrpGRES|N/A|N/A|5:00|100000|2026-12-05T11:43:56|gres:gpu:h100:1|1
@@ -202,3 +203,26 @@ def test_bad_arguments_exit_2_with_one_line(args: list[str], said: str) -> None:
     done = cli(*args)
     assert done.returncode == 2 and done.stdout == "", done
     assert done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["quota", "--account", "vision"], "--account is for a Slurm stack (--stack)"),
+        (["quota", "--stack", "metal"], "--stack metal: runs on Kubernetes"),
+        (
+            ["queue", "--stack", "metal-slurm", "--kubeconfig", "k"],
+            "--kubeconfig: Kubernetes options, not for",
+        ),
+        (
+            ["eta", "--stack", "metal-slurm", "--filename", "j.yaml"],
+            "--filename: Kubernetes options, not for",
+        ),
+    ],
+)
+def test_the_invoke_tasks_refuse_a_mix_of_slurm_and_kubernetes_options(
+    capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    """Before anything is read: one line naming the option, exit 2."""
+    done = run_task(capsys, *args)
+    assert done.returncode == 2 and said in done.stderr and done.stderr.count("\n") == 1, done
