@@ -565,8 +565,10 @@ TEAM_HELP = {
     "kubeconfig": "kubeconfig file (default: kubectl's)",
     "context": "kubeconfig context",
     "as-group": "impersonate a member of this group (kubectl --as-group), e.g. to see what the team sees",
+    "stack": "a Slurm stack (cluster.orchestrator: slurm): answer from Slurm's commands instead (docs/teams.md)",
 }
 TEAM_EVENTS_HELP = "record each answer as an Event on its Workload (default: yes; --no-events to skip)"
+ACCOUNT_HELP = "on a Slurm stack: the team's account (default: the one team you are a user of)"
 
 
 def _team_kubectl(kubeconfig: str, context: str, as_group: str):  # -> scheduler.explain.cluster.Kubectl
@@ -575,18 +577,56 @@ def _team_kubectl(kubeconfig: str, context: str, as_group: str):  # -> scheduler
     return Kubectl.of(kubeconfig=kubeconfig, context=context, groups=(as_group,) if as_group else ())
 
 
-@task(help=TEAM_HELP, auto_shortflags=False)
+def _slurm(
+    stack: str, account: str = "", **kubernetes: str
+):  # -> scheduler.slurm.answers.reader.Slurm | None
+    """The Slurm reader when `stack` is a Slurm stack; None without --stack (the Kubernetes answers). Bad input
+    (a Kubernetes stack, Kubernetes options on a Slurm stack, --account without one) exits 2 naming the key."""
+    from infra.errors import ConfigError
+    from scheduler.slurm.answers.reader import Slurm
+
+    if not stack:
+        if account:
+            raise ConfigError(
+                "--account is for a Slurm stack (--stack); on Kubernetes a team is its --namespace"
+            )
+        return None
+    spec = load(stack)
+    if spec.cluster.orchestrator != "slurm":
+        raise ConfigError(
+            f"--stack {stack}: runs on Kubernetes, whose answers come from your kubeconfig: drop --stack"
+        )
+    given = [f"--{k.replace('_', '-')}" for k, v in kubernetes.items() if v]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: Kubernetes options, not for Slurm stack {spec.stack}")
+    return Slurm()
+
+
+@task(help={**TEAM_HELP, "account": ACCOUNT_HELP}, auto_shortflags=False)
 def quota(
-    c: Context, namespace: str = "", kubeconfig: str = "", context: str = "", as_group: str = ""
+    c: Context,
+    namespace: str = "",
+    kubeconfig: str = "",
+    context: str = "",
+    as_group: str = "",
+    stack: str = "",
+    account: str = "",
 ) -> None:
     """A team's GPU quota per pool: guarantee, use, borrowing, lending, and the cohort's free GPUs (docs/teams.md)."""
     from scheduler.explain import commands
+    from scheduler.slurm.answers import commands as slurm_commands
 
     with user_errors():
+        slurm = _slurm(
+            stack, account, namespace=namespace, kubeconfig=kubeconfig, context=context, as_group=as_group
+        )
+        if slurm:
+            print(slurm_commands.quota(slurm, account))
+            return
         print(commands.quota(_team_kubectl(kubeconfig, context, as_group), namespace))
 
 
-@task(help={**TEAM_HELP, "events": TEAM_EVENTS_HELP}, auto_shortflags=False)
+@task(help={**TEAM_HELP, "events": TEAM_EVENTS_HELP, "account": ACCOUNT_HELP}, auto_shortflags=False)
 def queue(
     c: Context,
     namespace: str = "",
@@ -594,16 +634,25 @@ def queue(
     context: str = "",
     as_group: str = "",
     events: bool = True,
+    stack: str = "",
+    account: str = "",
 ) -> None:
     """A team's waiting jobs in Kueue's order, with each one's reason and what would let it start (docs/teams.md)."""
     from scheduler.explain import commands
+    from scheduler.slurm.answers import commands as slurm_commands
 
     with user_errors():
+        slurm = _slurm(
+            stack, account, namespace=namespace, kubeconfig=kubeconfig, context=context, as_group=as_group
+        )
+        if slurm:
+            print(slurm_commands.queue(slurm, account))
+            return
         print(commands.queue(_team_kubectl(kubeconfig, context, as_group), namespace, record=events))
 
 
-@task(help={"job": "a Job (or other job kind) name, or a Workload name", **TEAM_HELP, "events": TEAM_EVENTS_HELP},
-      auto_shortflags=False)  # fmt: skip
+@task(help={"job": "a Job (or other job kind) name, or a Workload name; on a Slurm stack a job id", **TEAM_HELP,
+            "events": TEAM_EVENTS_HELP}, auto_shortflags=False)  # fmt: skip
 def why(
     c: Context,
     job: str,
@@ -612,15 +661,21 @@ def why(
     context: str = "",
     as_group: str = "",
     events: bool = True,
+    stack: str = "",
 ) -> None:
     """One job's story: its reason, place in line, admission checks, preemptions and nodes (docs/teams.md)."""
     from scheduler.explain import commands
+    from scheduler.slurm.answers import commands as slurm_commands
 
     with user_errors():
+        slurm = _slurm(stack, namespace=namespace, kubeconfig=kubeconfig, context=context, as_group=as_group)
+        if slurm:
+            print(slurm_commands.why(slurm, job))
+            return
         print(commands.why(_team_kubectl(kubeconfig, context, as_group), job, namespace, record=events))
 
 
-@task(help={"job": "a waiting Job (or other job kind) name, or a Workload name",
+@task(help={"job": "a waiting Job (or other job kind) name, or a Workload name; on a Slurm stack a job id",
             "filename": "a Job manifest not yet submitted: when it would start (a dry run)",
             **TEAM_HELP, "events": TEAM_EVENTS_HELP}, auto_shortflags=False)  # fmt: skip
 def eta(
@@ -632,14 +687,22 @@ def eta(
     context: str = "",
     as_group: str = "",
     events: bool = True,
+    stack: str = "",
 ) -> None:
-    """When a waiting job starts, p50 and p90, from the dynamic simulator seeded with the live state (docs/teams.md)."""
+    """When a waiting job starts, p50 and p90, from the dynamic simulator seeded with the live state; on a Slurm
+    stack from squeue --start (docs/teams.md)."""
     from scheduler.explain import cli, when
     from scheduler.explain.cluster import ClusterError
+    from scheduler.slurm.answers import commands as slurm_commands
 
     with user_errors():
         if bool(job) == bool(filename):
             raise ClusterError("eta: give JOB or --filename FILE (one of them)", 2)
+        slurm = _slurm(stack, namespace=namespace, kubeconfig=kubeconfig, context=context, as_group=as_group,
+                       filename=filename)  # fmt: skip
+        if slurm:
+            print(slurm_commands.eta(slurm, job))
+            return
         kubectl = _team_kubectl(kubeconfig, context, as_group)
         if filename:
             print(when.eta_manifest(kubectl, cli.manifest(filename), namespace))

@@ -255,7 +255,9 @@ class SlurmCluster:
         cancelled (slurmctld never came up: squeue only ever prints its error)."""
         try:
             if self.env and self.procs and self.procs[-1].poll() is None:
-                self.run("scancel", "--full", "--user=root", check=False)
+                users = set(self.run("squeue", "-h", "-o", "%u", check=False).split()) | {"root"}
+                for user in sorted(users):  # every user's jobs: tests submit as members too
+                    self.run("scancel", "--full", f"--user={user}", check=False)
                 self.wait(
                     "no job left", lambda: not self.run("squeue", "-h", check=False).strip(), timeout=20
                 )

@@ -45,6 +45,7 @@ class Reason(enum.Enum):
     QUOTA = "QuotaInUse"
     STARTING = "Starting"
     UNKNOWN = "Waiting"
+    DEPENDENCY = "WaitingForDependency"  # Slurm: a job it depends on has not reached the state it waits for
     ESTIMATE = "EstimatedStart"  # not a reason it waits: the `eta` answer, recorded beside the reasons
 
 

@@ -63,6 +63,8 @@ SKIPPED = {
     "invoke twin": "a long-running twin",
     "invoke twin-build": "the twin's toolchain build (40-55 minutes cold)",
     "sacct": "a Slurm cluster",
+    "JOB=$(sbatch": "a Slurm cluster (tests/slurm/test_slurm_answers.py runs it on the Slurm twin)",
+    "gpufleet-slurm": "a Slurm cluster (tests/slurm/test_slurm_answers.py runs it on the Slurm twin)",
 }
 RUN = (
     "invoke plan",

@@ -27,7 +27,10 @@ NOT_HERE = ("pip install",)  # the install: this suite runs in the environment i
 
 
 def commands() -> list[str]:
-    text = PAGE.read_text()
+    """The page's Kubernetes commands: all but its Slurm section (tests/slurm/test_slurm_answers.py runs those)."""
+    page = PAGE.read_text()
+    head, _, rest = page.partition("\n## On a Slurm cluster")
+    text = head + ("\n## " + rest.split("\n## ", 1)[1] if "\n## " in rest else "")
     lines = [line.strip() for block in re.findall(r"^```(?:sh|bash)\n(.*?)^```", text, re.M | re.S)
              for line in block.splitlines()]  # fmt: skip
     return [line for line in lines if line and not line.startswith("#") and not line.startswith(NOT_HERE)]
