@@ -689,8 +689,7 @@ def eta(
     events: bool = True,
     stack: str = "",
 ) -> None:
-    """When a waiting job starts, p50 and p90, from the dynamic simulator seeded with the live state; on a Slurm
-    stack from squeue --start (docs/teams.md)."""
+    """When a waiting job starts: p50 and p90 from the simulator on the live state; Slurm: squeue --start."""
     from scheduler.explain import cli, when
     from scheduler.explain.cluster import ClusterError
     from scheduler.slurm.answers import commands as slurm_commands
