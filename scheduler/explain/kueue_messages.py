@@ -7,6 +7,10 @@ joined by "; " (pkg/scheduler/flavorassigner/flavorassigner.go:228-246), each st
 - `insufficient quota for <resource> in flavor <flavor>, previously considered podsets requests (<q>) + current
   podset request (<q>) > maximum capacity (<q>)` (flavorassigner.go:1349-1357, reason ExceedsMaxQuota): more
   than the ClusterQueue may ever hold there (nominal quota plus borrowing limit).
+- `topology "<name>" doesn't allow to fit any of <n> pod(s)` or `... allows to fit only <k> out of <n> pod(s)`
+  (`slice(s)` for sliced pod sets; pkg/cache/scheduler/tas_flavor_snapshot.go `notFitMessage`, and
+  `multiLayerNotFitMessage` for several required levels): the quota is there, but no domain of the required
+  topology level has room for the pod set together.
 The condition's reason is `Pending` unless the UnadmittedWorkloadsObservability gate is on, then the granular
 `WaitingForQuota`, `ExceedsMaxQuota`, ... (pkg/scheduler/scheduler.go:1172, apis/kueue/v1beta2/
 workload_types.go:941-975), so the message, not the reason, says which.
@@ -25,6 +29,33 @@ _MAX = re.compile(
     r"insufficient quota for (\S+) in flavor (\S+), previously considered podsets requests \((\S+)\) \+ "
     r"current podset request \((\S+)\) > maximum capacity \((\S+)\)"
 )
+
+
+_TOPOLOGY = re.compile(
+    r'topology "([^"]+)" (?:doesn\'t allow to fit(?: any of (\d+) (pod|slice)\(s\))?'
+    r"|allows to fit only (\d+) out of (\d+) (pod|slice)\(s\))"
+)
+
+
+@dataclass(frozen=True)
+class TopologyMisfit:
+    """A pod set no domain of its required topology level can hold together (Kueue's topology-aware
+    scheduling); `fits` of `wanted` pods (or slices) fit somewhere, `wanted` 0 when Kueue names no count."""
+
+    topology: str
+    wanted: int
+    fits: int
+    unit: str  # "pod" or "slice"
+
+
+def topology_misfit(message: str) -> TopologyMisfit | None:
+    """The first topology that could not hold the pod set, as a QuotaReserved message names it."""
+    m = _TOPOLOGY.search(message)
+    if m is None:
+        return None
+    if m[4]:
+        return TopologyMisfit(m[1], int(m[5]), int(m[4]), m[6])
+    return TopologyMisfit(m[1], int(m[2] or 0), 0, m[3] or "pod")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,14 @@ borrow from it, the pool's nodes, its priority. One reason is chosen, the first 
 - fragmentation: admitted, so the quota is there, but the scheduler finds no node with the pod's GPUs free
   together (`Insufficient <gpu resource>` in its message);
 - over the limit: Kueue says the request exceeds what the team's queue may ever hold there;
+- pods not ready in time: admitted, but its pods did not all become ready within `waitForPodsReady.timeout`, so
+  Kueue evicted it (reason `PodsReadyTimeout`) and holds it back until its requeue backoff ends
+  (`status.requeueState.requeueAt`; kueue v0.19.2: the eviction "Exceeded the PodsReady timeout" in
+  pkg/controller/core/workload_controller.go, `Requeued=False` with the eviction's reason in
+  pkg/controller/jobframework/reconciler.go, lifted by the workload controller when the backoff is over; the
+  backoff is base x 2^(n-1) for the n-th eviction, pkg/workload/workload.go `UpdateRequeueState`);
+- topology: the quota is there, but no domain of the required topology level (Kueue's topology-aware
+  scheduling) has room for all its pods together;
 - priority: preempted by higher-priority work, or higher-priority work of the team is ahead in line;
 - borrowed: other teams borrow in the pool while the team uses less than its quota there, so part of its
   guarantee is lent out and Kueue reclaims it (the compiled ClusterQueues set `reclaimWithinCohort: Any`);
@@ -24,7 +32,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from scheduler.explain.kueue_messages import Shortage, shortages
+from scheduler.explain.kueue_messages import Shortage, shortages, topology_misfit
 from scheduler.explain.order import condition, is_true, job_of, kueue_order, priority
 from scheduler.explain.quota import PoolRow
 
@@ -45,6 +53,8 @@ class Reason(enum.Enum):
     QUOTA = "QuotaInUse"
     STARTING = "Starting"
     UNKNOWN = "Waiting"
+    PODS_READY = "PodsNotReadyInTime"
+    TOPOLOGY = "NoTopologyDomain"
     DEPENDENCY = "WaitingForDependency"  # Slurm: a job it depends on has not reached the state it waits for
     ESTIMATE = "EstimatedStart"  # not a reason it waits: the `eta` answer, recorded beside the reasons
 
@@ -132,6 +142,23 @@ def explain(
             f"ever hold there ({_n(s.maximum or Decimal(0))}: quota plus borrowing limit)",
             "ask for fewer, or another pool; or ask the platform team for more quota",
         )
+    backoff = _pods_ready_backoff(workload)
+    if backoff is not None:
+        return backoff
+    misfit = topology_misfit(message)
+    if misfit is not None:
+        some = (
+            f"only {misfit.fits} of its {misfit.wanted}"
+            if misfit.fits
+            else f"none of its {misfit.wanted or 'the'}"
+        )
+        return Answer(
+            Reason.TOPOLOGY,
+            f"your quota is there, but no domain of topology {misfit.topology} has room for all its "
+            f"{misfit.unit}s together ({some} {misfit.unit}s fit in any one): Kueue's topology-aware placement",
+            "fewer pods per gang, a preferred rather than required topology level, or wait for jobs in one "
+            "domain to end",
+        )
     evicted = condition(workload, "Preempted")
     if evicted and evicted.get("status") == "True":
         return Answer(Reason.PRIORITY, f"preempted ({evicted.get('reason')}): {evicted.get('message', '')}",
@@ -167,6 +194,23 @@ def explain(
             Reason.UNKNOWN, f"waiting for quota: {message}", "wait; see `why` for Kueue's own words"
         )
     return Answer(Reason.UNKNOWN, "not yet considered by Kueue", "wait a few seconds")
+
+
+def _pods_ready_backoff(workload: Mapping[str, Any]) -> Answer | None:
+    """Evicted because its pods were not all ready in time, and still in its requeue backoff."""
+    requeued = condition(workload, "Requeued")
+    if not requeued or requeued.get("status") != "False" or requeued.get("reason") != "PodsReadyTimeout":
+        return None
+    state = workload.get("status", {}).get("requeueState") or {}
+    at = f" at {state['requeueAt']}" if state.get("requeueAt") else ""
+    times = int(state.get("count") or 1)
+    return Answer(
+        Reason.PODS_READY,
+        f"its pods did not all become ready within the waitForPodsReady timeout, so Kueue gave its quota back; "
+        f"it is requeued{at} (evicted {times} time{'s' if times != 1 else ''} so far, the wait doubling each time)",
+        "nothing if it was bad luck; if it repeats, its pods cannot all start together: look at `why` for the "
+        "scheduler's message (fragmentation, an image that pulls slowly, a node selector no node matches)",
+    )
 
 
 def _higher_ahead(workload: Mapping[str, Any], line: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -156,3 +156,48 @@ def test_positions_from_kueues_visibility_api() -> None:
         {"metadata": {"name": "job-b-2", "namespace": "vision"}, "priority": 10, "localQueueName": "default",
          "positionInClusterQueue": 5, "positionInLocalQueue": 1}]}  # fmt: skip
     assert pending_positions(summary) == {"job-a-1": 3, "job-b-2": 5}
+
+
+# Kueue v0.19.2's words: pkg/cache/scheduler/tas_flavor_snapshot.go `notFitMessage`, behind the flavor
+# assigner's "couldn't assign flavors to pod set <name>: " (flavorassigner.go).
+TOPOLOGY_NONE = (
+    "couldn't assign flavors to pod set main: topology \"efa-h100\" doesn't allow to fit any of 4 pod(s)"
+)
+TOPOLOGY_SOME = (
+    'couldn\'t assign flavors to pod set workers: topology "efa-h100" allows to fit only 2 out of 8 slice(s). '
+    "Total nodes: 4; excluded: taint: 1"
+)
+
+
+def test_topology_misfits_are_told_apart_from_quota(compiled: list[dict[str, Any]]) -> None:
+    free = rows(compiled, vision_used=0, nlp_used=0)
+    none = explain(pending("t", TOPOLOGY_NONE), free)
+    assert (
+        none.reason is Reason.TOPOLOGY
+        and "topology efa-h100" in none.says
+        and "none of its 4 pods" in none.says
+    )
+    some = explain(pending("t", TOPOLOGY_SOME), free)
+    assert some.reason is Reason.TOPOLOGY and "only 2 of its 8 slices" in some.says
+    assert explain(pending("q", UNUSED), free).reason is not Reason.TOPOLOGY
+
+
+def test_a_workload_evicted_for_pods_not_ready_says_when_it_is_requeued(
+    compiled: list[dict[str, Any]],
+) -> None:
+    """After the eviction Kueue sets Requeued=False (reason PodsReadyTimeout) and `requeueState` until the backoff
+    ends (pkg/controller/core/workload_controller.go); then Requeued=True and the usual reasons apply."""
+    full = rows(compiled, vision_used=16, nlp_used=16)
+    conditions = [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": UNUSED},
+        {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
+         "message": "Exceeded the PodsReady timeout vision/train"},
+        {"type": "Requeued", "status": "False", "reason": "PodsReadyTimeout"},
+    ]  # fmt: skip
+    state = {"count": 2, "requeueAt": "2026-01-01T00:03:00Z"}
+    backing_off = workload("b", conditions=conditions, requeueState=state)
+    answer = explain(backing_off, full)
+    assert answer.reason is Reason.PODS_READY
+    assert "requeued at 2026-01-01T00:03:00Z" in answer.says and "evicted 2 times" in answer.says
+    conditions[2] = {"type": "Requeued", "status": "True", "reason": "BackoffFinished"}
+    assert explain(workload("b", conditions=conditions, requeueState=state), full).reason is Reason.QUOTA
