@@ -328,11 +328,17 @@ class Twin:
 
     def _daemonsets(self) -> None:
         """EKS's and the stack's per-node DaemonSets (`twin.daemonsets`), waited for until every pod is ready, so
-        whatever runs next sees each node's overhead."""
+        whatever runs next sees each node's overhead. With the metrics chain, the chain plays the exporter's
+        DaemonSet in the GPU operator's own shape (`twin.monitoring_objects`, same name, other selector: a
+        DaemonSet's selector cannot change), so it is left out here; it requests nothing either way."""
         assert self.kubectl
         from twin.daemonsets import node_daemonset_manifests
+        from twin.monitoring_objects import EXPORTER
 
-        manifests = node_daemonset_manifests(self.options.spec)
+        manifests = [
+            m for m in node_daemonset_manifests(self.options.spec)
+            if not (self.options.monitoring and m["metadata"]["name"] == EXPORTER)
+        ]  # fmt: skip
         self.kubectl.apply(manifests)
         kubectl, names = self.kubectl, {m["metadata"]["name"] for m in manifests}
 
