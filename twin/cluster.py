@@ -236,9 +236,10 @@ class Twin:
             kubeconfig(self.plane.server, self.plane.ca.cert_path, "kueue", token=token),
         )
         chart_config = kueue_part.manager_configuration(rendered)
+        args = kueue_part.deployment_args(rendered)
         local = kueue_part.local_configuration(chart_config, ports, folder / "kueue-webhook")
         if not self.options.monitoring:
-            kueue_part.start_kueue(self.tools["kueue"], local, config, self.sup, folder, ports)
+            kueue_part.start_kueue(self.tools["kueue"], args, local, config, self.sup, folder, ports)
             self.kueue_ports = ports
             return
         # With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
@@ -267,7 +268,7 @@ class Twin:
                 "bindAddress": f"{pod['status']['podIP']}:{metrics_port}",
             }
             kueue_part.start_kueue(
-                self.tools["kueue"], replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
+                self.tools["kueue"], args, replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
             )
         self.kueue_ports = ports
 

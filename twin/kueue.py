@@ -38,7 +38,9 @@ CONFIG_KEY = "controller_manager_config.yaml"
 # Kueue reads its metrics serving certificate from this fixed path when internal cert management is off
 # (kueue@v0.19.2 cmd/kueue/main.go, metricsCertPath); the twin provides it in its own mount namespace.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-FEATURE_GATES = {"VisibilityOnDemand": False}
+DEPLOYMENT = f"{RELEASE}-controller-manager"
+MANAGER_CONTAINER = "manager"
+LOCAL_FLAGS = ("config", "kubeconfig")  # what a process outside the pod is given instead
 DROPPED_KINDS = ("APIService",)
 
 
@@ -87,6 +89,38 @@ def manager_configuration(objects: list[dict[str, Any]]) -> dict[str, Any]:
     raise RuntimeError(f"the rendered Kueue chart has no ConfigMap {CONFIG_MAP}")
 
 
+def deployment_args(objects: list[dict[str, Any]]) -> list[str]:
+    """The arguments of the manager container of the chart's controller-manager Deployment: the flags the
+    release runs Kueue with (the chart's `--zap-log-level`, and `--feature-gates` from
+    `controllerManager.featureGates`: kueue@v0.19.2 charts/kueue/templates/manager/manager.yaml:54-57)."""
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                if container["name"] == MANAGER_CONTAINER:
+                    return [str(a) for a in container.get("args", [])]
+    raise RuntimeError(
+        f"the rendered Kueue chart has no Deployment {DEPLOYMENT} with a {MANAGER_CONTAINER} container"
+    )
+
+
+def local_argv(binary: Path, args: list[str], config: Path, kubeconfig: Path) -> list[str]:
+    """Kueue's command line on the twin: the Deployment's `args` with `--config` pointing at the local file and
+    `--kubeconfig` at the ServiceAccount's kubeconfig (a pod has its file mounted and in-cluster credentials);
+    every other flag as the Deployment has it. Go's flag package takes `-f`, `--f`, `=value` or the next word."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name in LOCAL_FLAGS:
+            skip_value = "=" not in arg
+            continue
+        kept.append(arg)
+    return [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}", *kept]
+
+
 @dataclass(frozen=True)
 class KueuePorts:
     webhook: int
@@ -123,6 +157,7 @@ def serving_certificates(ca: CertificateAuthority, webhook_dir: Path) -> None:
 
 def start_kueue(
     kueue: Path,
+    args: list[str],
     config: dict[str, Any],
     kubeconfig: Path,
     sup: Supervisor,
@@ -130,19 +165,12 @@ def start_kueue(
     ports: KueuePorts,
     name: str = "kueue",
 ) -> Process:
+    """Kueue with the Deployment's `args` (`deployment_args`) and the local `config`."""
     path = folder / f"{name}-config.yaml"
-    # The twin's gates go in the file beside the stack's own (a DRA-shared pool's): Kueue refuses gates given
-    # both as --feature-gates and in the configuration (pkg/config/validation.go, LoadAndValidateFeatureGates).
-    gates = {**config.get("featureGates", {}), **FEATURE_GATES}
-    path.write_text(dump_text({**config, "featureGates": gates}))
+    path.write_text(dump_text(config))
     proc = sup.start(
         name,
-        [
-            kueue,
-            f"--config={path}",
-            f"--kubeconfig={kubeconfig}",
-            "--zap-log-level=2",
-        ],
+        local_argv(kueue, args, path, kubeconfig),
         env={"NAMESPACE": KUEUE_NAMESPACE, "POD_NAMESPACE": KUEUE_NAMESPACE},
     )
     wait_until(lambda: tcp_open(ports.webhook), f"{name}'s webhook server", proc, 90)
@@ -163,8 +191,10 @@ def new_ports() -> KueuePorts:
 
 __all__ = [
     "KueuePorts",
+    "deployment_args",
     "for_loopback",
     "https_ok",
+    "local_argv",
     "local_configuration",
     "manager_configuration",
     "new_ports",
