@@ -33,6 +33,7 @@ from twin import kueue as kueue_part
 from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
 from twin.dra import resource_slices
 from twin.kubectl import Kubectl
+from twin.kueue_visibility import visibility_for_loopback
 from twin.kwok import start_kwok
 from twin.nodes import NodeCount, TwinNode, twin_nodes
 from twin.processes import Supervisor, wait_until
@@ -227,6 +228,7 @@ class Twin:
         )
         ports = kueue_part.new_ports()
         objects = kueue_part.for_loopback(rendered, f"https://127.0.0.1:{ports.webhook}", self.plane.ca.pem)
+        objects = visibility_for_loopback(objects, ports.visibility)
         self.kubectl.run("create", "namespace", KUEUE_NAMESPACE)
         self.kubectl.apply_crds_first(objects)
         kueue_part.serving_certificates(self.plane.ca, folder / "kueue-webhook")

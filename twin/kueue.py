@@ -10,9 +10,9 @@ tests do with envtest (kueue@v0.19.2 test/integration/framework/framework.go; co
 pkg/envtest/webhook.go): every webhook and CRD-conversion client config becomes `url: https://127.0.0.1:<port>/<path>`
 with the twin's CA as `caBundle` (a Service would make the API server dial a ClusterIP); internal cert
 management is off (it issues certificates for the Service name and patches the configurations itself,
-pkg/util/cert/cert.go); the visibility API server is off (`VisibilityOnDemand=false`) and its APIServices are not
-applied, since the aggregator would dial the Service; every listener binds 127.0.0.1. Kueue runs as its own
-ServiceAccount (a TokenRequest token), so the chart's RBAC is what it has.
+pkg/util/cert/cert.go); the visibility API is served through the aggregator at 127.0.0.1 (`twin.kueue_visibility`);
+every listener binds 127.0.0.1. Kueue runs as its own ServiceAccount (a TokenRequest token), so the chart's RBAC
+is what it has.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import yaml
 
 from scheduler.labels import KUEUE_NAMESPACE
 from scheduler.yamltext import dump_text
+from twin.kueue_visibility import in_own_root, visibility_certificate
 from twin.pki import CertificateAuthority
 from twin.processes import Process, Supervisor, free_port, https_ok, tcp_open, wait_until
 
@@ -38,10 +39,10 @@ CONFIG_KEY = "controller_manager_config.yaml"
 # Kueue reads its metrics serving certificate from this fixed path when internal cert management is off
 # (kueue@v0.19.2 cmd/kueue/main.go, metricsCertPath); the twin provides it in its own mount namespace.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+VISIBILITY_CERTS = "kueue-visibility"  # in the twin's folder, copied to Kueue's /visibility
 DEPLOYMENT = f"{RELEASE}-controller-manager"
 MANAGER_CONTAINER = "manager"
 LOCAL_FLAGS = ("config", "kubeconfig")  # what a process outside the pod is given instead
-DROPPED_KINDS = ("APIService",)
 
 
 def render_chart(
@@ -68,8 +69,6 @@ def for_loopback(objects: list[dict[str, Any]], base: str, ca_pem: bytes) -> lis
     bundle = base64.b64encode(ca_pem).decode()
     out = []
     for obj in objects:
-        if obj["kind"] in DROPPED_KINDS:
-            continue
         if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for hook in obj.get("webhooks", []):
                 hook["clientConfig"] = _to_url(hook["clientConfig"], base, bundle)
@@ -126,6 +125,7 @@ class KueuePorts:
     webhook: int
     health: int
     metrics: int
+    visibility: int
 
 
 def local_configuration(config: dict[str, Any], ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
@@ -135,6 +135,7 @@ def local_configuration(config: dict[str, Any], ports: KueuePorts, cert_dir: Pat
     local["metrics"] = {**config.get("metrics", {}), "bindAddress": f"127.0.0.1:{ports.metrics}"}
     local["webhook"] = {"host": "127.0.0.1", "port": ports.webhook, "certDir": str(cert_dir)}
     local["internalCertManagement"] = {"enable": False}
+    local["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": ports.visibility}
     election = dict(config.get("leaderElection", {}))
     election["resourceNamespace"] = KUEUE_NAMESPACE  # out of cluster there is no namespace file to read
     local["leaderElection"] = election
@@ -142,7 +143,8 @@ def local_configuration(config: dict[str, Any], ports: KueuePorts, cert_dir: Pat
 
 
 def serving_certificates(ca: CertificateAuthority, webhook_dir: Path) -> None:
-    """The webhook's serving certificate (tls.crt/tls.key in its certDir), for 127.0.0.1 and the Service name."""
+    """The webhook's serving certificate (tls.crt/tls.key in its certDir), for 127.0.0.1 and the Service name;
+    the metrics server's at its fixed path; the visibility server's beside the webhook's (`VISIBILITY_CERTS`)."""
     webhook_dir.mkdir(parents=True, exist_ok=True)
     pair = ca.issue("kueue-webhook", WEBHOOK_SERVICE, ips=("127.0.0.1",),
                     dns=(f"{WEBHOOK_SERVICE}.{KUEUE_NAMESPACE}.svc",), server=True)  # fmt: skip
@@ -153,6 +155,7 @@ def serving_certificates(ca: CertificateAuthority, webhook_dir: Path) -> None:
     METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
     (METRICS_CERT_DIR / "tls.crt").write_bytes(metrics.cert.read_bytes())
     (METRICS_CERT_DIR / "tls.key").write_bytes(metrics.key.read_bytes())
+    visibility_certificate(ca, webhook_dir.parent / VISIBILITY_CERTS)
 
 
 def start_kueue(
@@ -165,12 +168,14 @@ def start_kueue(
     ports: KueuePorts,
     name: str = "kueue",
 ) -> Process:
-    """Kueue with the Deployment's `args` (`deployment_args`) and the local `config`."""
+    """Kueue with the Deployment's `args` (`deployment_args`) and the local `config`, in a root of its own that
+    has the visibility server's certificate where Kueue reads it (`twin.kueue_visibility.in_own_root`)."""
     path = folder / f"{name}-config.yaml"
     path.write_text(dump_text(config))
+    argv = local_argv(kueue, args, path, kubeconfig)
     proc = sup.start(
         name,
-        local_argv(kueue, args, path, kubeconfig),
+        in_own_root(argv, folder / f"{name}-root", folder / VISIBILITY_CERTS),
         env={"NAMESPACE": KUEUE_NAMESPACE, "POD_NAMESPACE": KUEUE_NAMESPACE},
     )
     wait_until(lambda: tcp_open(ports.webhook), f"{name}'s webhook server", proc, 90)
@@ -186,7 +191,7 @@ def https_ok_plain(port: int) -> bool:
 
 
 def new_ports() -> KueuePorts:
-    return KueuePorts(free_port(), free_port(), free_port())
+    return KueuePorts(free_port(), free_port(), free_port(), free_port())
 
 
 __all__ = [
