@@ -3,8 +3,9 @@ Helm and the chart of the pinned Kueue module), with a stack's own values."""
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,24 +40,31 @@ def tools() -> Toolchain:
         require(f"the twin's toolchain (helm, the Kueue chart) is missing: {exc}")
 
 
-@pytest.fixture
-def render(tools: Toolchain, tmp_path: Path) -> Render:
+@pytest.fixture(scope="session")
+def render(tools: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Render:
     """`render(stack, config_gates, **controller_manager)`: the chart with the stack's values, `controllerManager`
-    keys added and `config_gates` as the manager configuration's `featureGates`."""
+    keys added and `config_gates` as the manager configuration's `featureGates` (each rendering once a session;
+    every call gets its own copy)."""
+    done: dict[str, list[dict[str, Any]]] = {}
 
     def rendered(
         stack: str, config_gates: dict[str, bool] | None = None, **controller_manager: Any
     ) -> list[dict[str, Any]]:
-        spec = load_stack(ROOT / f"Pulumi.{stack}.yaml")
-        policy, _ = scheduler_inputs(spec)
-        values = kueue_values(policy)
-        values["controllerManager"].update(controller_manager)
-        if config_gates:
-            manager = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
-            values["managerConfig"]["controllerManagerConfigYaml"] = dump_text(
-                {**manager, "featureGates": config_gates}
+        key = json.dumps([stack, config_gates, controller_manager], sort_keys=True)
+        if key not in done:
+            spec = load_stack(ROOT / f"Pulumi.{stack}.yaml")
+            policy, _ = scheduler_inputs(spec)
+            values = kueue_values(policy)
+            values["controllerManager"].update(controller_manager)
+            if config_gates:
+                manager = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+                values["managerConfig"]["controllerManagerConfigYaml"] = dump_text(
+                    {**manager, "featureGates": config_gates}
+                )
+            patch = PER_MINOR[spec.cluster.kubernetes_version].kubernetes_patch
+            done[key] = render_chart(
+                tools["helm"], tools.data["chart"], values, patch, tmp_path_factory.mktemp("chart")
             )
-        patch = PER_MINOR[spec.cluster.kubernetes_version].kubernetes_patch
-        return render_chart(tools["helm"], tools.data["chart"], values, patch, tmp_path)
+        return copy.deepcopy(done[key])
 
     return rendered
