@@ -33,7 +33,7 @@ from twin import kueue as kueue_part
 from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
 from twin.dra import resource_slices
 from twin.kubectl import Kubectl
-from twin.kueue_visibility import visibility_for_loopback
+from twin.kueue_visibility import visibility_available, visibility_for_loopback
 from twin.kwok import start_kwok
 from twin.nodes import NodeCount, TwinNode, twin_nodes
 from twin.processes import Supervisor, wait_until
@@ -242,12 +242,22 @@ class Twin:
         local = kueue_part.local_configuration(chart_config, ports, folder / "kueue-webhook")
         if not self.options.monitoring:
             kueue_part.start_kueue(self.tools["kueue"], args, local, config, self.sup, folder, ports)
-            self.kueue_ports = ports
-            return
-        # With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
-        # /metrics at its pod's IP (leader election decides which one admits; both export the cache's gauges).
+        else:
+            self._kueue_replicas(rendered, chart_config, args, config, ports)
+        self.kueue_ports = ports
+        kubectl = self.kubectl
+        wait_until(lambda: visibility_available(kubectl), "Kueue's visibility API Available", None, 60)
+
+    def _kueue_replicas(
+        self, rendered: list[dict[str, Any]], chart_config: dict[str, Any], args: list[str], config: Path,
+        ports: kueue_part.KueuePorts,
+    ) -> None:  # fmt: skip
+        """With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
+        /metrics at its pod's IP (leader election decides which one admits; both export the cache's gauges)."""
+        assert self.tools and self.kubectl
         from twin.monitoring import pod_network_on_loopback
 
+        folder = self.options.folder
         pod_network_on_loopback()
         deployment = next(o for o in rendered if o["kind"] == "Deployment")
         selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
@@ -272,7 +282,6 @@ class Twin:
             kueue_part.start_kueue(
                 self.tools["kueue"], args, replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
             )
-        self.kueue_ports = ports
 
     def _monitoring_chain(self) -> None:
         assert self.tools and self.plane and self.kubectl

@@ -21,10 +21,12 @@ entry of the twin's root bound into it, plus `/visibility` with a certificate fr
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
 from scheduler.labels import KUEUE_NAMESPACE
+from twin.kubectl import Kubectl
 from twin.pki import CertificateAuthority
 
 SERVICE = "kueue-visibility-server"
@@ -48,6 +50,19 @@ def visibility_for_loopback(objects: list[dict[str, Any]], port: int) -> list[di
     return out
 
 
+def visibility_available(kubectl: Kubectl) -> bool:
+    """Every visibility APIService `Available`: the aggregator reached Kueue's visibility server."""
+    services = json.loads(kubectl.run("get", "apiservices", "-o", "json"))["items"]
+    ours = [s for s in services if (s["spec"].get("service") or {}).get("name") == SERVICE]
+    return bool(ours) and all(
+        any(
+            c["type"] == "Available" and c["status"] == "True"
+            for c in s.get("status", {}).get("conditions", [])
+        )
+        for s in ours
+    )
+
+
 def visibility_certificate(ca: CertificateAuthority, folder: Path) -> Path:
     """The visibility server's serving certificate (tls.crt/tls.key in `folder`), for localhost and the Service."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -59,14 +74,15 @@ def visibility_certificate(ca: CertificateAuthority, folder: Path) -> Path:
 
 
 # $0: the new root's folder, $1: the certificate folder, then the command. Symlinks at the top (bin -> usr/bin)
-# are copied, folders bound recursively (their own mounts, /proc and the twin's /etc overlay, come along).
+# are copied, folders bound recursively (their own mounts, /proc and the twin's /etc overlay, come along); a
+# folder that cannot be bound (an automount, say) is left out, and Kueue names any file it then misses.
 OWN_ROOT = """set -e
 root=$0; certs=$1; shift
 mount -t tmpfs tmpfs "$root"
 for entry in /*; do
   name=${entry#/}
   if [ -L "$entry" ]; then ln -s "$(readlink "$entry")" "$root/$name"
-  elif [ -d "$entry" ]; then mkdir "$root/$name"; mount --rbind "$entry" "$root/$name"
+  elif [ -d "$entry" ]; then mkdir "$root/$name"; mount --rbind "$entry" "$root/$name" || rmdir "$root/$name"
   fi
 done
 mkdir -p "$root/visibility"
