@@ -189,6 +189,10 @@ def test_positions_are_kueues_own_from_its_visibility_api(
     refused = metal_twin.as_member(("nlp-team",)).attempt("get", "--raw", path)
     assert not refused.ok and "forbidden" in refused.err.lower(), refused
     assert not any(n in refused.out + refused.err for n in names.values())
+    # nor through the ClusterQueue's view, which lists every namespace's workloads in it
+    whole = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/vision/pendingworkloads"
+    refused = metal_twin.as_member(("nlp-team",)).attempt("get", "--raw", whole)
+    assert not refused.ok and "forbidden" in refused.err.lower(), refused
 
 
 def test_fragmentation_is_told_as_such(metal_twin: Kube, capsys: pytest.CaptureFixture[str]) -> None:
