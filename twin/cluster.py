@@ -33,6 +33,7 @@ from twin import kueue as kueue_part
 from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
 from twin.dra import resource_slices
 from twin.kubectl import Kubectl
+from twin.kueue_visibility import visibility_available, visibility_for_loopback
 from twin.kwok import start_kwok
 from twin.nodes import NodeCount, TwinNode, twin_nodes
 from twin.processes import Supervisor, wait_until
@@ -227,6 +228,7 @@ class Twin:
         )
         ports = kueue_part.new_ports()
         objects = kueue_part.for_loopback(rendered, f"https://127.0.0.1:{ports.webhook}", self.plane.ca.pem)
+        objects = visibility_for_loopback(objects, ports.visibility)
         self.kubectl.run("create", "namespace", KUEUE_NAMESPACE)
         self.kubectl.apply_crds_first(objects)
         kueue_part.serving_certificates(self.plane.ca, folder / "kueue-webhook")
@@ -236,15 +238,26 @@ class Twin:
             kubeconfig(self.plane.server, self.plane.ca.cert_path, "kueue", token=token),
         )
         chart_config = kueue_part.manager_configuration(rendered)
+        args = kueue_part.deployment_args(rendered)
         local = kueue_part.local_configuration(chart_config, ports, folder / "kueue-webhook")
         if not self.options.monitoring:
-            kueue_part.start_kueue(self.tools["kueue"], local, config, self.sup, folder, ports)
-            self.kueue_ports = ports
-            return
-        # With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
-        # /metrics at its pod's IP (leader election decides which one admits; both export the cache's gauges).
+            kueue_part.start_kueue(self.tools["kueue"], args, local, config, self.sup, folder, ports)
+        else:
+            self._kueue_replicas(rendered, chart_config, args, config, ports)
+        self.kueue_ports = ports
+        kubectl = self.kubectl
+        wait_until(lambda: visibility_available(kubectl), "Kueue's visibility API Available", None, 60)
+
+    def _kueue_replicas(
+        self, rendered: list[dict[str, Any]], chart_config: dict[str, Any], args: list[str], config: Path,
+        ports: kueue_part.KueuePorts,
+    ) -> None:  # fmt: skip
+        """With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
+        /metrics at its pod's IP (leader election decides which one admits; both export the cache's gauges)."""
+        assert self.tools and self.kubectl
         from twin.monitoring import pod_network_on_loopback
 
+        folder = self.options.folder
         pod_network_on_loopback()
         deployment = next(o for o in rendered if o["kind"] == "Deployment")
         selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
@@ -267,9 +280,8 @@ class Twin:
                 "bindAddress": f"{pod['status']['podIP']}:{metrics_port}",
             }
             kueue_part.start_kueue(
-                self.tools["kueue"], replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
+                self.tools["kueue"], args, replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
             )
-        self.kueue_ports = ports
 
     def _monitoring_chain(self) -> None:
         assert self.tools and self.plane and self.kubectl

@@ -7,7 +7,10 @@ admission plugin stays on (the controller-manager runs its service-account and t
 Deployment naming a missing ServiceAccount is refused as it is on EKS), and every component authenticates as
 itself (system:kube-controller-manager, system:kube-scheduler) so the bootstrap RBAC is the real one.
 Everything binds to 127.0.0.1 explicitly: inside a network namespace with only `lo` there is no default
-interface to derive an address from.
+interface to derive an address from. The API server's aggregator gets the front-proxy client certificate and
+request-header flags kubeadm gives it (kubernetes v1.36.4 cmd/kubeadm/app/phases/controlplane/manifests.go:204-210),
+from a CA of their own, so an aggregated API server (Kueue's visibility API) authenticates the users the
+aggregator proxies for.
 """
 
 from __future__ import annotations
@@ -81,6 +84,26 @@ class ControlPlane:
         return f"https://127.0.0.1:{self.api_port}"
 
 
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+def front_proxy_flags(pki: Path) -> list[str]:
+    """The aggregator's client identity and the request headers an aggregated API server trusts from it (kubeadm's
+    set): a front-proxy CA apart from the cluster's, as kubeadm keeps one, and its one client certificate. The
+    API server publishes the CA and header names in kube-system/extension-apiserver-authentication."""
+    ca = CertificateAuthority(pki / "front-proxy")
+    client = ca.issue("front-proxy-client", FRONT_PROXY_CLIENT, client=True)
+    return [
+        f"--requestheader-client-ca-file={ca.cert_path}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={client.cert}",
+        f"--proxy-client-key-file={client.key}",
+    ]
+
+
 def endpoint_reconciler_flags(minor: str) -> list[str]:
     """From 1.37 kube-apiserver refuses to start when its `--advertise-address` cannot be written to the
     `kubernetes` Service's Endpoints (CHANGELOG-1.37, #138102: pkg/controlplane/instance.go at v1.37.2,
@@ -148,6 +171,7 @@ def start_control_plane(
             f"--tls-cert-file={serving.cert}",
             f"--tls-private-key-file={serving.key}",
             f"--client-ca-file={ca.cert_path}",
+            *front_proxy_flags(pki),
             "--authorization-mode=Node,RBAC",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",

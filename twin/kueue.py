@@ -10,9 +10,9 @@ tests do with envtest (kueue@v0.19.2 test/integration/framework/framework.go; co
 pkg/envtest/webhook.go): every webhook and CRD-conversion client config becomes `url: https://127.0.0.1:<port>/<path>`
 with the twin's CA as `caBundle` (a Service would make the API server dial a ClusterIP); internal cert
 management is off (it issues certificates for the Service name and patches the configurations itself,
-pkg/util/cert/cert.go); the visibility API server is off (`VisibilityOnDemand=false`) and its APIServices are not
-applied, since the aggregator would dial the Service; every listener binds 127.0.0.1. Kueue runs as its own
-ServiceAccount (a TokenRequest token), so the chart's RBAC is what it has.
+pkg/util/cert/cert.go); the visibility API is served through the aggregator at 127.0.0.1 (`twin.kueue_visibility`);
+every listener binds 127.0.0.1. Kueue runs as its own ServiceAccount (a TokenRequest token), so the chart's RBAC
+is what it has.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import yaml
 
 from scheduler.labels import KUEUE_NAMESPACE
 from scheduler.yamltext import dump_text
+from twin.kueue_visibility import in_own_root, visibility_certificate
 from twin.pki import CertificateAuthority
 from twin.processes import Process, Supervisor, free_port, https_ok, tcp_open, wait_until
 
@@ -38,8 +39,10 @@ CONFIG_KEY = "controller_manager_config.yaml"
 # Kueue reads its metrics serving certificate from this fixed path when internal cert management is off
 # (kueue@v0.19.2 cmd/kueue/main.go, metricsCertPath); the twin provides it in its own mount namespace.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-FEATURE_GATES = {"VisibilityOnDemand": False}
-DROPPED_KINDS = ("APIService",)
+VISIBILITY_CERTS = "kueue-visibility"  # in the twin's folder, copied to Kueue's /visibility
+DEPLOYMENT = f"{RELEASE}-controller-manager"
+MANAGER_CONTAINER = "manager"
+LOCAL_FLAGS = ("config", "kubeconfig")  # what a process outside the pod is given instead
 
 
 def render_chart(
@@ -66,8 +69,6 @@ def for_loopback(objects: list[dict[str, Any]], base: str, ca_pem: bytes) -> lis
     bundle = base64.b64encode(ca_pem).decode()
     out = []
     for obj in objects:
-        if obj["kind"] in DROPPED_KINDS:
-            continue
         if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for hook in obj.get("webhooks", []):
                 hook["clientConfig"] = _to_url(hook["clientConfig"], base, bundle)
@@ -87,11 +88,44 @@ def manager_configuration(objects: list[dict[str, Any]]) -> dict[str, Any]:
     raise RuntimeError(f"the rendered Kueue chart has no ConfigMap {CONFIG_MAP}")
 
 
+def deployment_args(objects: list[dict[str, Any]]) -> list[str]:
+    """The arguments of the manager container of the chart's controller-manager Deployment: the flags the
+    release runs Kueue with (the chart's `--zap-log-level`, and `--feature-gates` from
+    `controllerManager.featureGates`: kueue@v0.19.2 charts/kueue/templates/manager/manager.yaml:54-57)."""
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                if container["name"] == MANAGER_CONTAINER:
+                    return [str(a) for a in container.get("args", [])]
+    raise RuntimeError(
+        f"the rendered Kueue chart has no Deployment {DEPLOYMENT} with a {MANAGER_CONTAINER} container"
+    )
+
+
+def local_argv(binary: Path, args: list[str], config: Path, kubeconfig: Path) -> list[str]:
+    """Kueue's command line on the twin: the Deployment's `args` with `--config` pointing at the local file and
+    `--kubeconfig` at the ServiceAccount's kubeconfig (a pod has its file mounted and in-cluster credentials);
+    every other flag as the Deployment has it. Go's flag package takes `-f`, `--f`, `=value` or the next word."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name in LOCAL_FLAGS:
+            skip_value = "=" not in arg
+            continue
+        kept.append(arg)
+    return [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}", *kept]
+
+
 @dataclass(frozen=True)
 class KueuePorts:
     webhook: int
     health: int
     metrics: int
+    visibility: int
 
 
 def local_configuration(config: dict[str, Any], ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
@@ -101,6 +135,7 @@ def local_configuration(config: dict[str, Any], ports: KueuePorts, cert_dir: Pat
     local["metrics"] = {**config.get("metrics", {}), "bindAddress": f"127.0.0.1:{ports.metrics}"}
     local["webhook"] = {"host": "127.0.0.1", "port": ports.webhook, "certDir": str(cert_dir)}
     local["internalCertManagement"] = {"enable": False}
+    local["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": ports.visibility}
     election = dict(config.get("leaderElection", {}))
     election["resourceNamespace"] = KUEUE_NAMESPACE  # out of cluster there is no namespace file to read
     local["leaderElection"] = election
@@ -108,7 +143,8 @@ def local_configuration(config: dict[str, Any], ports: KueuePorts, cert_dir: Pat
 
 
 def serving_certificates(ca: CertificateAuthority, webhook_dir: Path) -> None:
-    """The webhook's serving certificate (tls.crt/tls.key in its certDir), for 127.0.0.1 and the Service name."""
+    """The webhook's serving certificate (tls.crt/tls.key in its certDir), for 127.0.0.1 and the Service name;
+    the metrics server's at its fixed path; the visibility server's beside the webhook's (`VISIBILITY_CERTS`)."""
     webhook_dir.mkdir(parents=True, exist_ok=True)
     pair = ca.issue("kueue-webhook", WEBHOOK_SERVICE, ips=("127.0.0.1",),
                     dns=(f"{WEBHOOK_SERVICE}.{KUEUE_NAMESPACE}.svc",), server=True)  # fmt: skip
@@ -119,10 +155,12 @@ def serving_certificates(ca: CertificateAuthority, webhook_dir: Path) -> None:
     METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
     (METRICS_CERT_DIR / "tls.crt").write_bytes(metrics.cert.read_bytes())
     (METRICS_CERT_DIR / "tls.key").write_bytes(metrics.key.read_bytes())
+    visibility_certificate(ca, webhook_dir.parent / VISIBILITY_CERTS)
 
 
 def start_kueue(
     kueue: Path,
+    args: list[str],
     config: dict[str, Any],
     kubeconfig: Path,
     sup: Supervisor,
@@ -130,19 +168,14 @@ def start_kueue(
     ports: KueuePorts,
     name: str = "kueue",
 ) -> Process:
+    """Kueue with the Deployment's `args` (`deployment_args`) and the local `config`, in a root of its own that
+    has the visibility server's certificate where Kueue reads it (`twin.kueue_visibility.in_own_root`)."""
     path = folder / f"{name}-config.yaml"
-    # The twin's gates go in the file beside the stack's own (a DRA-shared pool's): Kueue refuses gates given
-    # both as --feature-gates and in the configuration (pkg/config/validation.go, LoadAndValidateFeatureGates).
-    gates = {**config.get("featureGates", {}), **FEATURE_GATES}
-    path.write_text(dump_text({**config, "featureGates": gates}))
+    path.write_text(dump_text(config))
+    argv = local_argv(kueue, args, path, kubeconfig)
     proc = sup.start(
         name,
-        [
-            kueue,
-            f"--config={path}",
-            f"--kubeconfig={kubeconfig}",
-            "--zap-log-level=2",
-        ],
+        in_own_root(argv, folder / f"{name}-root", folder / VISIBILITY_CERTS),
         env={"NAMESPACE": KUEUE_NAMESPACE, "POD_NAMESPACE": KUEUE_NAMESPACE},
     )
     wait_until(lambda: tcp_open(ports.webhook), f"{name}'s webhook server", proc, 90)
@@ -158,13 +191,15 @@ def https_ok_plain(port: int) -> bool:
 
 
 def new_ports() -> KueuePorts:
-    return KueuePorts(free_port(), free_port(), free_port())
+    return KueuePorts(free_port(), free_port(), free_port(), free_port())
 
 
 __all__ = [
     "KueuePorts",
+    "deployment_args",
     "for_loopback",
     "https_ok",
+    "local_argv",
     "local_configuration",
     "manager_configuration",
     "new_ports",

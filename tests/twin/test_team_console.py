@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from scheduler.explain import cli
+from scheduler.explain.commands import VISIBILITY
 from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.kube import Kube, job, name
@@ -161,6 +162,37 @@ def test_quota_queue_and_why_as_a_member(
     assert code == 3 and "forbidden" in err.lower() and full_h100["nlp-a"] not in out, (out, err)
     code, _out, err = plugin(metal_twin, "vision-team", "-n", "vision", "why", "no-such-job", capsys=capsys)
     assert code == 2 and err.startswith("kubectl gpufleet: JOB: no job or Workload named 'no-such-job'"), err
+
+
+def test_positions_are_kueues_own_from_its_visibility_api(
+    metal_twin: Kube, full_h100: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kueue's visibility API is served on the twin, through the API server's aggregator: a member reads their
+    LocalQueue's pending workloads with their own access, `queue` takes its positions from there and says so,
+    and a member of another team may not read them (the team's RoleBindings are namespaced: the chart's
+    pending-workloads-lq-viewer role reaches members through `edit` and `kueue-batch-user-role`)."""
+    path = VISIBILITY.format(ns="vision", lq="default")
+    summary = json.loads(metal_twin.as_member(("vision-team",)).ok("get", "--raw", path))
+    served = {item["metadata"]["name"]: int(item["positionInClusterQueue"]) for item in summary["items"]}
+    waiting = {key: workload_of(metal_twin, "vision", full_h100[key]) for key in ("over", "low", "next")}
+    names = {key: str((wl or {}).get("metadata", {}).get("name")) for key, wl in waiting.items()}
+    assert set(names.values()) <= set(served), (names, summary)
+    assert served[names["next"]] < served[names["low"]]  # priority first, as Kueue orders its queue
+
+    code, out, err = plugin(metal_twin, "vision-team", "-n", "vision", "queue", "--no-events", capsys=capsys)
+    assert code == 0, err
+    assert "(positions from Kueue's visibility API; 0 is next)" in out, out
+    for key, workload in names.items():
+        (line,) = [line for line in out.splitlines() if f"/{full_h100[key]} " in line]
+        assert int(line.split()[0]) == served[workload], (key, out)
+
+    refused = metal_twin.as_member(("nlp-team",)).attempt("get", "--raw", path)
+    assert not refused.ok and "forbidden" in refused.err.lower(), refused
+    assert not any(n in refused.out + refused.err for n in names.values())
+    # nor through the ClusterQueue's view, which lists every namespace's workloads in it
+    whole = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/vision/pendingworkloads"
+    refused = metal_twin.as_member(("nlp-team",)).attempt("get", "--raw", whole)
+    assert not refused.ok and "forbidden" in refused.err.lower(), refused
 
 
 def test_fragmentation_is_told_as_such(metal_twin: Kube, capsys: pytest.CaptureFixture[str]) -> None:
