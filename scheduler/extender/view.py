@@ -102,12 +102,14 @@ class ExtenderView:
     """Nodes, bound pods and the expected workload; thread-safe (the server and the watch share it)."""
 
     def __init__(self, expected: Workload | None = None, window: int = 1000):
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self.nodes: dict[str, NodeCapacity] = {}
         self.placed: dict[str, _Placed] = {}
-        self.assumed: dict[
-            str, float
-        ] = {}  # uid -> when: placed where the scheduler will bind it, unconfirmed
+        # uid -> when: counted on the node the scheduler is binding it to, not yet seen bound by the watch
+        self.assumed: dict[str, float] = {}
+        self.moved = (
+            0  # assumptions the watch found on another node (the scheduler broke a tie the other way)
+        )
         self.expected = expected
         self.window = window
         self.recent: deque[tuple[int, int, int, int, str]] = deque(maxlen=window)
@@ -121,13 +123,13 @@ class ExtenderView:
         return self._listed >= set(LISTS)
 
     def listed(self, kind: str) -> None:
-        with self._lock:
+        with self.lock:
             self._listed.add(kind)
 
     def retain_nodes(self, names: Iterable[str]) -> None:
         """After a (re)list: drop the nodes the list no longer has, as client-go's reflector Replace does."""
         keep = set(names)
-        with self._lock:
+        with self.lock:
             for name in [n for n in self.nodes if n not in keep]:
                 self.delete_node(name)
 
@@ -135,7 +137,7 @@ class ExtenderView:
         """After a (re)list: drop the pods the list no longer has bound (deleted or finished while the watch was
         down), except the assumed ones, which no list shows bound before their Binding (they lapse on their own)."""
         keep = set(uids)
-        with self._lock:
+        with self.lock:
             for uid in [u for u in self.placed if u not in keep and u not in self.assumed]:
                 self.pod_gone(uid)
 
@@ -143,13 +145,13 @@ class ExtenderView:
 
     def set_node(self, node: dict[str, Any] | NodeCapacity) -> None:
         cap = node if isinstance(node, NodeCapacity) else node_capacity(node)
-        with self._lock:
+        with self.lock:
             if self.nodes.get(cap.name) != cap:
                 self.nodes[cap.name] = cap
                 self._built = None
 
     def delete_node(self, name: str) -> None:
-        with self._lock:
+        with self.lock:
             if self.nodes.pop(name, None) is not None:
                 self._built = None
                 for uid in [u for u, p in self.placed.items() if p.node == name]:
@@ -162,8 +164,9 @@ class ExtenderView:
 
         A pod on a node the view does not know yet (the pod watch ran ahead of the node watch) is kept and
         counted when the node arrives."""
-        with self._lock:
+        with self.lock:
             if self.assumed.pop(uid, None) is not None and self.placed[uid].node != node:
+                self.moved += 1
                 self.pod_gone(uid)
             if uid in self.placed:
                 return
@@ -171,7 +174,7 @@ class ExtenderView:
 
     def assume(self, uid: str, node: str, request: PodRequest, now: float | None = None) -> None:
         """Count a pod on the node the scheduler is about to bind it to, until the watch says where it went."""
-        with self._lock:
+        with self.lock:
             if uid in self.placed or node not in self.nodes:
                 return
             self._count(uid, node, request)
@@ -179,20 +182,20 @@ class ExtenderView:
 
     def forget(self, uid: str) -> None:
         """Drop an unconfirmed assumption (the pod is being scheduled again); a bound pod stays."""
-        with self._lock:
+        with self.lock:
             if self.assumed.pop(uid, None) is not None:
                 self.pod_gone(uid)
 
     def expire(self, now: float | None = None) -> None:
         """Drop the assumptions older than :data:`ASSUMED_TTL_S` that the watch never confirmed."""
         clock = time.monotonic() if now is None else now
-        with self._lock:
+        with self.lock:
             for uid in [u for u, t in self.assumed.items() if clock - t >= ASSUMED_TTL_S]:
                 self.forget(uid)
 
     def _count(self, uid: str, node: str, request: PodRequest) -> None:
         """Allocate the pod on ``node`` in the view (the caller holds the lock)."""
-        with self._lock:
+        with self.lock:
             if node not in self.nodes:
                 self.placed[uid] = _Placed(node, request, [], -1)  # GPUs assigned when the node is known
                 return
@@ -222,7 +225,7 @@ class ExtenderView:
         placed.gpus, placed.milli, placed.cpu, placed.mem = gpus, (milli if gpus else 0), cpu, mem
 
     def pod_gone(self, uid: str) -> None:
-        with self._lock:
+        with self.lock:
             self.assumed.pop(uid, None)
             placed = self.placed.pop(uid, None)
             if placed is None or self._built is None or placed.node not in self._built.index:
@@ -325,7 +328,7 @@ class ExtenderView:
 
     def filter(self, args: wire.ExtenderArgs) -> dict[str, Any]:
         req = pod_request(args.pod)
-        with self._lock:
+        with self.lock:
             self._learn_nodes(args)
             uid = self._begin(args.pod)
             built = self._build(req)
@@ -351,7 +354,7 @@ class ExtenderView:
 
     def prioritize(self, args: wire.ExtenderArgs) -> wire.HostPriorityList:
         req = pod_request(args.pod)
-        with self._lock:
+        with self.lock:
             self._learn_nodes(args)
             uid = self._begin(args.pod)
             built = self._build(req)
@@ -387,7 +390,7 @@ class ExtenderView:
 
     def placement(self, uid: str) -> tuple[str, list[int], int] | None:
         """Where the view put a pod: (node, GPU indices, milli per GPU); for tests and the simulator."""
-        with self._lock:
+        with self.lock:
             p = self.placed.get(uid)
             return (p.node, list(p.gpus), p.milli) if p else None
 

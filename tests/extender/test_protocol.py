@@ -146,7 +146,7 @@ def test_a_prioritized_pod_is_counted_on_its_best_node_and_the_watch_moves_it(ty
     other = ({"gpu-a", "gpu-b"} - {best}).pop()
     assert view.placement("uid-1")[0] == best and view.assumed.keys() == {"uid-1"}
     apply_pod_event(view, "MODIFIED", bound(pod, other))  # the scheduler chose the other equal node
-    assert view.placement("uid-1")[0] == other and not view.assumed
+    assert view.placement("uid-1")[0] == other and not view.assumed and view.moved == 1
     assert sorted(free_gpus(view, best)) == [1000] * 4 and sorted(free_gpus(view, other)) == [
         0,
         0,
@@ -224,3 +224,22 @@ def test_scores_map_onto_the_eleven_extender_levels_keeping_the_best_apart() -> 
     assert scale_scores(np.array([50, 50])).tolist() == [10, 10]  # ties stay ties
     assert scale_scores(np.array([-1, -1])).tolist() == [0, 0]
     assert scale_scores(np.array([0, 99, 100])).tolist() == [0, 8, 10]
+
+
+def test_readyz_counts_the_pods_seen_bound_apart_from_those_assumed(types) -> None:
+    """What a test waits on instead of sleeping: the watch has shown every pod bound, none is only assumed."""
+    view, wsgi = app()
+    view.listed("nodes")
+    view.listed("pods")
+    pod = pod_object("uid-1", 1000, 1024, 2, 1000, "")
+    call(wsgi, "filter", args_doc(types, pod, ["gpu-c"], False))
+
+    def readyz() -> dict[str, int]:
+        out: list[str] = []
+        body = b"".join(wsgi({"REQUEST_METHOD": "GET", "PATH_INFO": "/readyz"}, lambda s, _h: out.append(s)))
+        assert out == ["200 OK"]
+        return json.loads(body)
+
+    assert readyz() == {"nodes": 3, "pods": 0, "assumed": 1, "moved": 0}
+    apply_pod_event(view, "MODIFIED", bound(pod, "gpu-c"))
+    assert readyz() == {"nodes": 3, "pods": 1, "assumed": 0, "moved": 0}
