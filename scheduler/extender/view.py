@@ -78,23 +78,29 @@ def _shape(req: PodRequest, replica_milli: int) -> tuple[int, int, int, int, str
     return (req.cpu_milli, req.memory_mib, req.gpus, MILLI if req.gpus else 0, "|".join(req.models))
 
 
-def scale_scores(fgd: np.ndarray) -> np.ndarray:
-    """FGD scores (0..100, -1 infeasible) to extender priorities 0..10: the best node(s) get 10, the others
-    0..9 by their place between the worst and the best, infeasible nodes 0.
+def scale_scores(fgd: np.ndarray, single: bool = True) -> np.ndarray:
+    """FGD scores (0..100, -1 infeasible) to extender priorities 0..10: the first best node gets 10, the other
+    nodes as good 9, the rest 0..8 by their place between the worst and the best, infeasible nodes 0.
+    ``single=False`` (a pod whose GPUs the view does not model: MIG) gives every best node 10, so the profile's
+    own scores choose among them.
 
     The extender API has eleven levels; a plain ``score // 10`` would tie most nodes (FGD scores of a cluster
     sit within a few points), so the scale is relative to the candidates and the best node always stands out.
+    Only one node gets 10, the one the view assumes the pod on: with the weight (100) that level is worth 1,000
+    points more than any other node's (``score * weight * MaxNodeScore / MaxExtenderPriority``, kubernetes
+    v1.35.8 ``schedule_one.go`` ``prioritizeNodes``), more than the profile's own scores differ by, so the
+    scheduler binds the pod where the view counts it instead of breaking the tie at random elsewhere.
     """
     out = np.zeros(len(fgd), dtype=np.int64)
     ok = fgd >= 0
     if not ok.any():
         return out
     hi, lo = int(fgd[ok].max()), int(fgd[ok].min())
-    if hi == lo:
-        out[ok] = wire.MAX_PRIORITY
-        return out
-    out[ok] = ((fgd[ok] - lo) * (wire.MAX_PRIORITY - 1)) // (hi - lo)
-    out[ok & (fgd == hi)] = wire.MAX_PRIORITY
+    top = wire.MAX_PRIORITY - 1 if single else wire.MAX_PRIORITY
+    if hi > lo:
+        out[ok] = ((fgd[ok] - lo) * (wire.MAX_PRIORITY - 2)) // (hi - lo)
+    out[ok & (fgd == hi)] = top
+    out[int(np.argmax(np.where(ok, fgd, -2)))] = wire.MAX_PRIORITY
     return out
 
 
@@ -107,9 +113,8 @@ class ExtenderView:
         self.placed: dict[str, _Placed] = {}
         # uid -> when: counted on the node the scheduler is binding it to, not yet seen bound by the watch
         self.assumed: dict[str, float] = {}
-        self.moved = (
-            0  # assumptions the watch found on another node (the scheduler broke a tie the other way)
-        )
+        # assumptions the watch found on another node (the scheduler broke a tie the other way)
+        self.moved = 0
         self.expected = expected
         self.window = window
         self.recent: deque[tuple[int, int, int, int, str]] = deque(maxlen=window)
@@ -365,9 +370,10 @@ class ExtenderView:
             nodes = pos[known]
             if len(nodes):
                 scores[known] = self._fgd(built, nodes, req)
-            if uid and len(scores) and scores.max() >= 0:  # the first best node, as the simulator breaks ties
+            single = bool(req.gpus or req.replicas)  # a MIG pod: the profile chooses among equal nodes
+            if single and uid and len(scores) and scores.max() >= 0:  # the first best: the one scored 10
                 self.assume(uid, names[int(np.argmax(scores))], req)
-            return wire.host_priority_list(names, scale_scores(scores).tolist())
+            return wire.host_priority_list(names, scale_scores(scores, single).tolist())
 
     @staticmethod
     def _fgd(built: Built, nodes: np.ndarray, req: PodRequest) -> np.ndarray:

@@ -221,9 +221,14 @@ def test_scores_map_onto_the_eleven_extender_levels_keeping_the_best_apart() -> 
     from scheduler.extender.view import scale_scores
 
     assert scale_scores(np.array([50, 51, -1, 49])).tolist() == [4, 10, 0, 0]
-    assert scale_scores(np.array([50, 50])).tolist() == [10, 10]  # ties stay ties
+    assert scale_scores(np.array([50, 50])).tolist() == [
+        10,
+        9,
+    ]  # one node only: where the view counts the pod
+    assert scale_scores(np.array([-1, 7, 7, 3])).tolist() == [0, 10, 9, 0]
     assert scale_scores(np.array([-1, -1])).tolist() == [0, 0]
-    assert scale_scores(np.array([0, 99, 100])).tolist() == [0, 8, 10]
+    assert scale_scores(np.array([-1, 7, 7, 3]), single=False).tolist() == [0, 10, 10, 0]  # a MIG pod
+    assert scale_scores(np.array([0, 99, 100])).tolist() == [0, 7, 10]
 
 
 def test_readyz_counts_the_pods_seen_bound_apart_from_those_assumed(types) -> None:
