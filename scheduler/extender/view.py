@@ -11,9 +11,9 @@ watch, which sees ``spec.nodeName`` only after the Binding: until then the pods 
 view *assumes* a pod where the scheduler will put it, as soon as a verb tells it (kubernetes v1.35.8
 ``pkg/scheduler/schedule_one.go``): on the one node its filter passes (``schedulePod``: "When only one node
 after predicate, just use it", no prioritize call; an opportunistic batch's hinted node arrives that way too,
-``evaluateNominatedNode``), or on the node it scores best in prioritize (its best node gets ``weight`` x 10 x 10
-more than any other, ``prioritizeNodes``, which the profile's own scores rarely make up; among equal totals the
-scheduler picks at random). The watch then confirms the pod by UID, or moves it to the node it really got; an
+``evaluateNominatedNode``), or on the one node it scores 10 in prioritize (:func:`scale_scores`: 1,000 points
+ahead of any other node, more than the profile's own scores make up; were several nodes scored 10, the
+scheduler would pick among them at random). The watch then confirms the pod by UID, or moves it to the node it really got; an
 assumption the watch never confirms (the binding cycle failed and the pod was not retried through the
 extender) lapses after :data:`ASSUMED_TTL_S`, and a retried pod's filter drops its earlier assumption first.
 Which GPU a time-sliced replica uses is the device plugin's choice, modelled by
