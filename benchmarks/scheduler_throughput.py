@@ -26,9 +26,12 @@ the pods of each mode deleted before the next:
   pods / (last bound - resume): what the scheduler (and extender) alone drain from a full queue.
 
 Every phase records the cores the twin and this client used and the cores everything else on the machine used
-(/proc), and what the logs say: with the extender, its access log's filter, prioritize and bind requests (every
-pod should be bound through ``/bind``), and the scheduler's log lines where it went around the extender (it is
-``ignorable``: a bind that errs or answers late is redone by the DefaultBinder, which then gets 409).
+(/proc), and what the logs say: with the extender, its access log's filter and prioritize requests (every pod
+should reach the extender), and the scheduler's log lines where it went around the extender (it is
+``ignorable``: a filter that errs or answers late is skipped). The scheduler binds every pod itself (the profile
+has no ``bindVerb``), so "bind fell back to DefaultBinder" must stay absent. The summary ends with each mode's
+ratio of the extender's pods/s to the profile alone's, run by run (run i of one profile against run i of the
+other) and the 1-minute load average each run started under.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ H100_SHARE = 0.6  # of the nodes; the rest are time-sliced L40S hosts
 CREATE_THREADS = 8
 MODES = ("sequential", "burst", "backlog")
 IDLE_SECONDS = 5  # the twin's own load with no pods (kwok renewing 1,000 node leases, the controllers)
-REQUEST = re.compile(rb'"POST /(filter|prioritize|bind) HTTP/1\.[01]" (\d{3})')
+REQUEST = re.compile(rb'"POST /(filter|prioritize|bind) HTTP/1\.[01]" (\d{3})')  # bind: an old profile
 SCHEDULER_LOG = {  # kube-scheduler v1.35 pkg/scheduler/schedule_one.go, at its default verbosity
     "bind fell back to DefaultBinder": b"Skipping extender in bind as it returned error",
     "filter skipped the extender": b"Skipping extender as it returned error",
@@ -406,7 +409,8 @@ def profile_runs(cluster: Cluster, units: dict[str, int], workload: Workload, pr
         print(f"{profile}: twin up in {up:.1f} s, every node schedulable {untainted:.0f} s later; "
               f"idle: {json.dumps(idle.numbers())}; gpu-binpack ran {json.dumps(ran)}", flush=True)  # fmt: skip
         for run in range(args.runs):
-            result: dict[str, Any] = {"profile": profile, "run": run, "config": ran, "idle": idle.numbers()}
+            result: dict[str, Any] = {"profile": profile, "run": run, "config": ran, "idle": idle.numbers(),
+                                      "loadavg_1m": os.getloadavg()[0]}  # fmt: skip
             for mode in args.modes:
                 before = log_counts(twin)
                 if mode == "sequential":
@@ -464,6 +468,25 @@ def main() -> None:
                 n = mine[0][mode]["pods"]
                 print(f"| {label.get(profile, profile)} | {mode} | {n} | {statistics.median(rates):.1f} | "
                       f"{', '.join(f'{x:.1f}' for x in rates)} |")  # fmt: skip
+    print_ratios(runs, args.modes)
+
+
+def print_ratios(runs: list[dict[str, Any]], modes: list[str]) -> None:
+    """The extender's pods/s over the profile alone's, pairing run i with run i (the machine's load drifts)."""
+    alone = [r for r in runs if r["profile"] == "MostAllocated"]
+    extender = [r for r in runs if r["profile"] == "FragmentationAware"]
+    if not alone or not extender:
+        return
+    print()
+    print("| mode | extender / alone (median) | per run | load (1 min) alone, extender |")
+    print("|---|---:|---|---|")
+    for mode in modes:
+        pairs = [(a, e) for a, e in zip(alone, extender, strict=False) if mode in a and mode in e]
+        ratios = [e[mode]["pods_per_s"] / a[mode]["pods_per_s"] for a, e in pairs]
+        if ratios:
+            loads = ", ".join(f"{a['loadavg_1m']:.1f}/{e['loadavg_1m']:.1f}" for a, e in pairs)
+            print(f"| {mode} | {statistics.median(ratios):.2f} | {', '.join(f'{x:.2f}' for x in ratios)} | "
+                  f"{loads} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -254,16 +254,20 @@ EXTENDER_TIMEOUT = "2s"  # a 10,000-node prioritize answers well within it (benc
 def extender_entry(url: str, managed_resources: Sequence[str]) -> dict[str, Any]:
     """One ``extenders[]`` entry of a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1 ``Extender``).
 
-    ``ignorable: true``: when the extender is down, kube-scheduler skips it for filter, prioritize and bind
-    (pkg/scheduler/schedule_one.go) and the profile's own NodeResourcesFit (MostAllocated) places the pod and
-    the default binder binds it, so GPU pods keep scheduling, packed, only not fragmentation-aware.
+    ``ignorable: true``: when the extender is down, kube-scheduler skips it for filter and prioritize
+    (pkg/scheduler/schedule_one.go) and the profile's own NodeResourcesFit (MostAllocated) places the pod, so
+    GPU pods keep scheduling, packed, only not fragmentation-aware.
     ``nodeCacheCapable: true``: the extender watches nodes itself, so the scheduler sends names only.
+    No ``bindVerb``: the scheduler binds every pod with its DefaultBinder, after its cache has assumed the pod,
+    so no Binding of the extender's can arrive late and race a second one (kubernetes v1.35.8
+    ``schedule_one.go``, ``extendersBinding`` -> ``handleBindingCycleError`` -> ``Cache.ForgetPod``, which
+    would count the pod's GPUs free until the informer sees it bound); the extender learns the placement from
+    its own verbs and its watch (:mod:`scheduler.extender.view`).
     """
     return {
         "urlPrefix": url,
         "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
-        "bindVerb": "bind",
         "weight": EXTENDER_WEIGHT,
         "enableHTTPS": False,
         "httpTimeout": EXTENDER_TIMEOUT,

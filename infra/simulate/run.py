@@ -191,7 +191,7 @@ def simulate_placement(
         if "FGD-Extender" in policies and len(workload.names) > 2000:
             console.print(
                 f"FGD-Extender sends each of the {len(workload.names):,} pods through the extender's filter, "
-                "prioritize and bind verbs: a run takes a few times FGD's (docs/simulation.md); "
+                "prioritize verbs: a run takes a few times FGD's (docs/simulation.md); "
                 "--policy FGD,... leaves it out"
             )
         total = len(policies) * len(seed_list)

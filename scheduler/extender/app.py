@@ -1,10 +1,11 @@
 """The extender's HTTP face: a WSGI application (served by :mod:`scheduler.extender.__main__`).
 
 kube-scheduler POSTs JSON to ``<urlPrefix>/<verb>`` and treats any status other than 200 as an error
-(``pkg/scheduler/extender.go``, ``HTTPExtender.send``); this app answers ``/filter``, ``/prioritize`` and
-``/bind``, plus ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the first node and pod lists are both
-applied; its body counts the nodes and the bound pods the view holds, so a test can wait until the view has
-taken in what it created instead of sleeping).
+(``pkg/scheduler/extender.go``, ``HTTPExtender.send``); this app answers ``/filter`` and ``/prioritize`` (the
+scheduler binds pods itself), plus ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the first node and pod lists are both
+applied; its body counts the nodes, the pods the watch has shown bound, the pods assumed on the node the
+scheduler is binding them to and not yet seen bound, and the assumptions the watch moved to another node, so a test can wait until the
+view has taken in what it created instead of sleeping).
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], It
             return _reply(start, "200 OK", {"status": "ok"})
         if method == "GET" and path == "/readyz":
             ready = view.ready
-            body = {"nodes": len(view.nodes), "pods": len(view.placed)}
+            with view.lock:
+                assumed = len(view.assumed)
+                body = {"nodes": len(view.nodes), "pods": len(view.placed) - assumed, "assumed": assumed,
+                        "moved": view.moved}  # fmt: skip
             return _reply(start, "200 OK" if ready else "503 Service Unavailable", body)
-        verbs = {"/filter", "/prioritize", "/bind"}
+        verbs = {"/filter", "/prioritize"}
         if path not in verbs:
             return _reply(start, "404 Not Found", {"Error": f"no such verb {path!r}"})
         if method != "POST":
@@ -54,9 +58,7 @@ def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], It
             doc = json.loads(environ["wsgi.input"].read(length) or b"null")
             if path == "/filter":
                 return _reply(start, "200 OK", view.filter(wire.parse_args(doc)))
-            if path == "/prioritize":
-                return _reply(start, "200 OK", view.prioritize(wire.parse_args(doc)))
-            return _reply(start, "200 OK", view.bind(wire.parse_binding(doc)))
+            return _reply(start, "200 OK", view.prioritize(wire.parse_args(doc)))
         except (ValueError, wire.WireError) as exc:
             return _reply(start, "400 Bad Request", {"Error": str(exc)})
 

@@ -5,14 +5,15 @@ Pure data (no Pulumi); the stack applies it with the secondary scheduler when
 :func:`scheduler.placement.with_extender`, pointed at ``http://127.0.0.1:8888``: the extender listens on the
 pod's loopback only. Why a sidecar and not a Deployment behind a Service:
 
-- **One view per pod's placement.** kube-scheduler calls filter, prioritize and bind for a pod in turn, and the
-  extender counts a pod at bind time; behind a Service each call may reach another replica, whose view never
-  saw the pod. Only the scheduler replica holding the leader lease schedules, and
+- **One view per pod's placement.** kube-scheduler calls filter and prioritize for a pod in turn, and the
+  extender counts a pod on the node it is about to be bound to at once, before its watch sees the Binding;
+  behind a Service each call may reach another replica, whose view never counted the pods in flight. Only the scheduler replica holding the leader lease schedules, and
   it reaches exactly its own sidecar; the standby's sidecar keeps a warm view for a failover.
 - **Reachable only by the scheduler.** The extender answers on 127.0.0.1 inside the pod, so no other pod can
-  call bind (which posts Bindings with the scheduler's rights); no Service, no port on the pod network.
+  feed it pods to count; no Service, no port on the pod network.
 - **The scheduler's own rights.** It runs as the pod's ServiceAccount, `gpu-binpack`, whose
-  `system:kube-scheduler` role already lists and watches nodes and pods and creates bindings.
+  `system:kube-scheduler` role already lists and watches nodes and pods (the extender creates nothing; the
+  scheduler binds).
 
 Its probes are exec probes (`python -m scheduler.extender --probe`): the kubelet's HTTP probes would dial the
 pod IP, where nothing listens.

@@ -1,12 +1,21 @@
-"""The extender's view of the cluster and its three verbs: filter, prioritize, bind.
+"""The extender's view of the cluster and its two verbs: filter and prioritize.
 
 The view holds the nodes (capacity, GPU model, replicas per GPU) and the pods bound to them, as a simulator
 :class:`~scheduler.fgd.state.ClusterState` with its :class:`~scheduler.fgd.frag.NodeFragmentation`, so a
 prioritize call is one vectorised :func:`~scheduler.fgd.frag.fgd_scores` over the candidate nodes: the same
 code the simulator's FGD policy runs.
 
-Pods count at once: ``bind`` allocates the pod in the view before it answers (and gives it back if the
-binding fails), so the next pod already sees those GPUs taken; the watch later confirms the same pod by UID.
+kube-scheduler binds every pod itself (the profile has no ``bindVerb``), so its cache assumes the pod before the
+Binding and no second Binding can race one of the extender's. The extender learns where a pod went from its
+watch, which sees ``spec.nodeName`` only after the Binding: until then the pods in flight would look free. So the
+view *assumes* a pod where the scheduler will put it, as soon as a verb tells it (kubernetes v1.35.8
+``pkg/scheduler/schedule_one.go``): on the one node its filter passes (``schedulePod``: "When only one node
+after predicate, just use it", no prioritize call; an opportunistic batch's hinted node arrives that way too,
+``evaluateNominatedNode``), or on the one node it scores 10 in prioritize (:func:`scale_scores`: 1,000 points
+ahead of any other node, more than the profile's own scores make up; were several nodes scored 10, the
+scheduler would pick among them at random). The watch then confirms the pod by UID, or moves it to the node it really got; an
+assumption the watch never confirms (the binding cycle failed and the pod was not retried through the
+extender) lapses after :data:`ASSUMED_TTL_S`, and a retried pod's filter drops its earlier assumption first.
 Which GPU a time-sliced replica uses is the device plugin's choice, modelled by
 :func:`~scheduler.fgd.frag.distributed_gpu`; a pod whose containers ask one replica each gets them one after
 another (the kubelet allocates container by container), so two may share a GPU.
@@ -21,8 +30,8 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +45,7 @@ from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.fgd.shapes import TargetWorkload, target_workload
 from scheduler.fgd.state import ClusterState
 
-Binder = Callable[[wire.BindingArgs], None]  # posts the Binding; raises to fail it
-PENDING_MAX = 10_000  # pods remembered between prioritize and bind
-FRESH_BIND_S = 30.0  # a pod this view bound is kept through a relist that may predate the binding
+ASSUMED_TTL_S = 60.0  # an assumption the watch has not confirmed by then is dropped (a bound pod is re-added)
 LISTS = ("nodes", "pods")  # the view is ready once both initial lists are applied
 REFUSED = (
     "a container asks for more than one nvidia.com/gpu.shared replica, which the device plugin refuses "
@@ -71,42 +78,49 @@ def _shape(req: PodRequest, replica_milli: int) -> tuple[int, int, int, int, str
     return (req.cpu_milli, req.memory_mib, req.gpus, MILLI if req.gpus else 0, "|".join(req.models))
 
 
-def scale_scores(fgd: np.ndarray) -> np.ndarray:
-    """FGD scores (0..100, -1 infeasible) to extender priorities 0..10: the best node(s) get 10, the others
-    0..9 by their place between the worst and the best, infeasible nodes 0.
+def scale_scores(fgd: np.ndarray, single: bool = True) -> np.ndarray:
+    """FGD scores (0..100, -1 infeasible) to extender priorities 0..10: the first best node gets 10, the other
+    nodes as good 9, the rest 0..8 by their place between the worst and the best, infeasible nodes 0.
+    ``single=False`` (a pod whose GPUs the view does not model: MIG) gives every best node 10, so the profile's
+    own scores choose among them.
 
     The extender API has eleven levels; a plain ``score // 10`` would tie most nodes (FGD scores of a cluster
     sit within a few points), so the scale is relative to the candidates and the best node always stands out.
+    Only one node gets 10, the one the view assumes the pod on: with the weight (100) that level is worth 1,000
+    points more than any other node's (``score * weight * MaxNodeScore / MaxExtenderPriority``, kubernetes
+    v1.35.8 ``schedule_one.go`` ``prioritizeNodes``), more than the profile's own scores differ by, so the
+    scheduler binds the pod where the view counts it instead of breaking the tie at random elsewhere.
     """
     out = np.zeros(len(fgd), dtype=np.int64)
     ok = fgd >= 0
     if not ok.any():
         return out
     hi, lo = int(fgd[ok].max()), int(fgd[ok].min())
-    if hi == lo:
-        out[ok] = wire.MAX_PRIORITY
-        return out
-    out[ok] = ((fgd[ok] - lo) * (wire.MAX_PRIORITY - 1)) // (hi - lo)
-    out[ok & (fgd == hi)] = wire.MAX_PRIORITY
+    top = wire.MAX_PRIORITY - 1 if single else wire.MAX_PRIORITY
+    if hi > lo:
+        out[ok] = ((fgd[ok] - lo) * (wire.MAX_PRIORITY - 2)) // (hi - lo)
+    out[ok & (fgd == hi)] = top
+    out[int(np.argmax(np.where(ok, fgd, -2)))] = wire.MAX_PRIORITY
     return out
 
 
 class ExtenderView:
     """Nodes, bound pods and the expected workload; thread-safe (the server and the watch share it)."""
 
-    def __init__(self, expected: Workload | None = None, window: int = 1000, binder: Binder | None = None):
-        self._lock = threading.RLock()
+    def __init__(self, expected: Workload | None = None, window: int = 1000):
+        self.lock = threading.RLock()
         self.nodes: dict[str, NodeCapacity] = {}
         self.placed: dict[str, _Placed] = {}
-        self.pending: OrderedDict[str, PodRequest] = OrderedDict()
+        # uid -> when: counted on the node the scheduler is binding it to, not yet seen bound by the watch
+        self.assumed: dict[str, float] = {}
+        # assumptions the watch found on another node (the scheduler broke a tie the other way)
+        self.moved = 0
         self.expected = expected
         self.window = window
         self.recent: deque[tuple[int, int, int, int, str]] = deque(maxlen=window)
         self._since_target = 0
-        self.binder = binder
         self._built: Built | None = None
         self._listed: set[str] = set()
-        self._bound_at: dict[str, float] = {}
 
     @property
     def ready(self) -> bool:
@@ -114,51 +128,79 @@ class ExtenderView:
         return self._listed >= set(LISTS)
 
     def listed(self, kind: str) -> None:
-        with self._lock:
+        with self.lock:
             self._listed.add(kind)
 
     def retain_nodes(self, names: Iterable[str]) -> None:
         """After a (re)list: drop the nodes the list no longer has, as client-go's reflector Replace does."""
         keep = set(names)
-        with self._lock:
+        with self.lock:
             for name in [n for n in self.nodes if n not in keep]:
                 self.delete_node(name)
 
-    def retain_pods(self, uids: Iterable[str], now: float | None = None) -> None:
+    def retain_pods(self, uids: Iterable[str]) -> None:
         """After a (re)list: drop the pods the list no longer has bound (deleted or finished while the watch was
-        down), except those this view bound itself moments ago, which a list taken before it may not show."""
+        down), except the assumed ones, which no list shows bound before their Binding (they lapse on their own)."""
         keep = set(uids)
-        clock = time.monotonic() if now is None else now
-        with self._lock:
-            fresh = {u for u, t in self._bound_at.items() if clock - t < FRESH_BIND_S}
-            self._bound_at = {u: t for u, t in self._bound_at.items() if u in fresh}
-            for uid in [u for u in self.placed if u not in keep and u not in fresh]:
+        with self.lock:
+            for uid in [u for u in self.placed if u not in keep and u not in self.assumed]:
                 self.pod_gone(uid)
 
     # ---- nodes and pods (from the watch, or from full Node objects in ExtenderArgs) ---------------------
 
     def set_node(self, node: dict[str, Any] | NodeCapacity) -> None:
         cap = node if isinstance(node, NodeCapacity) else node_capacity(node)
-        with self._lock:
+        with self.lock:
             if self.nodes.get(cap.name) != cap:
                 self.nodes[cap.name] = cap
                 self._built = None
 
     def delete_node(self, name: str) -> None:
-        with self._lock:
+        with self.lock:
             if self.nodes.pop(name, None) is not None:
                 self._built = None
                 for uid in [u for u, p in self.placed.items() if p.node == name]:
                     del self.placed[uid]
+                    self.assumed.pop(uid, None)
 
     def pod_bound(self, uid: str, node: str, request: PodRequest) -> None:
-        """A pod running on ``node`` (watch event or our own bind); a pod already counted is left as is.
+        """A pod bound to ``node`` (a watch event): a pod assumed there is confirmed, one assumed elsewhere moves;
+        a pod already counted is left as is.
 
         A pod on a node the view does not know yet (the pod watch ran ahead of the node watch) is kept and
         counted when the node arrives."""
-        with self._lock:
+        with self.lock:
+            if self.assumed.pop(uid, None) is not None and self.placed[uid].node != node:
+                self.moved += 1
+                self.pod_gone(uid)
             if uid in self.placed:
                 return
+            self._count(uid, node, request)
+
+    def assume(self, uid: str, node: str, request: PodRequest, now: float | None = None) -> None:
+        """Count a pod on the node the scheduler is about to bind it to, until the watch says where it went."""
+        with self.lock:
+            if uid in self.placed or node not in self.nodes:
+                return
+            self._count(uid, node, request)
+            self.assumed[uid] = time.monotonic() if now is None else now
+
+    def forget(self, uid: str) -> None:
+        """Drop an unconfirmed assumption (the pod is being scheduled again); a bound pod stays."""
+        with self.lock:
+            if self.assumed.pop(uid, None) is not None:
+                self.pod_gone(uid)
+
+    def expire(self, now: float | None = None) -> None:
+        """Drop the assumptions older than :data:`ASSUMED_TTL_S` that the watch never confirmed."""
+        clock = time.monotonic() if now is None else now
+        with self.lock:
+            for uid in [u for u, t in self.assumed.items() if clock - t >= ASSUMED_TTL_S]:
+                self.forget(uid)
+
+    def _count(self, uid: str, node: str, request: PodRequest) -> None:
+        """Allocate the pod on ``node`` in the view (the caller holds the lock)."""
+        with self.lock:
             if node not in self.nodes:
                 self.placed[uid] = _Placed(node, request, [], -1)  # GPUs assigned when the node is known
                 return
@@ -188,7 +230,8 @@ class ExtenderView:
         placed.gpus, placed.milli, placed.cpu, placed.mem = gpus, (milli if gpus else 0), cpu, mem
 
     def pod_gone(self, uid: str) -> None:
-        with self._lock:
+        with self.lock:
+            self.assumed.pop(uid, None)
             placed = self.placed.pop(uid, None)
             if placed is None or self._built is None or placed.node not in self._built.index:
                 return
@@ -275,13 +318,14 @@ class ExtenderView:
 
     # ---- the verbs -------------------------------------------------------------------------------------
 
-    def _remember(self, pod: dict[str, Any], req: PodRequest) -> None:
+    def _begin(self, pod: dict[str, Any]) -> str:
+        """A scheduling attempt of ``pod`` starts: lapsed assumptions go, and so does this pod's own earlier one
+        (a retried pod must not find its GPUs taken by itself); returns its UID ('' when it has none)."""
         uid = str((pod.get("metadata") or {}).get("uid", ""))
+        self.expire()
         if uid:
-            self.pending[uid] = req
-            self.pending.move_to_end(uid)
-            while len(self.pending) > PENDING_MAX:
-                self.pending.popitem(last=False)
+            self.forget(uid)
+        return uid
 
     def _learn_nodes(self, args: wire.ExtenderArgs) -> None:
         for node in args.nodes or []:
@@ -289,9 +333,9 @@ class ExtenderView:
 
     def filter(self, args: wire.ExtenderArgs) -> dict[str, Any]:
         req = pod_request(args.pod)
-        with self._lock:
+        with self.lock:
             self._learn_nodes(args)
-            self._remember(args.pod, req)
+            uid = self._begin(args.pod)
             built = self._build(req)
             passed: list[str] = []
             failed: dict[str, str] = {}
@@ -309,13 +353,15 @@ class ExtenderView:
                     failed[name] = "node not (yet) in the GPU extender's view"
                 else:
                     failed[name] = "no room for the pod's GPUs, CPU or memory in the GPU extender's view"
+            if uid and len(passed) == 1:  # the scheduler binds it there without asking prioritize
+                self.assume(uid, passed[0], req)
             return wire.filter_result(args, passed, failed, {})
 
     def prioritize(self, args: wire.ExtenderArgs) -> wire.HostPriorityList:
         req = pod_request(args.pod)
-        with self._lock:
+        with self.lock:
             self._learn_nodes(args)
-            self._remember(args.pod, req)
+            uid = self._begin(args.pod)
             built = self._build(req)
             names = args.node_names
             pos = np.fromiter(map(built.index.__getitem__, names), dtype=np.int64, count=len(names))
@@ -324,7 +370,10 @@ class ExtenderView:
             nodes = pos[known]
             if len(nodes):
                 scores[known] = self._fgd(built, nodes, req)
-            return wire.host_priority_list(names, scale_scores(scores).tolist())
+            single = bool(req.gpus or req.replicas)  # a MIG pod: the profile chooses among equal nodes
+            if single and uid and len(scores) and scores.max() >= 0:  # the first best: the one scored 10
+                self.assume(uid, names[int(np.argmax(scores))], req)
+            return wire.host_priority_list(names, scale_scores(scores, single).tolist())
 
     @staticmethod
     def _fgd(built: Built, nodes: np.ndarray, req: PodRequest) -> np.ndarray:
@@ -345,30 +394,9 @@ class ExtenderView:
                 out[rows[keep]] = fgd_group(built, idx[keep], req, d)
         return out
 
-    def bind(self, args: wire.BindingArgs) -> dict[str, Any]:
-        """Count the pod on its node at once, then post the Binding (:attr:`binder`, outside the lock); a
-        binder that raises gives the GPUs back and the scheduler gets its error."""
-        with self._lock:
-            req = self.pending.pop(args.pod_uid, None)
-            if req is None:
-                return wire.binding_result(
-                    f"pod {args.pod_namespace}/{args.pod_name} was not seen in filter or prioritize"
-                )
-            if args.node not in self.nodes:
-                return wire.binding_result(f"node {args.node} is not in the GPU extender's view")
-            self.pod_bound(args.pod_uid, args.node, req)  # count it at once
-            self._bound_at[args.pod_uid] = time.monotonic()
-        if self.binder is not None:
-            try:
-                self.binder(args)
-            except Exception as exc:  # the API refused: give the GPUs back, report to the scheduler
-                self.pod_gone(args.pod_uid)
-                return wire.binding_result(f"binding {args.pod_namespace}/{args.pod_name} failed: {exc}")
-        return wire.binding_result()
-
     def placement(self, uid: str) -> tuple[str, list[int], int] | None:
         """Where the view put a pod: (node, GPU indices, milli per GPU); for tests and the simulator."""
-        with self._lock:
+        with self.lock:
             p = self.placed.get(uid)
             return (p.node, list(p.gpus), p.milli) if p else None
 

@@ -1,11 +1,11 @@
-"""Keep an :class:`~scheduler.extender.view.ExtenderView` from the API server, and bind pods through it.
+"""Keep an :class:`~scheduler.extender.view.ExtenderView` from the API server.
 
 Uses the official ``kubernetes`` client: list then watch Nodes and Pods (``resourceVersion`` resumes a watch;
 a 410 Gone restarts with a fresh list, as client-go's reflector does; a list replaces what the view held, so
 what disappeared meanwhile leaves it). Bound pods (``spec.nodeName`` set, not
-Succeeded/Failed) count in the view; deleted or finished pods leave it. ``bind`` posts a ``v1.Binding``
-(``pods/binding`` subresource), what kube-scheduler's DefaultBinder does, within the scheduler's ``httpTimeout``
-(:mod:`scheduler.extender.binder`).
+Succeeded/Failed) count in the view, and confirm (or move) the view's assumption of where the scheduler put
+them; deleted or finished pods leave it. kube-scheduler binds the pods itself, so the extender needs only the
+rights to list and watch nodes and pods.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import logging
 import threading
 from typing import Any
 
-from scheduler.extender.binder import binding_api, make_binder
 from scheduler.extender.resources import pod_request
 from scheduler.extender.view import ExtenderView
 
@@ -84,7 +83,7 @@ def _watch(view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: thr
 
 def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an API server
     """Load the in-cluster config (or $KUBECONFIG outside a cluster, as on the twin), start the Node and Pod
-    watches, install the binder; returns a stop event."""
+    watches; returns a stop event."""
     from kubernetes import client, config
 
     try:
@@ -93,7 +92,6 @@ def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an
         config.load_kube_config()
     core = client.CoreV1Api()
     stop = threading.Event()
-    view.binder = make_binder(binding_api())
     for list_fn, replace, apply in (
         (core.list_node, replace_nodes, apply_node_event),
         (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event),

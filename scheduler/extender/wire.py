@@ -1,8 +1,7 @@
 """The extender wire format: ``k8s.io/kube-scheduler/extender/v1`` (kubernetes v1.36.3, ``extender/v1/types.go``).
 
 The Go structs have no json tags, so the JSON keys are the Go field names (``Pod``, ``Nodes``, ``NodeNames``,
-``FailedNodes``, ``FailedAndUnresolvableNodes``, ``Error``, ``Host``, ``Score``, ``PodName``, ``PodNamespace``,
-``PodUID``, ``Node``). The scheduler sends exactly these keys and matches keys case-insensitively when it
+``FailedNodes``, ``FailedAndUnresolvableNodes``, ``Error``, ``Host``, ``Score``). The scheduler sends exactly these keys and matches keys case-insensitively when it
 decodes a reply (``encoding/json``). With ``nodeCacheCapable: true`` it sends ``NodeNames`` and reads
 ``NodeNames`` back; otherwise a full ``v1.NodeList`` in ``Nodes``. Scores run from ``MinExtenderPriority`` 0 to
 ``MaxExtenderPriority`` 10.
@@ -140,25 +139,3 @@ class HostPriorityList(Sequence[dict[str, Any]]):
 
 def host_priority_list(hosts: list[str], scores: list[int]) -> HostPriorityList:
     return HostPriorityList(hosts, scores)
-
-
-@dataclass(frozen=True)
-class BindingArgs:
-    pod_name: str
-    pod_namespace: str
-    pod_uid: str
-    node: str
-
-
-def parse_binding(doc: Any) -> BindingArgs:
-    if not isinstance(doc, dict):
-        raise WireError("ExtenderBindingArgs must be a JSON object")
-    values = {k: _get(doc, k) for k in ("PodName", "PodNamespace", "PodUID", "Node")}
-    missing = [k for k, v in values.items() if not isinstance(v, str) or not v]
-    if missing:
-        raise WireError(f"ExtenderBindingArgs needs {', '.join(missing)}")
-    return BindingArgs(values["PodName"], values["PodNamespace"], values["PodUID"], values["Node"])
-
-
-def binding_result(error: str = "") -> dict[str, Any]:
-    return {"Error": error}

@@ -26,7 +26,7 @@ def extender_type(shared_dir: Path) -> dict[str, Any]:
 def test_extender_entry_matches_the_scheduler_config_extender_type(extender_type) -> None:
     """kubescheduler.config.k8s.io/v1 Extender (kubernetes v1.36.3 config/v1/types.go): only its json keys,
     enableHTTPS spelled so, weight positive, httpTimeout a duration, managedResources {name, ignoredByScheduler},
-    at most one extender with bindVerb."""
+    and no bindVerb: kube-scheduler binds every pod itself."""
     base = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -41,17 +41,17 @@ def test_extender_entry_matches_the_scheduler_config_extender_type(extender_type
         "urlPrefix",
         "filterVerb",
         "prioritizeVerb",
-        "bindVerb",
         "weight",
         "httpTimeout",
         "managedResources",
         "ignorable",
     } <= set(entry)
     assert entry["weight"] > 0
+    assert "bindVerb" in allowed and "bindVerb" not in entry
     assert re.fullmatch(r"\d+(ms|s|m)", entry["httpTimeout"])
     assert entry["ignorable"] is True and entry["nodeCacheCapable"] is True
     assert [m["name"] for m in entry["managedResources"]] == [GPU_RESOURCE, SHARED_GPU_RESOURCE]
-    assert sum(1 for e in config["extenders"] if e.get("bindVerb")) == 1
+    assert not any(e.get("bindVerb") for e in config["extenders"])
     assert entry["urlPrefix"] == "http://127.0.0.1:8888"  # the sidecar, on the scheduler pod's loopback
 
 

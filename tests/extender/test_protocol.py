@@ -19,7 +19,9 @@ import pytest
 
 from scheduler.extender import wire
 from scheduler.extender.app import call, make_app
+from scheduler.extender.resources import pod_request
 from scheduler.extender.view import ExtenderView
+from scheduler.extender.watch import apply_pod_event
 from scheduler.fgd.model import Workload
 from scheduler.sim.policies.fgd_extender import node_object, pod_object
 from tests.extender.go_types import load_types
@@ -53,6 +55,11 @@ def app(expected: Workload | None = None) -> tuple[ExtenderView, Any]:
     view = ExtenderView(expected=expected)
     view.load_nodes(NODES)
     return view, make_app(view)
+
+
+def free_gpus(view: ExtenderView, node: str) -> list[int]:
+    built = view._build()
+    return built.state.free_gpu[built.index[node]].tolist()
 
 
 def args_doc(types, pod: dict[str, Any], names: list[str], full: bool) -> dict[str, Any]:
@@ -110,46 +117,69 @@ def test_prioritize_answers_a_host_priority_list_within_the_extender_range(types
     assert scores["gpu-a"] == hi and scores["gpu-b"] < hi
 
 
-def test_bind_counts_the_pod_at_once_so_the_next_pod_sees_its_gpus_taken(types) -> None:
-    """ExtenderBindingArgs{PodName, PodNamespace, PodUID, Node} -> ExtenderBindingResult{Error}."""
-    assert fields(types, "ExtenderBindingArgs") == ["PodName", "PodNamespace", "PodUID", "Node"]
-    bound: list[wire.BindingArgs] = []
-    view, wsgi = app()
-    view.binder = bound.append
-    names = ["gpu-c"]
-    for i in (1, 2):
-        pod = pod_object(f"uid-{i}", 1000, 1024, 2, 1000, "")
-        status, result = call(wsgi, "filter", args_doc(types, pod, names, False))
-        if i == 2:
-            assert result["NodeNames"] == [] and "gpu-c" in result["FailedNodes"]  # its 2 GPUs are taken
-            break
-        status, result = call(
-            wsgi, "bind", {"PodName": f"uid-{i}", "PodNamespace": "t", "PodUID": f"uid-{i}", "Node": "gpu-c"}
-        )
-        assert (
-            status == 200
-            and set(result) == set(fields(types, "ExtenderBindingResult"))
-            and result["Error"] == ""
-        )
-    assert [b.node for b in bound] == ["gpu-c"]
+def bound(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """The pod as the extender's watch delivers it once kube-scheduler's Binding is applied."""
+    return {**pod, "spec": {**pod["spec"], "nodeName": node}, "status": {"phase": "Pending"}}
 
 
-def test_failed_binding_gives_the_gpus_back_and_reports_the_error(types) -> None:
-    view, wsgi = app()
-
-    def refuse(_args: wire.BindingArgs) -> None:
-        raise RuntimeError('pods "x" not found')
-
-    view.binder = refuse
-    pod = pod_object("uid-9", 1000, 1024, 2, 1000, "")
-    call(wsgi, "filter", args_doc(types, pod, ["gpu-c"], False))
-    _, result = call(wsgi, "bind", {"PodName": "x", "PodNamespace": "t", "PodUID": "uid-9", "Node": "gpu-c"})
-    assert "not found" in result["Error"]
-    assert view.placement("uid-9") is None
-    _, again = call(
-        wsgi, "filter", args_doc(types, pod_object("uid-10", 1000, 1024, 2, 1000, ""), ["gpu-c"], False)
+def test_a_pod_filtered_to_one_node_is_counted_there_before_its_binding(types) -> None:
+    """One feasible node after the extender's filter: kube-scheduler binds the pod there without prioritize
+    (v1.35.8 schedule_one.go schedulePod), so the next pod already sees those GPUs taken."""
+    _, wsgi = app()
+    _, first = call(
+        wsgi, "filter", args_doc(types, pod_object("uid-1", 1000, 1024, 2, 1000, ""), ["gpu-c"], False)
     )
-    assert again["NodeNames"] == ["gpu-c"]
+    assert first["NodeNames"] == ["gpu-c"]
+    _, second = call(
+        wsgi, "filter", args_doc(types, pod_object("uid-2", 1000, 1024, 2, 1000, ""), ["gpu-c"], False)
+    )
+    assert second["NodeNames"] == [] and "gpu-c" in second["FailedNodes"]  # uid-1 holds its 2 GPUs
+
+
+def test_a_prioritized_pod_is_counted_on_its_best_node_and_the_watch_moves_it(types) -> None:
+    """The best-scored node wins by weight x 10 x 10 points (prioritizeNodes); among equals the scheduler picks
+    at random, so the watch, which sees where the Binding put the pod, has the last word."""
+    view, wsgi = app()
+    pod = pod_object("uid-1", 1000, 1024, 2, 1000, "")
+    _, prio = call(wsgi, "prioritize", args_doc(types, pod, ["gpu-a", "gpu-b"], False))
+    best = max(prio, key=lambda h: h["Score"])["Host"]
+    other = ({"gpu-a", "gpu-b"} - {best}).pop()
+    assert view.placement("uid-1")[0] == best and view.assumed.keys() == {"uid-1"}
+    apply_pod_event(view, "MODIFIED", bound(pod, other))  # the scheduler chose the other equal node
+    assert view.placement("uid-1")[0] == other and not view.assumed and view.moved == 1
+    assert sorted(free_gpus(view, best)) == [1000] * 4 and sorted(free_gpus(view, other)) == [
+        0,
+        0,
+        1000,
+        1000,
+    ]
+    view._build().state.check()
+
+
+def test_a_retried_pod_does_not_find_its_gpus_taken_by_itself(types) -> None:
+    view, wsgi = app()
+    pod = pod_object("uid-1", 1000, 1024, 2, 1000, "")
+    call(wsgi, "filter", args_doc(types, pod, ["gpu-c"], False))  # assumed on gpu-c; its binding cycle fails
+    _, again = call(wsgi, "filter", args_doc(types, pod, ["gpu-c"], False))
+    assert again["NodeNames"] == ["gpu-c"] and view.placement("uid-1")[0] == "gpu-c"
+
+
+def test_an_assumption_the_watch_never_confirms_lapses_and_a_confirmed_pod_stays(types) -> None:
+    from scheduler.extender.view import ASSUMED_TTL_S
+
+    view, _ = app()
+    lost, kept = (pod_object(u, 1000, 1024, 2, 1000, "") for u in ("uid-lost", "uid-kept"))
+    view.assume("uid-lost", "gpu-c", pod_request(lost), now=0.0)
+    view.assume("uid-kept", "gpu-a", pod_request(kept), now=0.0)
+    apply_pod_event(view, "MODIFIED", bound(kept, "gpu-a"))
+    view.expire(now=ASSUMED_TTL_S - 1)
+    assert view.placement("uid-lost") is not None
+    view.expire(now=ASSUMED_TTL_S)
+    assert view.placement("uid-lost") is None and free_gpus(view, "gpu-c")[:2] == [
+        1000,
+        1000,
+    ]  # a T4 node: 2 GPUs
+    assert view.placement("uid-kept") is not None
 
 
 def test_bad_documents_are_400_with_an_error() -> None:
@@ -157,7 +187,7 @@ def test_bad_documents_are_400_with_an_error() -> None:
     status, body = call(wsgi, "filter", {"Pod": "nope"})
     assert status == 400 and "Pod" in body["Error"]
     status, body = call(wsgi, "bind", {"PodName": "x"})
-    assert status == 400 and "PodUID" in body["Error"]
+    assert status == 404  # no bind verb: kube-scheduler binds
 
 
 def test_real_http_on_loopback(types) -> None:
@@ -191,6 +221,30 @@ def test_scores_map_onto_the_eleven_extender_levels_keeping_the_best_apart() -> 
     from scheduler.extender.view import scale_scores
 
     assert scale_scores(np.array([50, 51, -1, 49])).tolist() == [4, 10, 0, 0]
-    assert scale_scores(np.array([50, 50])).tolist() == [10, 10]  # ties stay ties
+    assert scale_scores(np.array([50, 50])).tolist() == [
+        10,
+        9,
+    ]  # one node only: where the view counts the pod
+    assert scale_scores(np.array([-1, 7, 7, 3])).tolist() == [0, 10, 9, 0]
     assert scale_scores(np.array([-1, -1])).tolist() == [0, 0]
-    assert scale_scores(np.array([0, 99, 100])).tolist() == [0, 8, 10]
+    assert scale_scores(np.array([-1, 7, 7, 3]), single=False).tolist() == [0, 10, 10, 0]  # a MIG pod
+    assert scale_scores(np.array([0, 99, 100])).tolist() == [0, 7, 10]
+
+
+def test_readyz_counts_the_pods_seen_bound_apart_from_those_assumed(types) -> None:
+    """What a test waits on instead of sleeping: the watch has shown every pod bound, none is only assumed."""
+    view, wsgi = app()
+    view.listed("nodes")
+    view.listed("pods")
+    pod = pod_object("uid-1", 1000, 1024, 2, 1000, "")
+    call(wsgi, "filter", args_doc(types, pod, ["gpu-c"], False))
+
+    def readyz() -> dict[str, int]:
+        out: list[str] = []
+        body = b"".join(wsgi({"REQUEST_METHOD": "GET", "PATH_INFO": "/readyz"}, lambda s, _h: out.append(s)))
+        assert out == ["200 OK"]
+        return json.loads(body)
+
+    assert readyz() == {"nodes": 3, "pods": 0, "assumed": 1, "moved": 0}
+    apply_pod_event(view, "MODIFIED", bound(pod, "gpu-c"))
+    assert readyz() == {"nodes": 3, "pods": 1, "assumed": 0, "moved": 0}

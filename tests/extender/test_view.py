@@ -69,7 +69,7 @@ def test_a_relist_drops_what_disappeared_between_two_watches() -> None:
     view._build().state.check()
 
 
-def test_a_pod_just_bound_survives_a_list_taken_before_its_binding() -> None:
+def test_a_pod_assumed_before_its_binding_survives_a_list_that_cannot_show_it_bound() -> None:
     from scheduler.extender import wire
     from scheduler.extender.watch import replace_nodes, replace_pods
 
@@ -77,10 +77,11 @@ def test_a_pod_just_bound_survives_a_list_taken_before_its_binding() -> None:
     replace_nodes(view, [node_object("n1", 8000, 16384, 2, "A10", 1)])
     replace_pods(view, [])
     pod = pod_object("fresh", 1000, 1024, 1, 1000, "")
-    view.filter(wire.parse_args({"pod": pod, "nodenames": ["n1"]}))
-    view.bind(wire.parse_binding({"podName": "fresh", "podNamespace": "t", "podUID": "fresh", "node": "n1"}))
-    replace_pods(view, [])  # a list from before the binding
+    view.filter(wire.parse_args({"pod": pod, "nodenames": ["n1"]}))  # one node: the scheduler binds it there
+    replace_pods(view, [])  # a relist while the Binding is in flight
     assert view.placement("fresh") is not None
+    replace_pods(view, [bound("fresh", "n1", 1)])  # the Binding applied: confirmed, counted once
+    assert not view.assumed and sorted(free(view, "n1")) == [0, 1000]
 
 
 def test_ready_only_after_both_lists() -> None:

@@ -96,11 +96,8 @@ def test_a_fragmentation_aware_stack_renders_the_extender_and_validates_strictly
     (entry,) = config["extenders"]
     assert set(entry) <= {f["json"] for f in extender_type["fields"]}
     assert entry["urlPrefix"] == URL == f"http://127.0.0.1:{PORT}"
-    assert (entry["filterVerb"], entry["prioritizeVerb"], entry["bindVerb"]) == (
-        "filter",
-        "prioritize",
-        "bind",
-    )
+    assert (entry["filterVerb"], entry["prioritizeVerb"]) == ("filter", "prioritize")
+    assert "bindVerb" not in entry  # kube-scheduler binds every pod itself
     assert entry["weight"] > 0 and re.fullmatch(r"\d+(ms|s|m)", entry["httpTimeout"])
     assert entry["ignorable"] is True
     assert [m["name"] for m in entry["managedResources"]] == covered_gpu_resources(pools)

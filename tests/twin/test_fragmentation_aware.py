@@ -119,8 +119,8 @@ def test_the_extender_places_where_fgd_says_and_most_allocated_does_not(
     scenario: dict, tmp_path: Path
 ) -> None:
     """kube-scheduler calls the extender's filter and prioritize (weight 100 x 10/10 per point outweighs every
-    in-tree score, pkg/scheduler/schedule_one.go prioritizeNodes) and binds through it; so the pod goes where
-    FGD puts it. Without the extender, the same profile's MostAllocated packs it elsewhere."""
+    in-tree score, pkg/scheduler/schedule_one.go prioritizeNodes), then binds the pod itself; so the pod goes
+    where FGD puts it. Without the extender, the same profile's MostAllocated packs it elsewhere."""
     toolchain("1.35")
     fgd, packed = best_nodes(scenario)
     assert fgd and packed and not (fgd & packed), (fgd, packed)
@@ -135,8 +135,9 @@ def test_a_fragmentation_aware_stack_binds_team_gpu_pods_through_its_extender(
 ) -> None:
     """The metal stack with `placement.strategy: FragmentationAware`, deployed as the stack deploys it: the
     gpu-binpack configuration read back from its ConfigMap calls the extender at http://127.0.0.1:8888, where the
-    extender runs with its sidecar's arguments; a team's GPU job is admitted by Kueue, filtered, scored and bound
-    through the extender (its log shows the three verbs for the pod), and the pod runs on an H100 host."""
+    extender runs with its sidecar's arguments; a team's GPU job is admitted by Kueue, filtered and scored
+    through the extender (its log shows both verbs for the pod, and no bind: the scheduler binds), and the pod
+    runs on an H100 host."""
     from tests.support import eventually
     from tests.twin.conftest import stack_variant, start_twin, twin_log
     from tests.twin.kube import Kube, job, name
@@ -159,7 +160,8 @@ def test_a_fragmentation_aware_stack_binds_team_gpu_pods_through_its_extender(
         (placed,) = eventually(bound, "the pod bound", 90)
         assert placed["spec"]["nodeName"].startswith("gpu-h100-")
         log = twin_log(twin, "extender")
-        for verb in ("/filter", "/prioritize", "/bind"):
+        for verb in ("/filter", "/prioritize"):
             assert f"POST {verb}" in log, verb
+        assert "POST /bind" not in log
     finally:
         twin.stop()

@@ -3,8 +3,9 @@
 Each pod becomes an upstream-shaped ``ExtenderArgs`` (a ``v1.Pod`` with the pod's requests, the candidate nodes
 by name as a ``nodeCacheCapable`` scheduler sends them) and goes to the extender's WSGI application in-process:
 ``/filter``, then ``/prioritize``; the pod lands on the first candidate with the highest returned priority
-(candidates in the run's node rank order, as FGD breaks ties) and ``/bind`` tells the extender, which counts it
-at once. The extender keeps its own view of the cluster; the replay's state must agree with it.
+(candidates in the run's node rank order, as FGD breaks ties), where the extender has already counted it, and
+the pod, bound, goes to the extender as its watch delivers it. The extender keeps its own view of the cluster;
+the replay's state must agree with it.
 
 Candidates are the nodes kube-scheduler's own filters pass (resources fit). If the extender answers with an
 error, the pod is placed as the secondary scheduler's profile would place it without the extender
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.extender.watch import apply_pod_event
 from scheduler.fgd.model import MILLI
 from scheduler.sim.errors import TraceError
 from scheduler.sim.policies.base import Batch, Context, Policy, make_batch, register
@@ -81,7 +83,7 @@ def pod_object(
 @register
 class FgdExtenderPolicy(Policy):
     """``http=False`` (the default) hands each request to the extender's verbs in-process, parsed by the same
-    wire functions the HTTP app uses (``wire.parse_args``, ``wire.parse_binding``) but without encoding and
+    wire functions the HTTP app uses (``wire.parse_args``) but without encoding and
     decoding JSON; ``http=True`` goes through the WSGI app byte for byte, as kube-scheduler's HTTP client
     would. Both place every pod on the same node (tested); the HTTP path costs about a fifth more."""
 
@@ -142,24 +144,26 @@ class FgdExtenderPolicy(Policy):
         passed = result.get("NodeNames") or []
         if not passed:
             return -1
-        status, prio = self._call(self.app, "prioritize", {"Pod": pod, "Nodes": None, "NodeNames": passed})
-        if status != 200:
-            return self._fallback(candidates, s)
-        best = max(prio, key=lambda h: h["Score"])["Host"]  # max keeps the first of equal scores
-        node = self._index(best)
-        binding = {"PodName": uid, "PodNamespace": "team-sim", "PodUID": uid, "Node": best}
-        status, bound = self._call(self.app, "bind", binding)
-        if status != 200 or bound.get("Error"):
-            self.errors += 1
-        return node
+        prio: list[dict[str, Any]] = []
+        if len(passed) > 1:  # kube-scheduler asks prioritize only when there is a choice
+            status, prio = self._call(
+                self.app, "prioritize", {"Pod": pod, "Nodes": None, "NodeNames": passed}
+            )
+            if status != 200:
+                return self._fallback(candidates, s)
+        best = (
+            passed[0] if len(passed) == 1 else max(prio, key=lambda h: h["Score"])["Host"]
+        )  # the first of equals
+        apply_pod_event(
+            self.view, "MODIFIED", {**pod, "spec": {**pod["spec"], "nodeName": best}}
+        )  # the watch
+        return self._index(best)
 
     def _direct(self, _app: Any, verb: str, body: Any) -> tuple[int, Any]:
         """The verb as the WSGI app runs it, minus the JSON round trip; a refused request is a 400 as there."""
         from scheduler.extender import wire
 
         try:
-            if verb == "bind":
-                return 200, self.view.bind(wire.parse_binding(body))
             args = wire.parse_args(body)
             return 200, self.view.filter(args) if verb == "filter" else self.view.prioritize(args)
         except (ValueError, wire.WireError) as exc:
