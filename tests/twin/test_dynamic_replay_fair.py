@@ -28,7 +28,6 @@ from tests.twin.test_dynamic_replay import (
     DURATION_S,
     GPU_WEIGHTED_BOUND,
     JOBS,
-    LOST_RATIO,
     MEAN_WAIT_BOUND,
     ORDER_BOUND,
     P95_WAIT_BOUND,
@@ -46,12 +45,16 @@ TEAMS = (("vision", 12, 1.0), ("nlp", 12, 2.0), ("speech", 8, 1.0))
 # preemptions Kueue names InCohortFairSharing (rules S2-a and S2-b), the simulator's over the twin's
 FAIR_SHARING_RATIO = (0.5, 2.0)
 # preemptions by priority within a team: the fair path evicts its own queue's lower-priority work far more often
-# than Kueue does (measured 2.8 times on seed 7; docs/simulation.md, "Checked against the twin, fair sharing
+# than Kueue does (measured 2.8 / 1.6 / 1.2 times on seeds 7-9; docs/simulation.md, "Checked against the twin, fair sharing
 # on"), so this one bound is wider than test_dynamic_replay's (0.4, 1.5), which the classical path meets here
 FAIR_IN_QUEUE_RATIO = (0.4, 3.5)
-# jobs preempted, for the same reason above Kueue's (measured 1.38 and 1.42 on seeds 7 and 8; the classical
+# jobs preempted, for the same reason above Kueue's (measured 1.38 / 1.42 / 1.05 on seeds 7-9; the classical
 # replay's bound is 0.75-1.4)
 FAIR_PREEMPTED_RATIO = (0.75, 1.6)
+# GPU-seconds evicted runs had held, the simulator's over the twin's: 1.46 / 0.82 / 2.37 on seeds 7-9 (the
+# classical path 1.28 / 0.77 / 2.70: three teams reclaiming from each other lose more than the classical
+# replay's two, whose bound is 0.4-1.5)
+FAIR_LOST_RATIO = (0.4, 2.5)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +91,7 @@ def bounds(result: Comparison) -> dict[str, bool]:
         "p95 wait": result.p95_difference <= P95_WAIT_BOUND,
         "GPU-weighted wait": result.gpu_weighted_difference <= GPU_WEIGHTED_BOUND,
         "quota held": result.quota_difference <= QUOTA_BOUND,
-        "GPU-seconds lost": LOST_RATIO[0] <= lost <= LOST_RATIO[1],
+        "GPU-seconds lost": FAIR_LOST_RATIO[0] <= lost <= FAIR_LOST_RATIO[1],
         "admission order": result.order_agreement >= ORDER_BOUND,
         "jobs preempted": FAIR_PREEMPTED_RATIO[0] <= result.preempted_ratio <= FAIR_PREEMPTED_RATIO[1],
         "same jobs preempted": result.preempted_jaccard >= PREEMPTED_JACCARD,
