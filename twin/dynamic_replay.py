@@ -60,22 +60,25 @@ def scaled_trace(
     duration_s: tuple[float, float] = (8.0, 30.0),
     priorities: tuple[tuple[str, float], ...] = (("default", 0.8), ("production", 0.1), ("preemptible", 0.1)),
     seed: int = 7,
+    gangs: bool = True,
 ) -> list[ReplayJob]:
     """Seeded jobs for a stack with one whole-GPU pool: Poisson arrivals, durations uniform in `duration_s`,
-    1/2/4/8 GPUs a pod, one job in four a gang of two, teams alternating at random, mostly the default
-    priority class."""
+    1/2/4/8 GPUs a pod, one job in four a gang of two (``gangs``; else every job one pod, drawn alike), teams
+    alternating at random, mostly the default priority class."""
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1 / rate_per_s, size=jobs)
     arrivals = np.concatenate([[0.0], np.cumsum(gaps[1:])])
     names, weights = zip(*priorities, strict=True)
     out = []
     for i in range(jobs):
+        duration = float(round(rng.uniform(*duration_s)))
+        pods = int(rng.choice([1, 1, 1, 2]))  # drawn either way, so the other draws stay the same
         out.append(
             ReplayJob(
                 index=i,
                 arrival=round(float(arrivals[i]), 3),
-                duration=float(round(rng.uniform(*duration_s))),
-                pods=int(rng.choice([1, 1, 1, 2])),
+                duration=duration,
+                pods=pods if gangs else 1,
                 gpus=int(rng.choice([1, 2, 4, 8])),
                 team=str(rng.choice(teams)),
                 priority=str(rng.choice(names, p=np.array(weights) / sum(weights))),
@@ -276,13 +279,19 @@ class SimRecord:
     holds: list[tuple[int, float, float, bool]] = field(default_factory=list)  # as TwinRecord.holds
 
 
-def simulate(spec: Any, trace: Path) -> SimRecord:
-    """The same jobs through the dynamic simulator, with the stack's world (``infra.simulate.dynamic``)."""
+def simulate(spec: Any, trace: Path, fair_sharing: bool | None = None) -> SimRecord:
+    """The same jobs through the dynamic simulator, with the stack's world (``infra.simulate.dynamic``);
+    ``fair_sharing`` overrides the stack's setting (the classical algorithm on a fair-sharing stack shows
+    what modelling fair sharing changes)."""
+    from dataclasses import replace
+
     from infra.simulate.dynamic import stack_world
     from scheduler.sim.dynamic.engine import Simulation
     from scheduler.sim.timed_traces import read_timed_pods
 
     world = stack_world(spec, read_timed_pods(trace)).world
+    if fair_sharing is not None:
+        world = replace(world, settings=replace(world.settings, fair_sharing=fair_sharing))
     victims: set[int] = set()
     reasons: dict[str, int] = {}
     holds: list[tuple[int, float, float, bool]] = []

@@ -15,7 +15,9 @@ The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke sim
   the teams' GPU quota counted in GPUs (a MIG slice or a time-sliced replica is its fraction of a GPU, not
   one), so every team sees load in line with the GPUs it was promised.
 - **Kueue settings**: `waitForPodsReady.timeout` from the stack; preemption as compiled (`reclaimWithinCohort:
-  Any`, `withinClusterQueue: LowerPriority`), BestEffortFIFO.
+  Any`, `withinClusterQueue: LowerPriority`), BestEffortFIFO; with the stack's `fairSharing` (on by default)
+  Kueue's fair sharing over the compiled cohort tree (each queue's team Cohort and its weight, each pool's
+  GPU resource name), else the classical algorithm.
 - **GPU speed** (``gpu_speed``, the comparison's setting): the trace's durations are times on the reference
   GPU; a job runs its duration over its pool's GPU speed (:mod:`infra.simulate.gpu_speed`). Off, every GPU
   runs a job in its trace duration (the twin replay's world).
@@ -102,7 +104,8 @@ def _queues(spec: ClusterSpec) -> tuple[Queue, ...]:
                         nominal[pool] = int(r.get("nominalQuota", 0))
                         borrow[pool] = int(r["borrowingLimit"]) if "borrowingLimit" in r else None
                         lend[pool] = int(r["lendingLimit"]) if "lendingLimit" in r else None
-        by_name[name] = Queue(name, tuple(flavors), nominal, borrow, lend, weights[team])
+        cohort = obj["spec"].get("cohortName", "")
+        by_name[name] = Queue(name, tuple(flavors), nominal, borrow, lend, weights[team], cohort)
     order = [n for t in weights for n in (t, f"{t}-topology")]
     return tuple(by_name[n] for n in order if n in by_name)
 
@@ -123,10 +126,13 @@ def _pools(
     for pool in spec.node_pools:
         nodes = tuple(i for i, m in enumerate(cluster_models) if m == pool.name)
         gpu = pool.gpu_model or ""
+        resource = gpu_resource(pool_view(spec, pool))
         speed, watts = (gpu_speed_of(gpu) if gpu_speed else 1.0), power_w(gpu)
         itype = catalog.CATALOG.get(pool.instance_type or "")
         if itype is None:  # hosts of an existing cluster: all up, never scaled
-            out.append(Pool(pool.name, nodes, model.units[pool.name], len(nodes), 0.0, None, speed, watts))
+            out.append(
+                Pool(pool.name, nodes, model.units[pool.name], len(nodes), 0.0, None, speed, watts, resource)
+            )
             continue
         delay = provision_s if provision_s is not None else catalog.provision_delay_s(itype.family)
         out.append(
@@ -139,6 +145,7 @@ def _pools(
                 itype.price_per_hour,
                 speed,
                 watts,
+                resource,
             )
         )
     return tuple(out)
@@ -220,6 +227,7 @@ def stack_world(
         policy=stack_policy,
         policy_params=params if stack_policy != "FGD" else {},
         pods_ready_timeout_s=_duration_s(policy.wait_for_pods_ready_timeout),
+        fair_sharing=policy.fair_sharing,
         # as the ClusterQueues are compiled (scheduler.kueue): set unless fair sharing decides instead
         borrow_within_cohort_max_priority=None
         if policy.fair_sharing

@@ -18,6 +18,10 @@ What each step models, and the upstream rule it follows:
   `borrowWithinCohort`): a job that fits no pool by quota may evict others to fit one; the victims are
   computed over the quota as it stands (:mod:`~scheduler.sim.dynamic.preemption`, with Kueue's candidate
   order and fill-back) and evicted here, their quota free for the preemptor in the same cycle.
+- **Fair sharing** (`Settings.fair_sharing`, the stack's Kueue configuration has `fairSharing`): the heads are
+  tried in the fair-sharing iterator's order, by dominant resource share over the team cohorts
+  (:mod:`~scheduler.sim.dynamic.fair_sharing`), and victims are chosen by Kueue's `fairPreemptions`
+  (:mod:`~scheduler.sim.dynamic.fair_preemption`) instead of classical preemption.
 - **Gangs**: a job's pods are placed one by one as room appears; each placed pod holds its GPUs; the job runs
   when all run. With `waitForPodsReady`, a job whose pods are not all running within the timeout is evicted
   and requeued, freeing what its placed pods held (Kueue "Sequential admission with ready pods").
@@ -48,6 +52,8 @@ import numpy as np
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.autoscaler import Autoscaler
+from scheduler.sim.dynamic.fair_preemption import select_fair_victims
+from scheduler.sim.dynamic.fair_sharing import Entry, Shares, Tree
 from scheduler.sim.dynamic.model import World
 from scheduler.sim.dynamic.placement import Placement, unhostable
 from scheduler.sim.dynamic.preemption import Victim, Workloads, select_victims
@@ -89,6 +95,7 @@ class Simulation:
         self.placement = Placement(world)
         self.speed = [p.speed for p in world.pools]  # a job runs duration / speed in the pool
         self.quota = Quota.of(world, self.pool_index)
+        self.shares = Shares(Tree.of(world), self.quota) if world.settings.fair_sharing else None
         # Per job: units per pod in each pool (whole GPUs: num_gpu x units/GPU; a share: one unit).
         wl = jobs.workload
         share = (wl.gpu_milli > 0) & (wl.gpu_milli < MILLI)
@@ -297,7 +304,7 @@ class Simulation:
                     break
                 if not rest:
                     del queues[q]
-            for _, _, _, j in sorted(heads):
+            for j in self._ordered(heads):
                 if self.jobs[j].state == WAITING and not self._try_admit(j, t):
                     q = int(jobs.queue[j])
                     key = (q, spec[j], int(jobs.priority[j]))
@@ -307,6 +314,38 @@ class Simulation:
                         parked.add(self.shape_of[j])
                     if strict:
                         queues.pop(q, None)
+
+    def _ordered(self, heads: list[tuple[bool, int, float, int]]) -> Iterator[int]:
+        """The cycle's heads in the order Kueue tries them: classical (`makeClassicalIterator`: not borrowing
+        first, priority, queue time), or with fair sharing the tournament by dominant resource share, rerun
+        before each pop so every admission counts (:meth:`Shares.next_entry`)."""
+        if self.shares is None:
+            for _, _, _, j in sorted(heads):
+                yield j
+            return
+        jobs = self.w.jobs
+        entries = []
+        for _, _, queued_at, j in heads:
+            q = int(jobs.queue[j])
+            p, need = self._nominate(j, q)
+            entries.append(Entry(j, q, p, need, int(jobs.priority[j]), queued_at))
+        while entries:
+            e = self.shares.next_entry(entries)
+            entries.remove(e)
+            yield e.job
+
+    def _nominate(self, j: int, q: int) -> tuple[int, int]:
+        """The pool and units of job ``j``'s assignment as nominated (the first flavor where it fits within the
+        nominal quota, else by borrowing, else the first it may preempt in), which its share is computed with."""
+        needs = list(self._needs(j, q))
+        quota = self.quota
+        for p, need in needs:
+            if quota.within_nominal(q, p, need) and quota.available(q, p) >= need:
+                return p, need
+        for p, need in needs:
+            if quota.available(q, p) >= need:
+                return p, need
+        return needs[0]
 
     def _try_admit(self, j: int, t: float) -> bool:
         q = int(self.w.jobs.queue[j])
@@ -325,7 +364,14 @@ class Simulation:
                 return True
         for p in options:
             need = self.units(j, p)
-            victims = select_victims(quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p])
+            if self.shares is not None:
+                victims = select_fair_victims(
+                    self.shares, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
+                )
+            else:
+                victims = select_victims(
+                    quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
+                )
             if victims:
                 self._preempt(j, p, victims, t)
                 self._admit_to(j, q, p, need, t)

@@ -33,6 +33,9 @@ class Pool:
     # A job runs ``duration / speed`` here: the trace's durations are times on the reference GPU (speed 1)
     speed: float = 1.0
     gpu_power_w: float | None = None  # one GPU's power draw (board power); None: not known
+    # the resource name Kueue counts the pool's quota in (nvidia.com/gpu, ...): fair sharing sums a node's
+    # borrowing per resource name over flavors; "": the pool is a resource of its own
+    resource: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,10 @@ class Queue:
     nominal: dict[str, int]
     borrowing_limit: dict[str, int | None] = field(default_factory=dict)
     lending_limit: dict[str, int | None] = field(default_factory=dict)
-    weight: float = 1.0  # fair-sharing weight (reported against the share the team got)
+    # the team's fair-sharing weight (reported against the share the team got): under fair sharing the weight
+    # of ``cohort`` when set (the ClusterQueue itself then weighs 1), else of the ClusterQueue
+    weight: float = 1.0
+    cohort: str = ""  # the team Cohort between the ClusterQueue and the root cohort; "": under the root
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,9 @@ class Settings:
     policy_params: dict[str, int] = field(default_factory=dict)
     autoscale: bool = True  # False: every node of every pool is up all the time
     strict_fifo: bool = False  # StrictFIFO: a head that does not fit blocks the jobs behind it
+    # Kueue's `fairSharing` configured: admission by dominant resource share and fairPreemptions
+    # (scheduler.sim.dynamic.fair_sharing, fair_preemption); False: the classical order and preemption
+    fair_sharing: bool = False
     reclaim_within_cohort: bool = True  # Kueue `reclaimWithinCohort: Any`
     preempt_lower_priority: bool = True  # Kueue `withinClusterQueue: LowerPriority`
     # Kueue `borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: N}`: a job that borrows may still

@@ -94,7 +94,7 @@ def select_victims(
     ``j`` fits, a candidate of another queue only while that queue still borrows; first allowing ``j`` to
     borrow (skipping the candidates that forbid it), then, failing that, requiring it not to borrow; victims
     that turn out not to be needed are given back, the last taken first (fillBackWorkloads). Stacks with fair
-    sharing get Kueue's fairPreemptions instead, which this does not model (docs/simulation.md)."""
+    sharing get Kueue's fairPreemptions instead (:mod:`~scheduler.sim.dynamic.fair_preemption`)."""
     s = settings
     if not s.reclaim_within_cohort and not s.preempt_lower_priority:
         return []

@@ -1,0 +1,170 @@
+"""Fair sharing in the dynamic simulation (scheduler.sim.dynamic.fair_sharing, fair_preemption) on tiny cohorts
+where Kueue's fair and classical answers differ: who is admitted first, and which workload is preempted.
+
+The rules, Kueue v0.19.2: the dominant resource share (pkg/cache/scheduler/fair_sharing.go
+`dominantResourceShare`: borrowed units ×1000 over what the root can lend, over the weight), the admission
+tournament (pkg/scheduler/fair_sharing_iterator.go: not borrowing on the requested flavor, lower share after
+admission, priority, FIFO), and `fairPreemptions` with `[LessThanOrEqualToFinalShare, LessThanInitialShare]`
+(pkg/scheduler/preemption/preemption.go `runFirstFsStrategy`, `runSecondFsStrategy`). Every world here is one
+8-GPU node, one pool, teams of nominal quota 2 each in team cohorts under the root; the root holds the rest
+as spare quota, so what the root can lend is all 8 GPUs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
+from scheduler.sim.dynamic.fair_sharing import Shares, Tree
+from scheduler.sim.dynamic.quota import Quota
+from tests.sim.test_dynamic import Watched, cluster, jobs
+
+FAIR = Settings(autoscale=False, pods_ready_timeout_s=None, requeue_batch_s=0, fair_sharing=True)
+CLASSICAL = Settings(autoscale=False, pods_ready_timeout_s=None, requeue_batch_s=0)
+POOL = (Pool("a", (0,)),)
+
+
+def teams(*weights: float) -> tuple[Queue, ...]:
+    """One queue per weight, nominal 2 GPUs of pool a, unlimited borrowing, each in its own team cohort."""
+    return tuple(Queue(f"t{i}", ("a",), {"a": 2}, {"a": None}, weight=w, cohort=f"c{i}")
+                 for i, w in enumerate(weights))  # fmt: skip
+
+
+def run(queues: tuple[Queue, ...], rows: list[tuple[float, float, int, int]], prio: list[int],
+        fair: bool) -> tuple[dict[str, list[float]], list[tuple[int, int, str]]]:  # fmt: skip
+    """Each queue's waits, and the (victim, preemptor, reason) of every preemption."""
+    preempted: list[tuple[int, int, str]] = []
+
+    class Recording(Watched):
+        def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
+            super().preempting(victim, preemptor, pool, reason)
+            preempted.append((victim, preemptor, reason))
+
+    world = World(cluster(1, gpus=8), POOL, queues, jobs(rows, prio=prio), FAIR if fair else CLASSICAL)
+    result = Recording(world, check=True).run()
+    return result.waits, preempted
+
+
+# t=0: team 0 runs five 1-GPU jobs (borrows 3), team 1 two (within its 2): 7 of 8 GPUs held, all until t=100.
+# t=10: one 1-GPU job each, team 0's at priority 200 (job 7), team 1's at 100 (job 8); one GPU is free.
+BUSY = [(0, 100, 1, 0)] * 5 + [(0, 100, 1, 1)] * 2 + [(10, 100, 1, 0), (10, 100, 1, 1)]
+BUSY_PRIO = [200] * 5 + [100] * 2 + [200, 100]
+
+
+def test_the_lower_share_is_admitted_first_where_classical_takes_the_higher_priority() -> None:
+    """Both heads would borrow after admission, so neither wins on not borrowing. Classical
+    (`makeClassicalIterator`): then priority, so job 7 (200) takes the free GPU and job 8 waits for t=100
+    (it borrows, so it may not reclaim). Fair: team 0's share after admission is (6-2)/8 = 500‰, team 1's
+    (3-2)/8 = 125‰: job 8 goes first and job 7 waits to t=100; it cannot preempt either, as its own share
+    (500‰) is neither ≤ team 1's after losing a job (0‰, S2-a) nor < team 1's now (125‰, S2-b)."""
+    waits, preempted = run(teams(1, 1), BUSY, BUSY_PRIO, fair=False)
+    assert (waits["t0"][-1], waits["t1"][-1]) == (0, 90)
+    waits, preempted = run(teams(1, 1), BUSY, BUSY_PRIO, fair=True)
+    assert (waits["t0"][-1], waits["t1"][-1]) == (90, 0)
+    assert preempted == []
+
+
+def test_a_heavier_weight_wins_the_tournament_though_it_borrows_more() -> None:
+    """The same cycle with team 0's cohort at weight 8: its share after admission is 500‰/8 = 62.5‰, below
+    team 1's 125‰, so job 7 goes first."""
+    waits, _ = run(teams(8, 1), BUSY, BUSY_PRIO, fair=True)
+    assert (waits["t0"][-1], waits["t1"][-1]) == (0, 90)
+
+
+def test_a_borrowing_job_preempts_a_borrower_with_a_higher_share() -> None:
+    """Three teams. t=0: team 0 holds its 2 GPUs (jobs 0-1), team 1 five (jobs 2-6, borrowing 3), team 2 one:
+    the node is full. t=10: job 8 of team 0 asks 1 GPU, which would make team 0 borrow. Classical: a
+    borrowing job may not reclaim (no `borrowWithinCohort`), so it waits to t=100. Fair (S2-a): team 1 is the
+    only borrower; team 0's share with job 8 is (3-2)/8 = 125‰, team 1's after losing its most recently
+    admitted job (job 6: equal admission times, the later index first) (4-2)/8 = 250‰ ≥ 125‰, so job 6 is
+    preempted (InCohortFairSharing) and job 8 starts at once."""
+    rows = [(0, 100, 1, 0)] * 2 + [(0, 100, 1, 1)] * 5 + [(0, 100, 1, 2), (10, 100, 1, 0)]
+    prio = [100] * 9
+    waits, preempted = run(teams(1, 1, 1), rows, prio, fair=False)
+    assert waits["t0"][-1] == 90 and preempted == []
+    waits, preempted = run(teams(1, 1, 1), rows, prio, fair=True)
+    assert waits["t0"][-1] == 0
+    assert preempted == [(6, 8, "InCohortFairSharing")]
+
+
+def test_the_second_strategy_takes_a_whole_job_the_first_refuses() -> None:
+    """t=0: team 0 holds 2 GPUs, team 1 one 4-GPU job (job 2, borrowing 2), team 2 two GPUs: full. t=10: job
+    5 of team 0 asks 1 GPU. S2-a: team 0's share with it is 125‰; team 1 without job 2 would be at 0‰ < 125‰:
+    refused. S2-b: 125‰ < team 1's share now, 250‰: job 2 is preempted."""
+    rows = [(0, 100, 1, 0)] * 2 + [(0, 100, 4, 1)] + [(0, 100, 1, 2)] * 2 + [(10, 100, 1, 0)]
+    prio = [100] * 6
+    _, preempted = run(teams(1, 1, 1), rows, prio, fair=False)
+    assert preempted == []
+    waits, preempted = run(teams(1, 1, 1), rows, prio, fair=True)
+    assert preempted == [(2, 5, "InCohortFairSharing")] and waits["t0"][-1] == 0
+
+
+def test_no_preemption_when_the_preemptor_would_end_above_the_target() -> None:
+    """Team 1 borrows 1 (job 2, 3 GPUs of its nominal 2); team 0 borrows 2 already and asks 1 more: its
+    share with it, (5-2)/8 = 375‰, is above team 1's now (125‰) and after (0‰): no preemption, and it
+    waits for t=100."""
+    rows = [(0, 100, 4, 0), (0, 100, 1, 1), (0, 100, 2, 1), (0, 100, 1, 2), (10, 100, 1, 0)]
+    waits, preempted = run(teams(1, 1, 1), rows, [100] * 5, fair=True)
+    assert preempted == [] and waits["t0"][-1] == 90
+
+
+def test_the_share_counts_what_a_team_lends_and_borrows_per_resource() -> None:
+    """A team cohort of two queues: q0 nominal 4 lending at most 1, q1 nominal 2, in 12 units; a queue under
+    the root with nominal 2 and weight 2. The root lends q0's 1, q1's 2, the other's 2 and its spare 12-8 = 4:
+    9. q0 using 6 borrows 2 as a queue (2000/9 = 222‰); as the cohort it uses 6-3 = 3 beyond its local quota
+    against the 3 it lends: borrows 0. The root queue using 5 borrows 3: 3000/9/2 = 167‰."""
+    queues = (
+        Queue("q0", ("a",), {"a": 4}, {"a": None}, {"a": 1}, cohort="team"),
+        Queue("q1", ("a",), {"a": 2}, {"a": None}, cohort="team"),
+        Queue("r", ("a",), {"a": 2}, {"a": None}, weight=2),
+    )
+    world = World(cluster(3, gpus=4), (Pool("a", (0, 1, 2)),), queues, jobs([(0, 1, 1, 0)]), FAIR)
+    quota = Quota.of(world, {"a": 0})
+    quota.usage[:, 0] = [6, 0, 5]
+    shares = Shares(Tree.of(world), quota)
+    assert round(shares.queue(0).key()[1], 1) == round(2000 / 9, 1)
+    assert shares.cohort(0).key() == (0, 0.0) and not shares.cohort(0).borrowing
+    assert round(shares.queue(2).key()[1], 1) == round(3000 / 9 / 2, 1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2000),
+            st.integers(1, 900),
+            st.sampled_from([1, 2, 4, 8]),
+            st.integers(0, 2),
+            st.integers(1, 2),
+            st.sampled_from([10, 100, 1000]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([1.0, 2.0]),
+)
+def test_kueues_guarantees_hold_under_fair_sharing(rows: list[tuple[int, ...]], weight: float) -> None:
+    """Random jobs of three teams (two in team cohorts, one under the root) on two pools: Kueue's guarantees
+    (:class:`Watched`: conservation, limits, preemption only of borrowed or lower-priority work, no team
+    waiting within its nominal quota while another borrows) hold under fair sharing too."""
+    big = Cluster.build([f"big-{i}" for i in range(2)] + [f"small-{i}" for i in range(3)], [128000] * 5,
+                        [1048576] * 5, [8, 8, 4, 4, 4], ["big", "big", "small", "small", "small"])  # fmt: skip
+    pools = (Pool("big", (0, 1), resource="gpu"), Pool("small", (2, 3, 4), resource="gpu"))
+    queues = (
+        Queue("t0", ("big", "small"), {"big": 8, "small": 4}, {"big": None, "small": 4}, weight=weight,
+              cohort="c0"),
+        Queue("t1", ("small", "big"), {"small": 8}, {"small": None, "big": 16}, cohort="c1"),
+        Queue("t2", ("big",), {"big": 8}, {"big": 0}),
+    )  # fmt: skip
+    n = len(rows)
+    wl = Workload.build([1000] * n, [1024] * n, [r[2] for r in rows], [MILLI] * n, ["big|small"] * n)
+    js = Jobs(np.array([r[0] for r in rows], dtype=np.float64), np.array([r[1] for r in rows], dtype=np.float64),
+              np.array([r[4] for r in rows]), np.array([r[3] for r in rows]), np.array([r[5] for r in rows]), wl)  # fmt: skip
+    world = World(
+        big, pools, queues, js, Settings(autoscale=False, pods_ready_timeout_s=600, fair_sharing=True)
+    )
+    result = Watched(world, check=True).run()
+    assert result.started + result.never_started + result.unhostable == n
