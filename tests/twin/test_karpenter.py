@@ -1,7 +1,7 @@
 """The real Karpenter (the core's kwok provider at the stacks' release, `twin.karpenter`) on a Karpenter stack's
 twin, deciding what gpufleet's docs and rollout facts say it decides: which node a pending GPU job gets, that
 `karpenter.sh/do-not-disrupt` holds off graceful disruption, and what an AMI change does to a busy Spot
-training node under the stack's drift budget (the operations reading's R5 and N7).
+training node under the stack's drift budget.
 
 One twin of example-karpenter whose `a10g-spot` pool (Spot first, On-Demand fallback, training) keeps gpufleet's
 default training budgets (`Drifted: 0`, `Empty: 20%`; the example's working-hours Empty budget would make the
@@ -221,7 +221,7 @@ def test_an_ami_change_leaves_a_busy_spot_training_node_to_finish_its_job(twin: 
 def test_a_drift_budget_that_drains_busy_nodes_deletes_the_job_when_the_grace_period_ends(
     twin: Kube, folder: Path
 ) -> None:
-    """R5: with a Drifted budget above 0 and the pool's grace period (Spot: 90 s), Karpenter drains a busy
+    """With a Drifted budget above 0 and the pool's grace period (Spot: 90 s), Karpenter drains a busy
     drifted node despite do-not-disrupt and deletes the pod at the grace period's end less the pod's own
     (kubernetes-sigs/karpenter@v1.14.1 disruption/types.go:189-196). gpufleet refuses that budget on a training
     pool unless `drainBusyNodesOnDrift` says so, and then says drift does not wait for jobs."""
@@ -296,7 +296,7 @@ def test_without_a_grace_period_a_drift_budget_waits_for_do_not_disrupt(twin: Ku
 
 
 def test_a_new_grace_period_drifts_the_pools_nodes(twin: Kube, folder: Path) -> None:
-    """R5: `terminationGracePeriod` is part of the NodePool template, so changing it (or adding it, as the first
+    """`terminationGracePeriod` is part of the NodePool template, so changing it (or adding it, as the first
     deploy of the grace periods did) drifts every NodeClaim of the pool, and `invoke preview` says the pool
     rolls (its template fact changes)."""
     longer = variant(folder, "longer", terminationGracePeriod="5m")
