@@ -57,8 +57,8 @@ def replay_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube
     # priority production: a team may label its jobs with classes up to its own (the priority-cap policy)
     teams = [{**t, "quotas": {"h100": t["quotas"]["h100"]}, "priority": "production"}
              for t in doc["config"]["gpufleet:teams"]]  # fmt: skip
-    # Kueue's classical algorithm, the simulator's path for such stacks (test_dynamic_replay_fair checks its
-    # fair-sharing path on a stack that keeps fairSharing on)
+    # Kueue's classical algorithm, the simulator's path for such stacks (its fair-sharing path: docs/simulation.md,
+    # "Checked against the twin, fair sharing on")
     scheduling = {**doc["config"].get("gpufleet:scheduling", {}), "fairSharing": False}
     path = stack_variant(
         tmp_path_factory, "metal", "replay", nodePools=pools, teams=teams, scheduling=scheduling
