@@ -78,9 +78,9 @@ def _shape(req: PodRequest, replica_milli: int) -> tuple[int, int, int, int, str
     return (req.cpu_milli, req.memory_mib, req.gpus, MILLI if req.gpus else 0, "|".join(req.models))
 
 
-def scale_scores(fgd: np.ndarray, single: bool = True) -> np.ndarray:
-    """FGD scores (0..100, -1 infeasible) to extender priorities 0..10: the first best node gets 10, the other
-    nodes as good 9, the rest 0..8 by their place between the worst and the best, infeasible nodes 0.
+def scale_scores(fgd: np.ndarray, single: bool = True, first: int | None = None) -> np.ndarray:
+    """FGD scores (0..100, -1 infeasible) to extender priorities 0..10: one best node gets 10 (``first``, default
+    the first in order), the other nodes as good 9, the rest 0..8 by their place between the worst and the best, infeasible nodes 0.
     ``single=False`` (a pod whose GPUs the view does not model: MIG) gives every best node 10, so the profile's
     own scores choose among them.
 
@@ -100,7 +100,7 @@ def scale_scores(fgd: np.ndarray, single: bool = True) -> np.ndarray:
     if hi > lo:
         out[ok] = ((fgd[ok] - lo) * (wire.MAX_PRIORITY - 2)) // (hi - lo)
     out[ok & (fgd == hi)] = top
-    out[int(np.argmax(np.where(ok, fgd, -2)))] = wire.MAX_PRIORITY
+    out[int(np.argmax(np.where(ok, fgd, -2))) if first is None else first] = wire.MAX_PRIORITY
     return out
 
 
@@ -371,9 +371,18 @@ class ExtenderView:
             if len(nodes):
                 scores[known] = self._fgd(built, nodes, req)
             single = bool(req.gpus or req.replicas)  # a MIG pod: the profile chooses among equal nodes
-            if single and uid and len(scores) and scores.max() >= 0:  # the first best: the one scored 10
-                self.assume(uid, names[int(np.argmax(scores))], req)
-            return wire.host_priority_list(names, scale_scores(scores, single).tolist())
+            first = self._first_best(names, scores) if len(scores) and scores.max() >= 0 else None
+            if single and uid and first is not None:  # the one scored 10
+                self.assume(uid, names[first], req)
+            return wire.host_priority_list(names, scale_scores(scores, single, first).tolist())
+
+    @staticmethod
+    def _first_best(names: list[str], scores: np.ndarray) -> int:
+        """The best-scored node the pod is assumed on: among FGD's equals the first by name, as the simulator's
+        FGD takes the first of its name-sorted nodes. Not the first in the request's order: kube-scheduler lists
+        nodes in its informer's (map) order, so that choice would differ between runs and from the simulator's."""
+        tied = np.flatnonzero(scores == scores.max()).tolist()
+        return int(min(tied, key=names.__getitem__))
 
     @staticmethod
     def _fgd(built: Built, nodes: np.ndarray, req: PodRequest) -> np.ndarray:
