@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.scheduling import pool_view, scheduler_inputs
+from infra.scheduling import scheduler_inputs
 from infra.spec import ClusterSpec
 from scheduler.explain.cluster import Kubectl
 from scheduler.sim.cluster_trace import cluster_trace
@@ -19,8 +19,7 @@ WORKLOADS = "workloads.kueue.x-k8s.io"
 
 def export_trace(spec: ClusterSpec, kubectl: Kubectl, out: Path) -> str:
     """Write `out/pods.csv` (the generic timed format) and `out/nodes.csv` (openb nodes); the summary to print."""
-    policy, _ = scheduler_inputs(spec)
-    pools = [pool_view(spec, p) for p in spec.node_pools]
+    policy, pools = scheduler_inputs(spec)
     teams = {t.namespace: t.name for t in policy.teams}
     workloads = kubectl.get(WORKLOADS, "--all-namespaces").get("items", [])
     nodes = kubectl.get("nodes").get("items", [])

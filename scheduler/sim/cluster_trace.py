@@ -32,12 +32,12 @@ from kubernetes.utils import parse_quantity
 
 from scheduler.explain.durations import parse_time
 from scheduler.explain.order import condition
+from scheduler.fgd.model import MILLI
 from scheduler.labels import POOL_LABEL
 from scheduler.model import PoolView
 from scheduler.resources import gpu_resource, units_per_gpu
 from scheduler.sim.traces import NODE_COLUMNS
 
-MILLI = 1000
 JOB_COLUMNS = ("name", "arrival", "duration", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec",
                "pods", "team", "queue", "priority")  # fmt: skip
 
@@ -147,8 +147,8 @@ def _job_row(
     spec = workload.get("spec") or {}
     podsets = spec.get("podSets") or []
     assignments = ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
-    for index, podset in enumerate(podsets):
-        requests = pod_requests((podset.get("template") or {}).get("spec") or {})
+    asked = [pod_requests((ps.get("template") or {}).get("spec") or {}) for ps in podsets]
+    for index, (podset, requests) in enumerate(zip(podsets, asked, strict=True)):
         flavors = (assignments[index].get("flavors") or {}) if index < len(assignments) else {}
         for pool in pools.values():
             resource = gpu_resource(pool)
@@ -169,8 +169,9 @@ def _job_row(
                     "queue": str(spec.get("queueName", "")),
                     "priority": workload_priority_class(spec),
                 }
-    if any(str(k).startswith("nvidia.com/") or k == "gpufleet.io/gpu-shares"
-           for ps in podsets for k in pod_requests((ps.get("template") or {}).get("spec") or {})):  # fmt: skip
+    if any(
+        k.startswith("nvidia.com/") or k == "gpufleet.io/gpu-shares" for requests in asked for k in requests
+    ):
         return "ran on a GPU resource or flavor the stack has no pool for"
     return "asks no GPU"
 

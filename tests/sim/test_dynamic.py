@@ -282,20 +282,24 @@ class Watched(Simulation):
         self.just_preempted.clear()
 
 
+# Random jobs (arrival, duration, GPUs per pod, queue, pods, priority) for the property tests of the engine.
+JOB_ROWS = st.lists(
+    st.tuples(
+        st.integers(0, 2000),
+        st.integers(1, 900),
+        st.sampled_from([1, 2, 4, 8]),
+        st.integers(0, 2),
+        st.integers(1, 2),
+        st.sampled_from([10, 100, 1000]),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.tuples(
-            st.integers(0, 2000),
-            st.integers(1, 900),
-            st.sampled_from([1, 2, 4, 8]),
-            st.integers(0, 2),
-            st.integers(1, 2),
-            st.sampled_from([10, 100, 1000]),
-        ),
-        min_size=1,
-        max_size=40,
-    ),
+    JOB_ROWS,
     st.booleans(),
     st.sampled_from(["MostAllocated", "FGD", "RoundRobin"]),
     st.sampled_from([None, 100]),

@@ -20,7 +20,7 @@ from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.dynamic.fair_sharing import Shares, Tree
 from scheduler.sim.dynamic.quota import Quota
-from tests.sim.test_dynamic import Watched, cluster, jobs
+from tests.sim.test_dynamic import JOB_ROWS, Watched, cluster, jobs
 
 FAIR = Settings(autoscale=False, pods_ready_timeout_s=None, requeue_batch_s=0, fair_sharing=True)
 CLASSICAL = Settings(autoscale=False, pods_ready_timeout_s=None, requeue_batch_s=0)
@@ -132,18 +132,7 @@ def test_the_share_counts_what_a_team_lends_and_borrows_per_resource() -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.tuples(
-            st.integers(0, 2000),
-            st.integers(1, 900),
-            st.sampled_from([1, 2, 4, 8]),
-            st.integers(0, 2),
-            st.integers(1, 2),
-            st.sampled_from([10, 100, 1000]),
-        ),
-        min_size=1,
-        max_size=40,
-    ),
+    JOB_ROWS,
     st.sampled_from([1.0, 2.0]),
 )
 def test_kueues_guarantees_hold_under_fair_sharing(rows: list[tuple[int, ...]], weight: float) -> None:

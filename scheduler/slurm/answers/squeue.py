@@ -70,40 +70,11 @@ def parse_squeue(text: str) -> list[QueuedJob]:
         cells = line.split("|")
         if len(cells) != len(FIELDS):
             raise ValueError(f"squeue printed a line of {len(cells)} fields, not {len(FIELDS)}: {line!r}")
-        (
-            job_id,
-            account,
-            user,
-            partition,
-            qos,
-            state,
-            reason,
-            start,
-            end,
-            limit,
-            prio,
-            submitted,
-            gres,
-            nodes,
-        ) = cells
-        jobs.append(
-            QueuedJob(
-                job_id,
-                account,
-                user,
-                partition,
-                qos,
-                state,
-                reason,
-                slurm_time(start),
-                slurm_time(end),
-                limit,
-                int(prio) if prio.isdigit() else 0,
-                slurm_time(submitted),
-                gres,
-                int(nodes) if nodes.isdigit() else 1,
-            )
-        )
+        (job_id, account, user, partition, qos, state, reason,
+         start, end, limit, prio, submitted, gres, nodes) = cells  # fmt: skip
+        jobs.append(QueuedJob(job_id, account, user, partition, qos, state, reason, slurm_time(start),
+                              slurm_time(end), limit, int(prio) if prio.isdigit() else 0, slurm_time(submitted),
+                              gres, int(nodes) if nodes.isdigit() else 1))  # fmt: skip
     return jobs
 
 
