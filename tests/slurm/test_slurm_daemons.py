@@ -125,6 +125,16 @@ def _stamped(seconds: str) -> str:
     return STAMP + f"sleep {seconds} & wait; stamp end"
 
 
+HOLD_S = 300  # a held job's own deadline, should the test never release it
+
+
+def _held() -> str:
+    """A stamped job that runs until the test releases it (the file `<job id>.release` in the jobs folder): the
+    test reads the jobs' states while they must still run, however slowly a loaded machine gets there."""
+    wait = f"timeout {HOLD_S} sh -c 'until [ -e \"$SLURM_JOB_ID.release\" ]; do sleep 0.2; done'"
+    return STAMP + f"{wait} & wait; stamp end"
+
+
 @dataclass
 class Borrowing:
     """What the borrowing scenario saw, for the tests that check it."""
@@ -162,14 +172,15 @@ def borrowing(cluster: SlurmCluster) -> Borrowing:
     """vision holds its 2 guaranteed H100s (job `within`) and borrows nlp's 2 idle ones with vision-borrow
     (`borrowed`), plus a shard of the time-sliced L40S (`shard`); nlp then asks for its own 2 (`owner`). Once
     the borrowed job is requeued it is made eligible at once (scontrol update StartTime=now) so its second run
-    completes within the test; every job ends by itself, so sacct's records are final."""
+    completes within the test. `within` and `owner` run until the test has read every job's state, then end by
+    themselves as the others do, so sacct's records are final."""
     assert cluster.script is not None
     cluster.run("sh", str(cluster.script))
     cluster.run("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNTS}", check=False)
     start = math.ceil(time.time())
     time.sleep(start - time.time())
     jobs = {
-        "within": cluster.sbatch("--account=vision", "--gres=gpu:h100:2", "-p", "h100", script=_stamped("8")),
+        "within": cluster.sbatch("--account=vision", "--gres=gpu:h100:2", "-p", "h100", script=_held()),
         "borrowed": cluster.sbatch(
             "--account=vision-borrow", "--gres=gpu:h100:2", "-p", "h100",
             script=_stamped('"$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 120 || echo 2)"'),
@@ -179,10 +190,12 @@ def borrowing(cluster: SlurmCluster) -> Borrowing:
     for role in ("within", "borrowed"):
         cluster.wait_state(jobs[role], "RUNNING")
     running = {role: cluster.job(job) for role, job in jobs.items()}
-    jobs["owner"] = cluster.sbatch("--account=nlp", "--gres=gpu:h100:2", "-p", "h100", script=_stamped("4"))
+    jobs["owner"] = cluster.sbatch("--account=nlp", "--gres=gpu:h100:2", "-p", "h100", script=_held())
     cluster.wait_state(jobs["borrowed"], "PENDING")
     cluster.wait_state(jobs["owner"], "RUNNING")
     preempted = {role: cluster.job(job) for role, job in jobs.items()}
+    for role in ("within", "owner"):
+        (cluster.root / "jobs" / f"{jobs[role]}.release").touch()
 
     def preempted_run() -> str:
         return cluster.run("sacct", "-nXP", "-D", "-j", str(jobs["borrowed"]), "--format=state,end",
