@@ -8,7 +8,7 @@ so they hold no lock and keep no state (:class:`~scheduler.extender.view.Extende
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,9 @@ class Built:
     frag: NodeFragmentation
     replica_milli: np.ndarray  # per node: milli of one time-sliced replica (1000 on whole-GPU nodes)
     model_of: dict[str, int]
+    managed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per node: of its pools
+    pool_code: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per node: its pool
+    pool_names: list[str] = field(default_factory=list)  # pool_code -> pool label
 
 
 def _layers(gpus: list[int]) -> list[list[int]]:
