@@ -82,7 +82,11 @@ def secondary_scheduler_objects(policy: SchedulingPolicy, pools: Sequence[PoolVi
     if policy.placement_strategy != "FragmentationAware":
         return objects
     return fragmentation_aware(
-        objects, covered_gpu_resources(pools), policy.extender_image, modelled_pools(pools)
+        objects,
+        covered_gpu_resources(pools),
+        policy.extender_image,
+        modelled_pools(pools),
+        shadow=policy.extender_shadow,
     )
 
 

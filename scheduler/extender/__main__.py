@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         "(default: every node with whole or time-sliced GPUs)",
     )
     parser.add_argument(
+        "--shadow",
+        action="store_true",
+        help="score without deciding: prioritize gives every node 0 (the profile places), /metrics counts "
+        "where FGD would have placed",
+    )
+    parser.add_argument(
         "--probe", metavar="PATH", help="GET PATH (/healthz, /readyz) on 127.0.0.1:PORT; exit 0 on 200"
     )
     args = parser.parse_args(argv)
@@ -65,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         if args.replicas:
             expected, _ = as_deployed(expected, args.replicas)
     pools = [p for p in args.pools.split(",") if p] if args.pools is not None else None
-    view = ExtenderView(expected=expected, window=args.window, pools=pools)
+    view = ExtenderView(expected=expected, window=args.window, pools=pools, shadow=args.shadow)
     from scheduler.extender import watch
 
     watch.start(view)

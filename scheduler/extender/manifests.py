@@ -52,7 +52,7 @@ def modelled_pools(pools: Sequence[PoolView]) -> list[str]:
 
 
 def extender_container(
-    image: str, trace: str | None = None, pools: Sequence[str] | None = None
+    image: str, trace: str | None = None, pools: Sequence[str] | None = None, shadow: bool = False
 ) -> dict[str, Any]:
     """The sidecar container; ``image`` is a pinned reference (a tag or digest, never latest); ``pools``: the
     pool labels whose GPU pods make its expected workload (None: every node with GPUs it models)."""
@@ -64,6 +64,8 @@ def extender_container(
         args += ["--trace", trace]
     if pools is not None:
         args += ["--pools", ",".join(pools)]
+    if shadow:  # placement.shadow: score and count, the profile decides
+        args.append("--shadow")
 
     def probe(path: str) -> dict[str, Any]:
         return {
@@ -86,6 +88,7 @@ def fragmentation_aware(
     managed_resources: list[str],
     image: str,
     pools: Sequence[str] | None = None,
+    shadow: bool = False,
 ) -> list[dict[str, Any]]:
     """``placement.strategy: FragmentationAware``: the secondary scheduler's objects
     (:func:`scheduler.placement.secondary_scheduler`) with its configuration calling the extender
@@ -107,5 +110,7 @@ def fragmentation_aware(
     data = configs[0]["data"]
     config = yaml.safe_load(data[CONFIG_FILE])
     data[CONFIG_FILE] = dump_text(with_extender(config, URL, managed_resources))
-    deployments[0]["spec"]["template"]["spec"]["containers"].append(extender_container(image, pools=pools))
+    deployments[0]["spec"]["template"]["spec"]["containers"].append(
+        extender_container(image, pools=pools, shadow=shadow)
+    )
     return out

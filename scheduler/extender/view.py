@@ -39,7 +39,16 @@ from typing import Any
 import numpy as np
 
 from scheduler.extender import wire
-from scheduler.extender.layout import Built, feasible, fgd_group, give_back, replica_gpus, room, take
+from scheduler.extender.layout import (
+    Built,
+    feasible,
+    fgd_group,
+    give_back,
+    most_allocated,
+    replica_gpus,
+    room,
+    take,
+)
 from scheduler.extender.resources import NodeCapacity, PodRequest, node_capacity, pod_request
 from scheduler.extender.target import manages, pending_milli, pool_sizes, teaches
 from scheduler.fgd.frag import NodeFragmentation
@@ -110,10 +119,15 @@ class ExtenderView:
     """Nodes, bound pods and the expected workload; thread-safe (the server and the watch share it).
 
     ``pools``: the pool labels of the nodes whose pods teach the view its target (None: every node with GPUs
-    the view models)."""
+    the view models). ``shadow``: prioritize scores every node 0, so the profile alone decides, and only
+    counts what FGD would have chosen."""
 
     def __init__(
-        self, expected: Workload | None = None, window: int = 1000, pools: Iterable[str] | None = None
+        self,
+        expected: Workload | None = None,
+        window: int = 1000,
+        pools: Iterable[str] | None = None,
+        shadow: bool = False,
     ):
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeCapacity] = {}
@@ -125,10 +139,15 @@ class ExtenderView:
         self.expected = expected
         self.window = window
         self.pools = frozenset(pools) if pools is not None else None
+        self.shadow = shadow
+        # prioritize calls; those where FGD and the profile each had a best node; those where FGD's node was
+        # none of the profile's best (what the extender changes)
+        self.prioritized = self.compared = self.disagreed = 0
         self.recent: deque[tuple[int, int, int, int, str]] = deque(maxlen=window)
         # uid -> (request, the pools it may go to; None: any): GPU pods pending for the view's pools
         self.pending: dict[str, tuple[PodRequest, frozenset[str] | None]] = {}
         self._since_target = 0
+        self._target_pods = 0  # the pods the current target was learned from
         self._built: Built | None = None
         self._listed: set[str] = set()
 
@@ -207,9 +226,11 @@ class ExtenderView:
         self.pending.pop(uid, None)
 
     def _changed(self) -> None:
-        """The learned target's pods changed: rebuild it lazily every ``window // 10`` changes."""
+        """The learned target's pods changed: rebuild it lazily every ``window // 10`` changes, or sooner
+        while it was learned from fewer pods than that (a young cluster's first pods each count, then every
+        time as many again have come)."""
         self._since_target += 1
-        if self.expected is None and self._since_target >= max(self.window // 10, 1):
+        if self.expected is None and self._since_target >= max(min(self.window // 10, self._target_pods), 1):
             self._built = None
 
     def assume(
@@ -327,6 +348,7 @@ class ExtenderView:
                 self._assign(built, index[placed.node], placed)
         built.frag = NodeFragmentation(state, self.target(extra), node_model, models)
         self._since_target = 0
+        self._target_pods = len(self.recent) + len(self.pending)
         self._built = built
         # The view is tens of thousands of long-lived objects; a full collection that scans them costs tens of
         # milliseconds in the middle of a request. Frozen objects are left out of every collection (gc.freeze).
@@ -436,9 +458,39 @@ class ExtenderView:
                 scores[known] = self._fgd(built, nodes, req)
             single = bool(req.gpus or req.replicas)  # a MIG pod: the profile chooses among equal nodes
             first = self._first_best(names, scores) if len(scores) and scores.max() >= 0 else None
+            self.prioritized += 1
+            if single and first is not None:
+                self._compare(built, pos, scores, first, req)
+            if self.shadow:  # the profile decides; the watch counts the pod where it goes
+                return wire.host_priority_list(names, [wire.MIN_PRIORITY] * len(names))
             if single and uid and first is not None:  # the one scored 10
                 self.assume(uid, names[first], req, learn=learn)
             return wire.host_priority_list(names, scale_scores(scores, single, first).tolist())
+
+    def _compare(
+        self, built: Built, pos: np.ndarray, scores: np.ndarray, first: int, req: PodRequest
+    ) -> None:
+        """Count whether FGD's node (``first``) is one the profile alone ranks best among the same feasible
+        candidates (kube-scheduler picks at random among its best, so any of them is the profile's choice)."""
+        ok = np.flatnonzero(scores >= 0)
+        profile = most_allocated(built, pos[ok], req)
+        self.compared += 1
+        if profile[int(np.flatnonzero(ok == first)[0])] < profile.max():
+            self.disagreed += 1
+
+    def fragmentation(self) -> dict[str, tuple[float, int, int]]:
+        """Per pool of the view's: FGD's fragment measure F (GPU milli the expected workload cannot use, the
+        simulator's measure), unallocated and total GPU milli of its nodes."""
+        with self.lock:
+            built = self._build()
+            out: dict[str, tuple[float, int, int]] = {}
+            nodes = np.flatnonzero(built.managed)
+            st = built.state
+            for n, code in zip(nodes.tolist(), built.pool_code[nodes].tolist(), strict=True):
+                frag, free, cap = out.get(built.pool_names[code], (0.0, 0, 0))
+                out[built.pool_names[code]] = (frag + float(built.frag.node[n]), free + int(st.free_gpu_sum[n]),
+                                               cap + int(st.gpu_cap[n].sum()))  # fmt: skip
+            return out
 
     @staticmethod
     def _first_best(names: list[str], scores: np.ndarray) -> int:
