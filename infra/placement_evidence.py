@@ -135,7 +135,7 @@ def verdict(spec: ClusterSpec) -> PlacementVerdict | None:
         f"the scheduler picks the GPU fraction: DRA shares, {dra[0]:.1f}-{dra[-1]:.1f} points ahead in the "
         "simulator, which the extender does not serve yet. To decide on your own cluster: `placement.shadow: "
         "true` and the extender's gpufleet_extender_disagreements_total against "
-        "gpufleet_extender_compared_total, or `invoke trace --from-cluster` then `invoke simulate --stack` "
+        "gpufleet_extender_compared_total, or `invoke trace --from-cluster` replayed by `invoke simulate` on the stack "
         "(docs/scheduling.md)."
     )
     return PlacementVerdict(experimental, pays, layouts, line)
