@@ -201,11 +201,11 @@ class ExtenderView:
         A pod on a node the view does not know yet (the pod watch ran ahead of the node watch) is kept and
         counted when the node arrives."""
         with self.lock:
-            self._unpend(uid)
             if self.assumed.pop(uid, None) is not None and self.placed[uid].node != node:
                 self.moved += 1
                 self.pod_gone(uid)
             if uid in self.placed:
+                self._unpend(uid)
                 return
             self._count(uid, node, request, learn)
 
@@ -221,8 +221,7 @@ class ExtenderView:
                 self._changed()
 
     def _unpend(self, uid: str) -> None:
-        """The pod waits no more (bound, assumed, gone): a bound one joins the recent pods in its stead, so
-        this alone is no change worth a rebuild."""
+        """The pod waits no more (gone, or counted already): its shape leaves the target at the next rebuild."""
         self.pending.pop(uid, None)
 
     def _changed(self) -> None:
@@ -240,7 +239,6 @@ class ExtenderView:
         with self.lock:
             if uid in self.placed or node not in self.nodes:
                 return
-            self._unpend(uid)
             self._count(uid, node, request, learn)
             self.assumed[uid] = time.monotonic() if now is None else now
 
@@ -259,8 +257,10 @@ class ExtenderView:
 
     def _count(self, uid: str, node: str, request: PodRequest, learn: bool = True) -> None:
         """Allocate the pod on ``node`` in the view (the caller holds the lock); a GPU pod on a node of the
-        view's pools joins the recent pods the target learns from, unless ``learn`` is off."""
+        view's pools joins the recent pods the target learns from, unless ``learn`` is off. A pod that was
+        pending was in the target already: its move to the recent pods is no change that calls for a rebuild."""
         with self.lock:
+            waited = self.pending.pop(uid, None) is not None
             if node not in self.nodes:
                 self.placed[uid] = _Placed(node, request, [], -1)  # GPUs assigned when the node is known
                 return
@@ -272,7 +272,8 @@ class ExtenderView:
             built.frag.update(n)
             if learn and not request.cpu_only and bool(built.managed[n]):
                 self.recent.append(_shape(request, int(built.replica_milli[n])))
-                self._changed()
+                if not waited:
+                    self._changed()
 
     def _assign(self, built: Built, n: int, placed: _Placed) -> None:
         """Allocate ``placed`` on node ``n``: its recorded GPUs if they still fit, else by the device plugin's
