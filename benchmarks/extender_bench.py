@@ -13,6 +13,11 @@ Measured 2026-12-02, 1,000 calls each, pinned to one core of the 2-core build ma
 | 1000 | 30 | 0.82 | 1.42 | 12.80 | 1.19 | 2.6 |
 | 10000 | 30 | 10.87 | 15.00 | 18.43 | 14.48 | 19.2 |
 
+2026-12-05, the same harness with the metrics' comparison (the profile's MostAllocated on every candidate) and
+the learned target's pending pods, alternating runs with the version before them on a machine at load 7: CPU
+p99 at 10,000 nodes 10.9-12.0 ms against 8.6-9.6 ms (about 2 ms more), at 1,000 nodes 1.6 against 1.2-1.8 ms;
+wall times at that load are the machine's, not the extender's.
+
 Before (same machine, same harness): 10,000 nodes p50 15.5 ms, p99 21-27 ms, max 46-107 ms. What moved it: the
 reply written as JSON text straight from names and scores (cached escaped names) instead of 10,000 dicts
 through json.dumps; node positions looked up with ``map`` over a dict whose missing keys answer -1; and the view

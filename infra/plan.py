@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from infra import catalog
+from infra import catalog, placement_evidence
 from infra.aws.karpenter.plan import dearest, karpenter_rows
 from infra.aws.node_room import room_warnings
 from infra.pools import allowed_instance_types, karpenter_managed, karpenter_pools, quota_demand
@@ -57,6 +57,8 @@ class Plan:
     notes: list[str]
     karpenter: list[dict[str, Any]] = field(default_factory=list)  # NodePools (cluster.autoscaler: karpenter)
     placement: str = ""  # scheduling.placement.strategy: how GPU pods are placed (the plan says so up front)
+    # FragmentationAware: what the measured results say for the stack's layouts (infra.placement_evidence)
+    placement_verdict: dict[str, Any] | None = None
     orchestrator: str = "kubernetes"  # cluster.orchestrator: what runs the teams' jobs
     slurm: list[dict[str, Any]] = field(default_factory=list)  # accounts and limits (orchestrator slurm)
     slurm_version: str = ""  # gpufleet:slurm.version: the hosts' Slurm release (orchestrator slurm)
@@ -166,6 +168,9 @@ def build_plan(spec: ClusterSpec) -> Plan:
     notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
     notes += cpu_capacity_warnings(spec)
     notes += room_warnings(spec)
+    placed = None if slurm else placement_evidence.verdict(spec)
+    if placed is not None:
+        notes.append(placed.line)
     if not spec.teams:
         notes.append(
             "No teams (gpufleet:teams): no namespace gets a queue, so no GPU work can be admitted; "
@@ -206,6 +211,7 @@ def build_plan(spec: ClusterSpec) -> Plan:
         notes=notes,
         karpenter=karpenter,
         placement="" if slurm else spec.scheduling.placement.strategy,
+        placement_verdict=placed.to_json() if placed is not None else None,
         orchestrator=spec.cluster.orchestrator,
         slurm=slurm_accounts(spec) if slurm else [],
         slurm_version=spec.slurm.version if slurm and spec.slurm is not None else "",

@@ -127,7 +127,8 @@ def _title(plan: Plan) -> str:
             "hosts; GPU placement select/cons_tres)"
         )
     where = f"aws {plan.region}" if plan.platform == "aws" else "existing cluster"
-    placed = f"; GPU placement {plan.placement}" if plan.placement else ""
+    experimental = " (experimental)" if (plan.placement_verdict or {}).get("experimental") else ""
+    placed = f"; GPU placement {plan.placement}{experimental}" if plan.placement else ""
     return (
         f"Plan for stack {plan.stack!r}: cluster {plan.cluster} ({where}, Kubernetes {plan.kubernetes_version}"
         f"{placed})"

@@ -158,6 +158,7 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         kubernetes_version=spec.cluster.kubernetes_version,
         kube_scheduler_image_tag=spec.versions.kube_scheduler_image or "",
         extender_image=extender_image(spec.versions) if s.placement.strategy == "FragmentationAware" else "",
+        extender_shadow=s.placement.shadow,
         kueue_version=spec.versions.kueue_chart,
         metrics=spec.cluster.monitoring.enabled,
         provisioning_request_crd=(

@@ -513,6 +513,17 @@ class Placement(Model):
     weights: dict[str, Annotated[int, Field(ge=1, le=100)]] = Field(
         default_factory=lambda: {"nvidia.com/gpu": 10, "cpu": 1, "memory": 1}
     )
+    # FragmentationAware only: the extender scores without deciding (the profile places every pod) and its
+    # /metrics count how often FGD would have placed a pod elsewhere: a trial on the cluster's own workload.
+    shadow: bool = False
+
+    @model_validator(mode="after")
+    def _shadow_needs_the_extender(self) -> Placement:
+        if self.shadow and self.strategy != "FragmentationAware":
+            raise ValueError(
+                f"shadow: true runs the FragmentationAware extender without deciding; strategy is {self.strategy!r}"
+            )
+        return self
 
 
 class Scheduling(Model):

@@ -14,7 +14,7 @@ from scheduler.admission import team_admission
 from scheduler.autoscaling import priority_expander
 from scheduler.checks import check
 from scheduler.dra import share_objects
-from scheduler.extender.manifests import fragmentation_aware
+from scheduler.extender.manifests import fragmentation_aware, modelled_pools
 from scheduler.guard import gpu_guard
 from scheduler.kueue import kueue_objects
 from scheduler.model import PoolView, SchedulingPolicy
@@ -81,7 +81,13 @@ def secondary_scheduler_objects(policy: SchedulingPolicy, pools: Sequence[PoolVi
     objects = secondary_scheduler(policy, pools)
     if policy.placement_strategy != "FragmentationAware":
         return objects
-    return fragmentation_aware(objects, covered_gpu_resources(pools), policy.extender_image)
+    return fragmentation_aware(
+        objects,
+        covered_gpu_resources(pools),
+        policy.extender_image,
+        modelled_pools(pools),
+        shadow=policy.extender_shadow,
+    )
 
 
 def compile(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[dict[str, Any]]:

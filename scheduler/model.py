@@ -117,6 +117,7 @@ class SchedulingPolicy:
     platform_namespaces: tuple[str, ...] = ("monitoring", "ingress")
     # FragmentationAware: the extender's pinned image (infra.versions); empty otherwise.
     extender_image: str = ""
+    extender_shadow: bool = False  # FragmentationAware: the extender scores without deciding (--shadow)
     # The nodes CPU-only work runs on (the `cpu-only` flavor's node labels); empty: any untainted node.
     cpu_node_labels: dict[str, str] = field(default_factory=dict)
     kuberay_namespace: str = "ray-system"  # the KubeRay operator's: it reaches each Ray head's dashboard

@@ -78,10 +78,10 @@ def local_run(config: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
 
 
 def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]]:
-    """Kwok nodes of the simulator's stack cluster (`gpu_model` is the pool's name): a whole-GPU pool's nodes
-    advertise `nvidia.com/gpu`, a sharing pool's only `nvidia.com/gpu.shared` (GPUs x units), as the device
-    plugin does with renameByDefault (a node never offers both)."""
-    from scheduler.labels import GPU_RESOURCE
+    """Kwok nodes of the simulator's stack cluster (`gpu_model` is the pool's name, and its pool label): a
+    whole-GPU pool's nodes advertise `nvidia.com/gpu`, a sharing pool's only `nvidia.com/gpu.shared` (GPUs x
+    units), as the device plugin does with renameByDefault (a node never offers both)."""
+    from scheduler.labels import GPU_RESOURCE, POOL_LABEL
 
     out = []
     rows = zip(
@@ -93,6 +93,7 @@ def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]
         if per_gpu > 1:
             for key in ("allocatable", "capacity"):
                 node["status"][key].pop(GPU_RESOURCE, None)
+        node["metadata"]["labels"][POOL_LABEL] = str(model)
         node["metadata"]["labels"][KWOK_LABEL] = KWOK_VALUE
         node["metadata"]["labels"]["kubernetes.io/hostname"] = str(name)
         node["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
@@ -123,6 +124,7 @@ def session(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", required=True, help="JSON list of Node objects")
     parser.add_argument("--profile", choices=PROFILES, required=True)
     parser.add_argument("--trace", default="")
+    parser.add_argument("--extender-shadow", action="store_true", help="run the extender with --shadow")
     parser.add_argument("--scheduler-config", default="", help="a KubeSchedulerConfiguration (JSON) to run")
     # listening sockets on the machine's loopback for the scheduler's metrics and the extender's /readyz, so
     # the launcher can wait until both have taken in the pods it created
@@ -161,6 +163,8 @@ def session(argv: list[str] | None = None) -> int:
             ]
             if args.trace:
                 extender += ["--trace", args.trace]
+            if args.extender_shadow:
+                extender.append("--shadow")
             proc = sup.start("extender", extender, env={"KUBECONFIG": str(plane.admin)})
             wait_until(lambda: http_ok(f"http://127.0.0.1:{EXTENDER_PORT}/readyz"), "the extender", proc, 300)
         import yaml
@@ -207,10 +211,11 @@ class ReplayTwin:
     @classmethod
     def start(
         cls, cluster: Cluster, units: dict[str, int], profile: str, folder: Path, *,
-        target: Workload | None = None, config: dict[str, Any] | None = None,
+        target: Workload | None = None, config: dict[str, Any] | None = None, shadow: bool = False,
     ) -> ReplayTwin:  # fmt: skip
         """A replay twin of `cluster`; with FragmentationAware the extender's expected workload is `target` (the
-        simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`. `config`: the
+        simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`, or without it
+        learned from the twin's pods; `shadow`: the extender scores without deciding (`--shadow`). `config`: the
         KubeSchedulerConfiguration gpu-binpack runs (default: :func:`scheduler_config` of `profile`), e.g. one
         read back from a stack's rendered ConfigMap."""
         netns.check_namespaces()
@@ -226,6 +231,8 @@ class ReplayTwin:
             given = folder / "scheduler-config.json"
             given.write_text(json.dumps(config))
             argv += ["--scheduler-config", str(given)]
+        if shadow:
+            argv.append("--extender-shadow")
         if target is not None and profile == "FragmentationAware":
             trace = folder / "target.csv"
             rows = zip(
@@ -319,6 +326,11 @@ class ReplayTwin:
             return cached, None
         with urllib.request.urlopen(f"http://127.0.0.1:{self.extender_port}/readyz", timeout=10) as reply:
             return cached, int(json.loads(reply.read())["pods"])
+
+    def extender_metrics(self) -> str:
+        """The extender's /metrics text (FragmentationAware only)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.extender_port}/metrics", timeout=10) as reply:
+            return str(reply.read().decode())
 
     def settled(self, pods: int, timeout: float = 60) -> None:
         """Wait until the scheduler's cache and the extender's view both hold at least `pods` bound pods: what a

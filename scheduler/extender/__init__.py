@@ -7,8 +7,12 @@
 - :mod:`~scheduler.extender.view`: the extender's view of nodes and pods, the expected workload, and the
   verbs (filter, prioritize); each pod is assumed on the node the scheduler will bind it to until the watch
   confirms it; scoring is :func:`scheduler.fgd.frag.fgd_scores`, the simulator's own.
-- :mod:`~scheduler.extender.layout`: the view's built layout and the arithmetic on it (a pod's GPUs, fit, score).
-- :mod:`~scheduler.extender.app`: the WSGI application (POST /filter, /prioritize; GET /healthz).
+- :mod:`~scheduler.extender.target`: which pods teach the view its expected workload (the GPU pods of its own
+  pools, pending and recently bound).
+- :mod:`~scheduler.extender.layout`: the view's built layout and the arithmetic on it (a pod's GPUs, fit, FGD's
+  score and the profile's MostAllocated score).
+- :mod:`~scheduler.extender.metrics`: ``/metrics``, its fragmentation view and its disagreements with the profile.
+- :mod:`~scheduler.extender.app`: the WSGI application (POST /filter, /prioritize; GET /healthz, /readyz, /metrics).
 - :mod:`~scheduler.extender.watch`: keeps the view from the API server (list + watch).
 
 kube-scheduler binds the pods itself, with its own DefaultBinder: an extender that binds can make the scheduler

@@ -1,4 +1,4 @@
-"""Run the extender: ``python -m scheduler.extender [--port 8888] [--trace pods.csv] [--replicas N]``.
+"""Run the extender: ``python -m scheduler.extender [--port 8888] [--trace pods.csv] [--replicas N] [--pools A,B]``.
 
 Serves the WSGI app with the standard library's threading WSGI server (one thread per request; the view is
 locked) and keeps the view from the API server (the in-cluster service account, or $KUBECONFIG outside a cluster).
@@ -45,6 +45,17 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         "--window", type=int, default=1000, help="recent pods that make the expected workload"
     )
     parser.add_argument(
+        "--pools",
+        help="comma-separated gpufleet.io/pool labels whose GPU pods make the expected workload "
+        "(default: every node with whole or time-sliced GPUs)",
+    )
+    parser.add_argument(
+        "--shadow",
+        action="store_true",
+        help="score without deciding: prioritize gives every node 0 (the profile places), /metrics counts "
+        "where FGD would have placed",
+    )
+    parser.add_argument(
         "--probe", metavar="PATH", help="GET PATH (/healthz, /readyz) on 127.0.0.1:PORT; exit 0 on 200"
     )
     args = parser.parse_args(argv)
@@ -59,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         expected = read_pods(args.trace)
         if args.replicas:
             expected, _ = as_deployed(expected, args.replicas)
-    view = ExtenderView(expected=expected, window=args.window)
+    pools = [p for p in args.pools.split(",") if p] if args.pools is not None else None
+    view = ExtenderView(expected=expected, window=args.window, pools=pools, shadow=args.shadow)
     from scheduler.extender import watch
 
     watch.start(view)

@@ -2,7 +2,7 @@
 
 kube-scheduler POSTs JSON to ``<urlPrefix>/<verb>`` and treats any status other than 200 as an error
 (``pkg/scheduler/extender.go``, ``HTTPExtender.send``); this app answers ``/filter`` and ``/prioritize`` (the
-scheduler binds pods itself), plus ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the first node and pod lists are both
+scheduler binds pods itself), plus ``GET /metrics`` (:mod:`scheduler.extender.metrics`), ``GET /healthz`` (liveness) and ``GET /readyz`` (ready once the first node and pod lists are both
 applied; its body counts the nodes, the pods the watch has shown bound, the pods assumed on the node the
 scheduler is binding them to and not yet seen bound, and the assumptions the watch moved to another node, so a test can wait until the
 view has taken in what it created instead of sleeping).
@@ -14,7 +14,10 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
 from scheduler.extender import wire
+from scheduler.extender.metrics import registry
 from scheduler.extender.view import ExtenderView
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
@@ -31,6 +34,7 @@ def _reply(start: StartResponse, status: str, body: Any) -> Iterable[bytes]:
 
 def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     """The WSGI callable serving ``view``."""
+    metrics = registry(view)
 
     def app(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/").rstrip("/")
@@ -43,6 +47,10 @@ def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], It
                 body = {"nodes": len(view.nodes), "pods": len(view.placed) - assumed, "assumed": assumed,
                         "moved": view.moved}  # fmt: skip
             return _reply(start, "200 OK" if ready else "503 Service Unavailable", body)
+        if method == "GET" and path == "/metrics":
+            data = generate_latest(metrics)
+            start("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(data)))])
+            return [data]
         verbs = {"/filter", "/prioritize"}
         if path not in verbs:
             return _reply(start, "404 Not Found", {"Error": f"no such verb {path!r}"})

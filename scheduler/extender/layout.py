@@ -8,13 +8,13 @@ so they hold no lock and keep no state (:class:`~scheduler.extender.view.Extende
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from scheduler.extender.resources import PodRequest
 from scheduler.fgd.frag import NodeFragmentation, distributed_gpu, fgd_score, fgd_scores
-from scheduler.fgd.model import Cluster
+from scheduler.fgd.model import MILLI, Cluster
 from scheduler.fgd.state import ClusterState
 
 
@@ -26,6 +26,9 @@ class Built:
     frag: NodeFragmentation
     replica_milli: np.ndarray  # per node: milli of one time-sliced replica (1000 on whole-GPU nodes)
     model_of: dict[str, int]
+    managed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per node: of its pools
+    pool_code: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per node: its pool
+    pool_names: list[str] = field(default_factory=list)  # pool_code -> pool label
 
 
 def _layers(gpus: list[int]) -> list[list[int]]:
@@ -117,3 +120,40 @@ def fgd_replicas(built: Built, idx: np.ndarray, req: PodRequest, d: int) -> np.n
     new = (usable * fits) @ fr.count
     old = fr.usable_weighted[idx] - req.replicas * d * fr.count_total
     return fgd_score(old - new, fr.count_total)
+
+
+PROFILE_WEIGHTS = (
+    1,
+    1,
+    10,
+)  # cpu, memory, GPUs (whole or time-sliced): the stacks' default placement.weights
+
+
+def most_allocated(built: Built, nodes: np.ndarray, req: PodRequest) -> np.ndarray:
+    """The profile's own NodeResourcesFit ``MostAllocated`` score (0..100) of ``req`` on ``nodes``, from the
+    view's state: what gpu-binpack would rank without the extender.
+
+    kubernetes v1.35.8 ``pkg/scheduler/framework/plugins/noderesources``: ``most_allocated.go``
+    ``mostRequestedScore`` = (requested + pod) * 100 / allocatable (integer), and ``resource_allocation.go``
+    ``score``: a resource whose allocatable is 0 on the node, or an extended resource the pod does not ask
+    for, is skipped; the node's score is the integer weighted mean. The GPU resource is the node's own:
+    ``nvidia.com/gpu`` in GPUs, or ``nvidia.com/gpu.shared`` in replicas (each GPU's used replicas are its
+    used milli over the replica's, rounded down), both with the GPU weight, as the stacks' profile scores them.
+    """
+    st, cl = built.state, built.cluster
+    d = built.replica_milli[nodes]
+    g = cl.num_gpu[nodes]
+    used_gpu = ((st.gpu_cap[nodes] - st.free_gpu[nodes]) // d[:, None]).sum(axis=1)
+    gpu_cap = g * (MILLI // d)
+    asked_gpu = req.replicas or req.gpus
+    alloc = np.column_stack((cl.cpu_milli[nodes], cl.memory_mib[nodes], gpu_cap))
+    used = np.column_stack((
+        cl.cpu_milli[nodes] - st.free_cpu[nodes], cl.memory_mib[nodes] - st.free_mem[nodes], used_gpu,
+    ))  # fmt: skip
+    want = np.array([req.cpu_milli, req.memory_mib, asked_gpu])
+    requested = np.minimum(used + want, alloc)
+    weight = np.where(alloc > 0, np.array(PROFILE_WEIGHTS), 0)
+    if not asked_gpu:
+        weight[:, 2] = 0
+    score = (requested * 100 // np.maximum(alloc, 1) * weight).sum(axis=1)
+    return np.asarray(score // np.maximum(weight.sum(axis=1), 1), dtype=np.int64)

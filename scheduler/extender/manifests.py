@@ -22,9 +22,13 @@ pod IP, where nothing listens.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from scheduler.labels import restricted_security_context
+
+if TYPE_CHECKING:
+    from scheduler.model import PoolView
 
 NAME = "gpufleet-extender"
 CONTAINER = "extender"
@@ -41,14 +45,27 @@ def image_problem(image: str) -> str | None:
     return None
 
 
-def extender_container(image: str, trace: str | None = None) -> dict[str, Any]:
-    """The sidecar container; ``image`` is a pinned reference (a tag or digest, never latest)."""
+def modelled_pools(pools: Sequence[PoolView]) -> list[str]:
+    """The pools whose GPUs the extender models (whole and time-sliced): the ones whose GPU pods teach it its
+    expected workload (``--pools``). MIG pods are CPU-only to it and DRA-shared GPUs are no node resource."""
+    return [p.name for p in pools if p.sharing in ("exclusive", "timeSlicing")]
+
+
+def extender_container(
+    image: str, trace: str | None = None, pools: Sequence[str] | None = None, shadow: bool = False
+) -> dict[str, Any]:
+    """The sidecar container; ``image`` is a pinned reference (a tag or digest, never latest); ``pools``: the
+    pool labels whose GPU pods make its expected workload (None: every node with GPUs it models)."""
     problem = image_problem(image)
     if problem:
         raise ValueError(problem)
     args = ["--port", str(PORT), "--host", "127.0.0.1"]
     if trace:
         args += ["--trace", trace]
+    if pools is not None:
+        args += ["--pools", ",".join(pools)]
+    if shadow:  # placement.shadow: score and count, the profile decides
+        args.append("--shadow")
 
     def probe(path: str) -> dict[str, Any]:
         return {
@@ -67,7 +84,11 @@ def extender_container(image: str, trace: str | None = None) -> dict[str, Any]:
 
 
 def fragmentation_aware(
-    scheduler_objects: list[dict[str, Any]], managed_resources: list[str], image: str
+    scheduler_objects: list[dict[str, Any]],
+    managed_resources: list[str],
+    image: str,
+    pools: Sequence[str] | None = None,
+    shadow: bool = False,
 ) -> list[dict[str, Any]]:
     """``placement.strategy: FragmentationAware``: the secondary scheduler's objects
     (:func:`scheduler.placement.secondary_scheduler`) with its configuration calling the extender
@@ -89,5 +110,7 @@ def fragmentation_aware(
     data = configs[0]["data"]
     config = yaml.safe_load(data[CONFIG_FILE])
     data[CONFIG_FILE] = dump_text(with_extender(config, URL, managed_resources))
-    deployments[0]["spec"]["template"]["spec"]["containers"].append(extender_container(image))
+    deployments[0]["spec"]["template"]["spec"]["containers"].append(
+        extender_container(image, pools=pools, shadow=shadow)
+    )
     return out

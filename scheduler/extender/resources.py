@@ -36,7 +36,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity  # the official client's Quantity parser
 
 from scheduler.fgd.model import MILLI
-from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
+from scheduler.labels import GPU_RESOURCE, POOL_LABEL, SHARED_GPU_RESOURCE
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"  # physical GPUs, MIG ones included: not what the node allocates
@@ -74,6 +74,7 @@ class NodeCapacity:
     gpus: int
     replicas: int  # per GPU; 1 = whole GPUs
     model: str
+    pool: str = ""  # its gpufleet.io/pool label ("" on a node of no pool)
 
     def replica_milli(self) -> int:
         return MILLI // self.replicas
@@ -195,4 +196,5 @@ def node_capacity(node: dict[str, Any]) -> NodeCapacity:
         gpus=whole or shared // replicas,
         replicas=replicas,
         model=str(labels.get(GPU_PRODUCT_LABEL, "")),
+        pool=str(labels.get(POOL_LABEL, "")),
     )

@@ -20,8 +20,9 @@ Which GPU a time-sliced replica uses is the device plugin's choice, modelled by
 :func:`~scheduler.fgd.frag.distributed_gpu`; a pod whose containers ask one replica each gets them one after
 another (the kubelet allocates container by container), so two may share a GPU.
 
-The expected workload (FGD's target) is either a configured trace or the shapes of the last ``window``
-pods the view has seen bound (refreshed every ``window // 10`` pods); until any pod is known the pod being
+The expected workload (FGD's target) is either a configured trace or learned from the GPU pods of the
+extender's own pools (:mod:`scheduler.extender.target`): the ones pending for them now and the last
+``window`` bound to their nodes, refreshed every ``window // 10`` changes; until any is known the pod being
 placed is its own target.
 """
 
@@ -38,8 +39,18 @@ from typing import Any
 import numpy as np
 
 from scheduler.extender import wire
-from scheduler.extender.layout import Built, feasible, fgd_group, give_back, replica_gpus, room, take
+from scheduler.extender.layout import (
+    Built,
+    feasible,
+    fgd_group,
+    give_back,
+    most_allocated,
+    replica_gpus,
+    room,
+    take,
+)
 from scheduler.extender.resources import NodeCapacity, PodRequest, node_capacity, pod_request
+from scheduler.extender.target import manages, pending_milli, pool_sizes, teaches
 from scheduler.fgd.frag import NodeFragmentation
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.fgd.shapes import TargetWorkload, target_workload
@@ -105,9 +116,19 @@ def scale_scores(fgd: np.ndarray, single: bool = True, first: int | None = None)
 
 
 class ExtenderView:
-    """Nodes, bound pods and the expected workload; thread-safe (the server and the watch share it)."""
+    """Nodes, bound pods and the expected workload; thread-safe (the server and the watch share it).
 
-    def __init__(self, expected: Workload | None = None, window: int = 1000):
+    ``pools``: the pool labels of the nodes whose pods teach the view its target (None: every node with GPUs
+    the view models). ``shadow``: prioritize scores every node 0, so the profile alone decides, and only
+    counts what FGD would have chosen."""
+
+    def __init__(
+        self,
+        expected: Workload | None = None,
+        window: int = 1000,
+        pools: Iterable[str] | None = None,
+        shadow: bool = False,
+    ):
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeCapacity] = {}
         self.placed: dict[str, _Placed] = {}
@@ -117,8 +138,16 @@ class ExtenderView:
         self.moved = 0
         self.expected = expected
         self.window = window
+        self.pools = frozenset(pools) if pools is not None else None
+        self.shadow = shadow
+        # prioritize calls; those where FGD and the profile each had a best node; those where FGD's node was
+        # none of the profile's best (what the extender changes)
+        self.prioritized = self.compared = self.disagreed = 0
         self.recent: deque[tuple[int, int, int, int, str]] = deque(maxlen=window)
+        # uid -> (request, the pools it may go to; None: any): GPU pods pending for the view's pools
+        self.pending: dict[str, tuple[PodRequest, frozenset[str] | None]] = {}
         self._since_target = 0
+        self._target_pods = 0  # the pods the current target was learned from
         self._built: Built | None = None
         self._listed: set[str] = set()
 
@@ -145,6 +174,8 @@ class ExtenderView:
         with self.lock:
             for uid in [u for u in self.placed if u not in keep and u not in self.assumed]:
                 self.pod_gone(uid)
+            for uid in [u for u in self.pending if u not in keep]:
+                self._unpend(uid)
 
     # ---- nodes and pods (from the watch, or from full Node objects in ExtenderArgs) ---------------------
 
@@ -163,9 +194,9 @@ class ExtenderView:
                     del self.placed[uid]
                     self.assumed.pop(uid, None)
 
-    def pod_bound(self, uid: str, node: str, request: PodRequest) -> None:
+    def pod_bound(self, uid: str, node: str, request: PodRequest, learn: bool = True) -> None:
         """A pod bound to ``node`` (a watch event): a pod assumed there is confirmed, one assumed elsewhere moves;
-        a pod already counted is left as is.
+        a pod already counted is left as is. ``learn``: it may teach the target (:func:`target.teaches`).
 
         A pod on a node the view does not know yet (the pod watch ran ahead of the node watch) is kept and
         counted when the node arrives."""
@@ -174,15 +205,41 @@ class ExtenderView:
                 self.moved += 1
                 self.pod_gone(uid)
             if uid in self.placed:
+                self._unpend(uid)
                 return
-            self._count(uid, node, request)
+            self._count(uid, node, request, learn)
 
-    def assume(self, uid: str, node: str, request: PodRequest, now: float | None = None) -> None:
+    def pod_pending(self, uid: str, request: PodRequest, asked: frozenset[str] | None) -> None:
+        """A GPU pod without a node that may teach the target (a watch event, or a verb asked about it), for
+        the pools ``asked`` (None: it names none). Counted while it waits, when it may go to the view's pools;
+        with pools named, a pod naming none counts once a verb is asked about it with their nodes."""
+        with self.lock:
+            if not uid or uid in self.placed or (asked is None and self.pools is not None):
+                return
+            if self.pending.get(uid) != (request, asked):
+                self.pending[uid] = (request, asked)
+                self._changed()
+
+    def _unpend(self, uid: str) -> None:
+        """The pod waits no more (gone, or counted already): its shape leaves the target at the next rebuild."""
+        self.pending.pop(uid, None)
+
+    def _changed(self) -> None:
+        """The learned target's pods changed: rebuild it lazily every ``window // 10`` changes, or sooner
+        while it was learned from fewer pods than that (a young cluster's first pods each count, then every
+        time as many again have come)."""
+        self._since_target += 1
+        if self.expected is None and self._since_target >= max(min(self.window // 10, self._target_pods), 1):
+            self._built = None
+
+    def assume(
+        self, uid: str, node: str, request: PodRequest, now: float | None = None, learn: bool = True
+    ) -> None:
         """Count a pod on the node the scheduler is about to bind it to, until the watch says where it went."""
         with self.lock:
             if uid in self.placed or node not in self.nodes:
                 return
-            self._count(uid, node, request)
+            self._count(uid, node, request, learn)
             self.assumed[uid] = time.monotonic() if now is None else now
 
     def forget(self, uid: str) -> None:
@@ -198,9 +255,12 @@ class ExtenderView:
             for uid in [u for u, t in self.assumed.items() if clock - t >= ASSUMED_TTL_S]:
                 self.forget(uid)
 
-    def _count(self, uid: str, node: str, request: PodRequest) -> None:
-        """Allocate the pod on ``node`` in the view (the caller holds the lock)."""
+    def _count(self, uid: str, node: str, request: PodRequest, learn: bool = True) -> None:
+        """Allocate the pod on ``node`` in the view (the caller holds the lock); a GPU pod on a node of the
+        view's pools joins the recent pods the target learns from, unless ``learn`` is off. A pod that was
+        pending was in the target already: its move to the recent pods is no change that calls for a rebuild."""
         with self.lock:
+            waited = self.pending.pop(uid, None) is not None
             if node not in self.nodes:
                 self.placed[uid] = _Placed(node, request, [], -1)  # GPUs assigned when the node is known
                 return
@@ -210,10 +270,10 @@ class ExtenderView:
             self._assign(built, n, placed)
             self.placed[uid] = placed
             built.frag.update(n)
-            self.recent.append(_shape(request, int(built.replica_milli[n])))
-            self._since_target += 1
-            if self.expected is None and self._since_target >= max(self.window // 10, 1):
-                self._built = None  # new expected workload: rebuild lazily
+            if learn and not request.cpu_only and bool(built.managed[n]):
+                self.recent.append(_shape(request, int(built.replica_milli[n])))
+                if not waited:
+                    self._changed()
 
     def _assign(self, built: Built, n: int, placed: _Placed) -> None:
         """Allocate ``placed`` on node ``n``: its recorded GPUs if they still fit, else by the device plugin's
@@ -231,6 +291,7 @@ class ExtenderView:
 
     def pod_gone(self, uid: str) -> None:
         with self.lock:
+            self._unpend(uid)
             self.assumed.pop(uid, None)
             placed = self.placed.pop(uid, None)
             if placed is None or self._built is None or placed.node not in self._built.index:
@@ -247,6 +308,11 @@ class ExtenderView:
         if self.expected is not None:
             return target_workload(self.expected)
         shapes = list(self.recent)
+        sizes = pool_sizes(self.nodes.values(), self.pools)
+        for request, asked in self.pending.values():
+            milli = pending_milli(request, asked, sizes)
+            if milli is not None:
+                shapes.append(_shape(request, milli))
         if not shapes and extra is not None:
             shapes = [_shape(extra, MILLI)]
         if not shapes:
@@ -273,12 +339,17 @@ class ExtenderView:
         model_of = {m: j for j, m in enumerate(models)}
         node_model = np.array([model_of[m] for m in cluster.gpu_model], dtype=np.int64)
         replica_milli = np.array([self.nodes[n].replica_milli() for n in cluster.names], dtype=np.int64)
-        built = Built(cluster, index, state, None, replica_milli, model_of)  # type: ignore[arg-type]
+        pool_names = sorted({c.pool for c in caps})
+        code = {p: j for j, p in enumerate(pool_names)}
+        managed = np.array([manages(self.nodes[n], self.pools) for n in cluster.names], dtype=bool)
+        pool_code = np.array([code[self.nodes[n].pool] for n in cluster.names], dtype=np.int64)
+        built = Built(cluster, index, state, None, replica_milli, model_of, managed, pool_code, pool_names)  # type: ignore[arg-type]
         for placed in self.placed.values():  # replay the bound pods on the new layout
             if placed.node in index:
                 self._assign(built, index[placed.node], placed)
         built.frag = NodeFragmentation(state, self.target(extra), node_model, models)
         self._since_target = 0
+        self._target_pods = len(self.recent) + len(self.pending)
         self._built = built
         # The view is tens of thousands of long-lived objects; a full collection that scans them costs tens of
         # milliseconds in the middle of a request. Frozen objects are left out of every collection (gc.freeze).
@@ -331,6 +402,20 @@ class ExtenderView:
         for node in args.nodes or []:
             self.set_node(node)
 
+    def _asked(self, uid: str, pod: dict[str, Any], req: PodRequest, built: Built, pos: np.ndarray) -> bool:
+        """A verb is asked about ``pod`` on the nodes ``pos`` (view indices, -1 unknown): a GPU pod with nodes
+        of the view's pools among its candidates is pending for those pools. Returns whether it may teach the
+        target (so its assumption does too)."""
+        learn = teaches(pod, req)
+        if learn and uid and len(built.managed):
+            known = pos[pos >= 0]
+            ours = known[built.managed[known]]
+            if len(ours):
+                self.pod_pending(
+                    uid, req, frozenset(built.pool_names[c] for c in np.unique(built.pool_code[ours]))
+                )
+        return learn
+
     def filter(self, args: wire.ExtenderArgs) -> dict[str, Any]:
         req = pod_request(args.pod)
         with self.lock:
@@ -343,6 +428,7 @@ class ExtenderView:
                 return wire.filter_result(args, [], {}, dict.fromkeys(args.node_names, REFUSED))
             names = args.node_names
             pos = np.fromiter((built.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+            learn = self._asked(uid, args.pod, req, built, pos)
             known = pos >= 0
             fits = np.zeros(len(names), dtype=bool)
             fits[known] = self._fitting(built, pos[known], req)
@@ -354,7 +440,7 @@ class ExtenderView:
                 else:
                     failed[name] = "no room for the pod's GPUs, CPU or memory in the GPU extender's view"
             if uid and len(passed) == 1:  # the scheduler binds it there without asking prioritize
-                self.assume(uid, passed[0], req)
+                self.assume(uid, passed[0], req, learn=learn)
             return wire.filter_result(args, passed, failed, {})
 
     def prioritize(self, args: wire.ExtenderArgs) -> wire.HostPriorityList:
@@ -365,6 +451,7 @@ class ExtenderView:
             built = self._build(req)
             names = args.node_names
             pos = np.fromiter(map(built.index.__getitem__, names), dtype=np.int64, count=len(names))
+            learn = self._asked(uid, args.pod, req, built, pos)
             scores = np.full(len(names), -1, dtype=np.int64)
             known = np.flatnonzero(pos >= 0)
             nodes = pos[known]
@@ -372,9 +459,39 @@ class ExtenderView:
                 scores[known] = self._fgd(built, nodes, req)
             single = bool(req.gpus or req.replicas)  # a MIG pod: the profile chooses among equal nodes
             first = self._first_best(names, scores) if len(scores) and scores.max() >= 0 else None
+            self.prioritized += 1
+            if single and first is not None:
+                self._compare(built, pos, scores, first, req)
+            if self.shadow:  # the profile decides; the watch counts the pod where it goes
+                return wire.host_priority_list(names, [wire.MIN_PRIORITY] * len(names))
             if single and uid and first is not None:  # the one scored 10
-                self.assume(uid, names[first], req)
+                self.assume(uid, names[first], req, learn=learn)
             return wire.host_priority_list(names, scale_scores(scores, single, first).tolist())
+
+    def _compare(
+        self, built: Built, pos: np.ndarray, scores: np.ndarray, first: int, req: PodRequest
+    ) -> None:
+        """Count whether FGD's node (``first``) is one the profile alone ranks best among the same feasible
+        candidates (kube-scheduler picks at random among its best, so any of them is the profile's choice)."""
+        ok = np.flatnonzero(scores >= 0)
+        profile = most_allocated(built, pos[ok], req)
+        self.compared += 1
+        if profile[int(np.flatnonzero(ok == first)[0])] < profile.max():
+            self.disagreed += 1
+
+    def fragmentation(self) -> dict[str, tuple[float, int, int]]:
+        """Per pool of the view's: FGD's fragment measure F (GPU milli the expected workload cannot use, the
+        simulator's measure), unallocated and total GPU milli of its nodes."""
+        with self.lock:
+            built = self._build()
+            out: dict[str, tuple[float, int, int]] = {}
+            nodes = np.flatnonzero(built.managed)
+            st = built.state
+            for n, code in zip(nodes.tolist(), built.pool_code[nodes].tolist(), strict=True):
+                frag, free, cap = out.get(built.pool_names[code], (0.0, 0, 0))
+                out[built.pool_names[code]] = (frag + float(built.frag.node[n]), free + int(st.free_gpu_sum[n]),
+                                               cap + int(st.gpu_cap[n].sum()))  # fmt: skip
+            return out
 
     @staticmethod
     def _first_best(names: list[str], scores: np.ndarray) -> int:

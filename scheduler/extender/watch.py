@@ -4,7 +4,8 @@ Uses the official ``kubernetes`` client: list then watch Nodes and Pods (``resou
 a 410 Gone restarts with a fresh list, as client-go's reflector does; a list replaces what the view held, so
 what disappeared meanwhile leaves it). Bound pods (``spec.nodeName`` set, not
 Succeeded/Failed) count in the view, and confirm (or move) the view's assumption of where the scheduler put
-them; deleted or finished pods leave it. kube-scheduler binds the pods itself, so the extender needs only the
+them; pending GPU pods count in its expected workload (:mod:`scheduler.extender.target`); deleted or finished
+pods leave it. kube-scheduler binds the pods itself, so the extender needs only the
 rights to list and watch nodes and pods.
 """
 
@@ -15,21 +16,27 @@ import threading
 from typing import Any
 
 from scheduler.extender.resources import pod_request
+from scheduler.extender.target import TERMINAL, pools_asked, teaches
 from scheduler.extender.view import ExtenderView
 
 log = logging.getLogger(__name__)
-TERMINAL = ("Succeeded", "Failed")
 
 
 def apply_pod_event(view: ExtenderView, kind: str, pod: dict[str, Any]) -> None:
-    """One watch event on a Pod (``ADDED``/``MODIFIED``/``DELETED``), as a plain dict."""
+    """One watch event on a Pod (``ADDED``/``MODIFIED``/``DELETED``), as a plain dict: a bound pod counts on
+    its node, a pending GPU pod in the expected workload (:mod:`scheduler.extender.target`)."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     uid, node = str(meta.get("uid", "")), spec.get("nodeName")
     phase = (pod.get("status") or {}).get("phase")
     if kind == "DELETED" or phase in TERMINAL:
         view.pod_gone(uid)
-    elif node:
-        view.pod_bound(uid, node, pod_request(pod))
+        return
+    request = pod_request(pod)
+    learn = teaches(pod, request)
+    if node:
+        view.pod_bound(uid, node, request, learn)
+    elif learn:
+        view.pod_pending(uid, request, pools_asked(pod))
 
 
 def apply_node_event(view: ExtenderView, kind: str, node: dict[str, Any]) -> None:
@@ -48,12 +55,12 @@ def replace_nodes(view: ExtenderView, nodes: list[dict[str, Any]]) -> None:
 
 
 def replace_pods(view: ExtenderView, pods: list[dict[str, Any]]) -> None:
-    """A full pod list: apply each pod, drop the placed pods it no longer shows bound and running."""
+    """A full pod list: apply each pod, drop the placed and pending pods it no longer shows running or
+    waiting (a pod is never both: ``spec.nodeName`` is set once)."""
     kept = []
     for pod in pods:
         apply_pod_event(view, "ADDED", pod)
-        phase = (pod.get("status") or {}).get("phase")
-        if (pod.get("spec") or {}).get("nodeName") and phase not in TERMINAL:
+        if (pod.get("status") or {}).get("phase") not in TERMINAL:
             kept.append(str((pod.get("metadata") or {}).get("uid", "")))
     view.retain_pods(kept)
     view.listed("pods")

@@ -97,3 +97,48 @@ def test_fragmentation_aware_adds_the_extender_to_the_secondary_scheduler() -> N
     )  # the input is left alone
     for obj in objects:
         kubernetes_validate.validate(obj, PROD.kubernetes_version, strict=True)
+
+
+def test_the_sidecar_learns_from_the_pools_whose_gpus_it_models() -> None:
+    """The compiled sidecar names the whole-GPU and time-sliced pools (``--pools``), never a MIG pool, whose
+    pods are CPU-only to it; the extender's own parser reads the list back."""
+    import dataclasses
+
+    from scheduler.compiler import compile
+    from scheduler.extender.manifests import CONTAINER
+    from tests.scheduler.examples import PROD, PROD_POOLS
+
+    policy = dataclasses.replace(PROD, placement_strategy="FragmentationAware",
+                                 extender_image="ghcr.io/gpufleet/gpufleet-extender:0.1.0")  # fmt: skip
+    (deployment,) = [o for o in compile(policy, PROD_POOLS) if o["kind"] == "Deployment"
+                     and o["metadata"]["name"] == "gpu-binpack"]  # fmt: skip
+    (sidecar,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == CONTAINER]
+    named = sidecar["args"][sidecar["args"].index("--pools") + 1].split(",")
+    sharing = {p.name: p.sharing for p in PROD_POOLS}
+    assert named and {sharing[p] for p in named} <= {"exclusive", "timeSlicing"}
+    assert {p for p, how in sharing.items() if how in ("exclusive", "timeSlicing")} == set(named)
+    assert any(how == "mig" for how in sharing.values())  # the example has one to leave out
+
+
+def test_placement_shadow_runs_the_sidecar_in_shadow_mode_and_needs_the_extender() -> None:
+    """`placement.shadow: true` reaches the sidecar as `--shadow` through the stack's own compile path; with
+    another strategy there is no extender to run in shadow, and the stack file is refused naming the key."""
+    import yaml as _yaml
+
+    from infra.errors import ConfigError
+    from infra.scheduling import scheduler_inputs
+    from infra.stackfile import parse_config
+    from scheduler.compiler import compile
+    from scheduler.extender.manifests import CONTAINER
+    from tests.conftest import ROOT as _ROOT
+
+    config = _yaml.safe_load((_ROOT / "Pulumi.metal.yaml").read_text())["config"]
+    config["gpufleet:scheduling"] = {"placement": {"strategy": "FragmentationAware", "shadow": True}}
+    policy, pools = scheduler_inputs(parse_config(config, "metal"))
+    (deployment,) = [o for o in compile(policy, pools) if o["kind"] == "Deployment"
+                     and o["metadata"]["name"] == "gpu-binpack"]  # fmt: skip
+    (sidecar,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == CONTAINER]
+    assert "--shadow" in sidecar["args"]
+    config["gpufleet:scheduling"] = {"placement": {"shadow": True}}
+    with pytest.raises(ConfigError, match=r"gpufleet:scheduling\.placement: shadow: true .*'MostAllocated'"):
+        parse_config(config, "metal")

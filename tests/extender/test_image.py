@@ -44,7 +44,8 @@ def test_dockerfile_pins_the_base_and_runs_the_extender_as_non_root() -> None:
 
 
 def test_the_extender_imports_nothing_the_image_lacks() -> None:
-    """The image installs numpy, kubernetes and PyYAML only: importing the server pulls in nothing else."""
+    """The image installs numpy, kubernetes, PyYAML and prometheus-client only: importing the server pulls in
+    nothing else."""
     code = ("import sys, scheduler.extender.__main__, scheduler.extender.watch;"
             "print(sorted({m.split('.')[0] for m in sys.modules}))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
