@@ -51,6 +51,7 @@ import numpy as np
 
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
+from scheduler.sim.dynamic.admitted import Admitted
 from scheduler.sim.dynamic.autoscaler import Autoscaler
 from scheduler.sim.dynamic.fair_preemption import select_fair_victims
 from scheduler.sim.dynamic.fair_sharing import Entry, Shares, Tree
@@ -126,6 +127,7 @@ class Simulation:
         )  # fmt: skip
         self.pending: list[list[int]] = [[] for _ in world.pools]  # admitted jobs with pods to place, by pool
         self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
+        self.by_group = [Admitted() for _ in world.pools]  # the same, as classical preemption reads them
         self.dirty_pools: set[int] = set()
         self.autoscaler = Autoscaler(world, self.node_pool, self.placement.changed)
         self.unhostable = unhostable(world, self.allowed, self.flavors)
@@ -369,9 +371,7 @@ class Simulation:
                     self.shares, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
                 )
             else:
-                victims = select_victims(
-                    quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
-                )
+                victims = select_victims(quota, self.w.settings, self.workloads, j, p, need, self.by_group[p])
             if victims:
                 self._preempt(j, p, victims, t)
                 self._admit_to(j, q, p, need, t)
@@ -408,6 +408,7 @@ class Simulation:
         self.quota.admit(q, p, need)
         self.holding(j, t, need)
         self.admitted_in[p].add(j)
+        self.by_group[p].add(j, q, int(self.w.jobs.priority[j]), t)
         self.pending[p].append(j)
         self.dirty_pools.add(p)
         self.recorder.pending(j, +1, p)
@@ -432,6 +433,7 @@ class Simulation:
         self.quota.release(q, job.pool, job.units)
         self.holding(j, t, -job.units)
         self.admitted_in[job.pool].discard(j)
+        self.by_group[job.pool].remove(j, q, int(self.w.jobs.priority[j]), job.admitted_at)
         for node in self.placement.release(j, job.placed):
             if self.autoscaler.emptied(node, t):
                 self._schedule_idle_check(node, t)
