@@ -129,6 +129,13 @@ class Simulation:
         self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
         self.by_group = [Admitted() for _ in world.pools]  # the same, as classical preemption reads them
         self.dirty_pools: set[int] = set()
+        # Room in a pool grows only when pods leave it or a node turns Ready there: ``room[p]`` counts those
+        # events, and ``full[p][shape]`` is the count at which a pod of that shape last found no node in p
+        # with room for it. Until the count moves, such a pod finds none again (every node's room only
+        # shrank), so its jobs are not tried.
+        self.room = [0] * len(world.pools)
+        self.full: list[dict[int, int]] = [{} for _ in world.pools]
+        self.pod_shape = self.placement.shapes.pod_shape.tolist()
         self.autoscaler = Autoscaler(world, self.node_pool, self.placement.changed)
         self.unhostable = unhostable(world, self.allowed, self.flavors)
         self.recorder = Recorder(world, self, self.allowed, self.flavors)
@@ -234,6 +241,7 @@ class Simulation:
         elif kind == NODE_READY:
             if self.autoscaler.node_ready(a, t):
                 self.dirty_pools.add(int(self.node_pool[a]))
+                self.room[int(self.node_pool[a])] += 1
                 self._schedule_idle_check(a, t)
         elif kind == IDLE_CHECK:
             self.autoscaler.idle_check(a, t)
@@ -439,6 +447,7 @@ class Simulation:
                 self._schedule_idle_check(node, t)
         job.placed = []
         self.dirty_pools.add(job.pool)
+        self.room[job.pool] += 1
         batch = self.w.settings.requeue_batch_s
         if batch <= 0:
             self.quota_freed = True
@@ -452,8 +461,9 @@ class Simulation:
         for p in sorted(self.dirty_pools):
             still: list[int] = []
             nodes = self.autoscaler.ready_in(p)
+            room, full, shape = self.room[p], self.full[p], self.pod_shape
             for j in self.pending[p]:
-                if not self._place_job(j, nodes, t):
+                if full.get(shape[j]) == room or not self._place_job(j, nodes, t):
                     still.append(j)
             self.pending[p] = still
         self.dirty_pools.clear()
@@ -462,10 +472,12 @@ class Simulation:
         job = self.jobs[j]
         pods = int(self.w.jobs.pods[j])
         before = len(job.placed)
-        self.placement.place(j, job.placed, nodes)
+        no_room = self.placement.place(j, job.placed, nodes)
         for node, _ in job.placed[before:]:
             self.autoscaler.busy(node)
         if len(job.placed) < pods:
+            if no_room:
+                self.full[job.pool][self.pod_shape[j]] = self.room[job.pool]
             return False
         job.state, job.started_at = RUNNING, t
         if job.first_start is None:

@@ -72,9 +72,11 @@ class Placement:
         self.changed: list[int] = []
         self.score_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = {}
 
-    def place(self, j: int, placed: list[tuple[int, list[int]]], nodes: np.ndarray) -> None:
+    def place(self, j: int, placed: list[tuple[int, list[int]]], nodes: np.ndarray) -> bool:
         """Place job ``j``'s pods not yet in ``placed`` on ``nodes`` (Ready, of its pool), one by one, each on
-        the node the policy chooses, while one fits; each placed pod is added to ``placed``."""
+        the node the policy chooses, while one fits; each placed pod is added to ``placed``. True when it
+        stopped because no node of ``nodes`` has room for the next pod (not because the policy declined
+        one that has)."""
         s = int(self.shapes.pod_shape[j])
         cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])
         milli = int(self.shapes.gpu_milli[s])
@@ -86,7 +88,7 @@ class Placement:
             column[nodes] = score[nodes]
             node = self.policy.choose_node(column, s)
             if node < 0:
-                break
+                return not bool((column >= 0).any())
             gpus = self.policy.choose_gpus(node, s, int(gpu[node]))
             self.state.allocate(node, cpu, mem, gpus, milli)
             self.policy.placed(node, s)
@@ -94,6 +96,7 @@ class Placement:
                 self.frag.update(node)
             self.changed.append(node)
             placed.append((node, gpus))
+        return len(placed) < int(self.w.jobs.pods[j])
 
     def release(self, j: int, placed: list[tuple[int, list[int]]]) -> list[int]:
         """Free what job ``j``'s ``placed`` pods hold; return the nodes left without pods, in that order."""
