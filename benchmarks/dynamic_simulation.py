@@ -204,7 +204,8 @@ class Traced(Simulation):
 def digest(log: list[tuple[object, ...]], result: Result) -> str:
     """A hash of a run's decisions and its whole Result (printed so two trees can be compared)."""
     h = hashlib.sha256(repr(log).encode())
-    h.update(repr(result.to_dict(waits=True)).encode())
+    # the values, not their Python types: a float and a numpy float of the same value hash alike
+    h.update(json.dumps(result.to_dict(waits=True), sort_keys=True, default=float).encode())
     return h.hexdigest()[:16]
 
 

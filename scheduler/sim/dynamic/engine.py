@@ -170,6 +170,10 @@ class Simulation:
         return len(self.placement.changed)
 
     @property
+    def changed(self) -> list[int]:
+        return self.placement.changed
+
+    @property
     def usage(self) -> np.ndarray:
         return self.quota.usage
 

@@ -68,6 +68,11 @@ class RunView(Protocol):
         """Bumps whenever a pod is placed or released."""
         ...
 
+    @property
+    def changed(self) -> list[int]:
+        """The nodes whose allocation or readiness changed, in order, one entry per change."""
+        ...
+
 
 def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else 0.0
@@ -106,8 +111,14 @@ class Recorder:
         self.last = 0.0
         self.blocked = np.zeros(n_queues)
         self.blocked_policy = 0.0  # GPU-seconds of ``blocked`` a node could have run
-        self._fits: dict[tuple[int, tuple[int, int, int, int]], bool] = {}
-        self._fits_at = (-1, -1)  # (alloc_version, ready_version) ``_fits`` holds for
+        # per pool, per pod need: could a Ready node of the pool run it; dropped for a pool when one of its nodes
+        # changes, for every pool when readiness changes
+        self._fits: dict[int, dict[tuple[int, int, int, int], bool]] = {}
+        self._fits_ready = -1  # the ready_version ``_fits`` holds for
+        self._fits_seen = 0  # the entries of ``changed`` ``_fits`` has seen
+        # the demand groups in the order blocked-while-idle walks them (fewest pools first, then insertion
+        # order); None when a group came or went since
+        self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
         n_pools = len(world.pools)
         self.pool_runs = [0] * n_pools
         self.pool_gpu_s = [0.0] * n_pools
@@ -168,12 +179,17 @@ class Recorder:
     def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
         """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory)."""
         view = self.view
-        at = (view.alloc_version, view.ready_version)
-        if self._fits_at != at:
+        if self._fits_ready != view.ready_version:
             self._fits.clear()
-            self._fits_at = at
-        key = (p, need)
-        got = self._fits.get(key)
+            self._fits_ready = view.ready_version
+            self._fits_seen = len(view.changed)
+        elif self._fits_seen < len(view.changed):
+            changed = view.changed
+            for pool in set(view.node_pool[changed[self._fits_seen :]].tolist()):
+                self._fits.pop(pool, None)
+            self._fits_seen = len(changed)
+        known = self._fits.setdefault(p, {})
+        got = known.get(need)
         if got is None:
             gpus, milli, cpu, mem = need
             nodes = self._ready_in[p]
@@ -184,17 +200,22 @@ class Recorder:
             else:
                 gpu_ok = (free >= milli).sum(axis=1) >= max(gpus, 1)
             got = bool((gpu_ok & (st.free_cpu[nodes] >= cpu) & (st.free_mem[nodes] >= mem)).any())
-            self._fits[key] = got
+            known[need] = got
         return got
 
     # ---- demand -------------------------------------------------------------------------------------
 
     def _demand(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], gpus: float) -> None:
+        had = key in self.demand
         left = self.demand[key] + gpus
         if left > 1e-9:
             self.demand[key] = left
+            if not had:
+                self._order = None
         else:
             del self.demand[key]
+            if had:
+                self._order = None
 
     def waiting(self, j: int, sign: int) -> None:
         gpus = sign * self.gpu_list[j]
@@ -261,9 +282,12 @@ class Recorder:
                 view.node_pool[ready],
                 weights=view.state.free_gpu_sum[ready] / MILLI,
                 minlength=len(self.w.pools),
-            )[: len(self.w.pools)]
-            for (q, pools, need), gpus in sorted(self.demand.items(), key=lambda kv: len(kv[0][1])):
-                left = gpus
+            )[: len(self.w.pools)].tolist()
+            if self._order is None:
+                self._order = sorted(self.demand, key=lambda k: len(k[1]))
+            for key in self._order:
+                q, pools, need = key
+                left = self.demand[key]
                 for p in pools:
                     if left <= 1e-9:
                         break
