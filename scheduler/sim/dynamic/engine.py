@@ -378,17 +378,20 @@ class Simulation:
                 return True
         for p in options:
             need = self.units(j, p)
-            if self.shares is not None:
-                victims = select_fair_victims(
-                    self.shares, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
-                )
-            else:
-                victims = select_victims(quota, self.w.settings, self.workloads, j, p, need, self.by_group[p])
+            victims = self._victims(j, p, need)
             if victims:
                 self._preempt(j, p, victims, t)
                 self._admit_to(j, q, p, need, t)
                 return True
         return False
+
+    def _victims(self, j: int, p: int, need: int) -> list[Victim]:
+        """Whom job ``j`` would evict to fit ``need`` units in pool ``p`` (empty: it cannot)."""
+        if self.shares is not None:
+            return select_fair_victims(
+                self.shares, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
+            )
+        return select_victims(self.quota, self.w.settings, self.workloads, j, p, need, self.by_group[p])
 
     def _preempt(self, j: int, p: int, victims: list[Victim], t: float) -> None:
         """Evict ``victims`` (from :func:`~scheduler.sim.dynamic.preemption.select_victims`) for job ``j`` in
