@@ -4,7 +4,8 @@ same engine with the straightforward scans the indexes replace:
 
 - victims chosen by classifying and sorting every admitted job of the pool (Kueue's classical preemption as
   written in v0.19.2 `preemption.go` / `common/ordering.go`), not by the per-(queue, priority) index;
-- placement that tries every pending job of a pool again at every instant, not only after room grew;
+- placement that tries every pending job of a pool again at every instant, not only after room grew, and
+  chooses each pod's node over a whole-cluster column;
 - blocked-while-idle that sorts the demand groups and asks every "could a node run it" afresh at every step.
 """
 
@@ -96,6 +97,7 @@ class ScanningRecorder(Recorder):
         self._order = None
         self._fits.clear()
         self._fits_ready = -1
+        self._idle_ready = -1
         super().advance(t)
 
 
@@ -128,6 +130,7 @@ class Scanning(Logged):
         return scanned_victims(self.quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p])
 
     def _place(self, t: float) -> None:
+        self.placement.plain_choice = False
         for full in self.full:
             full.clear()  # no memory of shapes that found no room
         super()._place(t)

@@ -66,6 +66,9 @@ class Placement:
         rng = np.random.default_rng(world.settings.seed)
         self.policy.bind(Context(c, self.state, self.shapes, frag, rng, "policy", jobs.workload))
         self.frag = frag
+        # The policy takes the highest score, the lowest node index among equals (``Policy.choose_node``): the
+        # choice is made over the pool's nodes (ascending) instead of a whole-cluster column built per pod.
+        self.plain_choice = type(self.policy).choose_node is Policy.choose_node
         self.static = np.column_stack((c.cpu_milli, c.memory_mib, c.num_gpu, self.shapes.node_model))
         # ``changed`` logs every node whose resources, policy state or readiness changed, each shape's cache
         # keeps its position in the log.
@@ -83,12 +86,19 @@ class Placement:
         share = bool(self.shapes.is_share[s])
         while len(placed) < int(self.w.jobs.pods[j]) and len(nodes):
             score, gpu = self.scores(s, nodes, share)
-            # the policies choose over the whole cluster's column (RoundRobin keeps its turn by node index)
-            column = np.full(self.w.cluster.size, -1, dtype=np.int64)
-            column[nodes] = score[nodes]
-            node = self.policy.choose_node(column, s)
-            if node < 0:
-                return not bool((column >= 0).any())
+            if self.plain_choice:  # the highest score, the first node of ``nodes`` among equals
+                among = score[nodes]
+                best = int(among.argmax())
+                if among[best] < 0:
+                    return True
+                node = int(nodes[best])
+            else:
+                # these policies choose over the whole cluster's column (RoundRobin keeps its turn by node index)
+                column = np.full(self.w.cluster.size, -1, dtype=np.int64)
+                column[nodes] = score[nodes]
+                node = self.policy.choose_node(column, s)
+                if node < 0:
+                    return not bool((column >= 0).any())
             gpus = self.policy.choose_gpus(node, s, int(gpu[node]))
             self.state.allocate(node, cpu, mem, gpus, milli)
             self.policy.placed(node, s)

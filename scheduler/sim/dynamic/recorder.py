@@ -29,6 +29,7 @@ allocation and which nodes are up).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -116,6 +117,9 @@ class Recorder:
         self._fits: dict[int, dict[tuple[int, int, int, int], bool]] = {}
         self._fits_ready = -1  # the ready_version ``_fits`` holds for
         self._fits_seen = 0  # the entries of ``changed`` ``_fits`` has seen
+        self._idle = [0.0] * len(world.pools)  # free GPUs of each pool's Ready nodes
+        self._idle_ready = -1
+        self._idle_seen = 0
         # the demand groups in the order blocked-while-idle walks them (fewest pools first, then insertion
         # order); None when a group came or went since
         self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
@@ -175,6 +179,26 @@ class Recorder:
             self._pool_ready_gpus = np.bincount(pools, weights=gpus, minlength=n)[:n].astype(np.float64)
             self._ready_in = [ready[pools == p] for p in range(n)]
             self._ready_at = view.ready_version
+
+    def _idle_gpus(self) -> list[float]:
+        """Free GPUs on the Ready nodes of each pool (summed node by node in index order); a pool's sum is
+        taken again only when one of its nodes changed, every pool's when readiness changed."""
+        view = self.view
+        changed = view.changed
+        if self._idle_ready != view.ready_version:
+            todo: Iterable[int] = range(len(self.w.pools))
+            self._idle_ready = view.ready_version
+        elif self._idle_seen < len(changed):
+            todo = set(view.node_pool[changed[self._idle_seen :]].tolist())
+        else:
+            todo = ()
+        self._idle_seen = len(changed)
+        free = view.state.free_gpu_sum
+        for p in todo:
+            nodes = self._ready_in[p]
+            zero = np.zeros(len(nodes), dtype=np.int64)
+            self._idle[p] = float(np.bincount(zero, weights=free[nodes] / MILLI, minlength=1)[0])
+        return list(self._idle)
 
     def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
         """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory)."""
@@ -272,17 +296,12 @@ class Recorder:
         if dt <= 0:
             return
         view = self.view
-        ready = view.ready
         self._refresh(self.last)
         self.alloc_gpu_s += dt * view.state.allocated_gpu_milli / MILLI
         self.ready_gpu_s += dt * self._ready_gpus
         self.node_s += dt * self._up_nodes
         if self.waiting_gpus > 1e-9:
-            idle = np.bincount(
-                view.node_pool[ready],
-                weights=view.state.free_gpu_sum[ready] / MILLI,
-                minlength=len(self.w.pools),
-            )[: len(self.w.pools)].tolist()
+            idle = self._idle_gpus()
             if self._order is None:
                 self._order = sorted(self.demand, key=lambda k: len(k[1]))
             for key in self._order:
