@@ -1,10 +1,12 @@
 """Speed and memory of the dynamic simulation (scheduler.sim.dynamic) on openb's default trace, 1x and 16x.
 
 Usage: python benchmarks/dynamic_simulation.py [--scales 1,16] [--policies MostAllocated,FGD]
-                                               [--autoscale off,on] [--profile CASE]
+                                               [--autoscale off,on] [--load light,loaded] [--repeat N]
+                                               [--digest] [--profile CASE]
 
 Targets: one dynamic run of the full openb default trace on its 1,213 nodes in <= 10 s, and the
-16x-scaled cluster (~19k nodes, ~130k jobs) in <= 60 s, on a 2-core machine.
+16x-scaled cluster (~19k nodes, ~130k jobs) in <= 60 s, on a 2-core machine; the same under load (``--load
+loaded``: queues, borrowing and preemption), and a run of 1M jobs under load in <= 10 min.
 
 The World is built without a stack, straight from the openb files:
 
@@ -22,6 +24,17 @@ The World is built without a stack, straight from the openb files:
   joins the same pool) and every job 16 times; copy 0 keeps the trace's arrival, copies 1..15 arrive at the
   trace's arrival plus a uniform jitter in [0, 600) s drawn by ``numpy.random.default_rng(16)``. Jobs are then
   sorted by arrival (stable). Each copy keeps the job's request, duration and team.
+
+**Loaded** (``--load loaded``): the trace's own times leave openb's cluster idle enough that every job starts
+at once. The loaded job set is every GPU job of two openb pod lists with times, ``openb_pod_list_default.csv``
+and ``openb_pod_list_gpuspec33.csv`` (7,064 each: 14,128), their arrivals multiplied by 0.0003 (the
+149 days of the trace arrive within 65 minutes, durations kept), each job given a priority 0, 10 or 100 by
+``numpy.random.default_rng(43)``; teams, quotas and settings as above (classical preemption:
+``reclaimWithinCohort: Any``, ``withinClusterQueue: LowerPriority``, waitForPodsReady 1800 s). At scale k the
+nodes and jobs are copied as above, a copy's jitter compressed alike ([0, 0.18) s).
+
+``--digest`` hashes every admission (job, time, pool, units), every preemption (victim, preemptor, pool,
+reason) and the whole Result, so two trees can be shown to decide alike.
 
 Only ``scheduler.sim.dynamic.simulate(world)`` is timed (reading and building the World is not). Each case
 runs in its own child process so that its peak resident memory (``ru_maxrss``, reading and building
