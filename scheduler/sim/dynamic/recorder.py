@@ -112,11 +112,12 @@ class Recorder:
         self.last = 0.0
         self.blocked = np.zeros(n_queues)
         self.blocked_policy = 0.0  # GPU-seconds of ``blocked`` a node could have run
-        # per pool, per pod need: could a Ready node of the pool run it; dropped for a pool when one of its nodes
-        # changes, for every pool when readiness changes
-        self._fits: dict[int, dict[tuple[int, int, int, int], bool]] = {}
+        # (pool, pod need) -> (could a Ready node of the pool run it, a node that could or -1, the position in
+        # ``changed`` the answer holds at); see _node_fits
+        self._fits: dict[tuple[int, tuple[int, int, int, int]], tuple[bool, int, int]] = {}
         self._fits_ready = -1  # the ready_version ``_fits`` holds for
-        self._fits_seen = 0  # the entries of ``changed`` ``_fits`` has seen
+        self._fits_seen = 0  # the entries of ``changed`` ``_stamp`` has seen
+        self._stamp = [-1] * world.cluster.size  # per node: its last entry in ``changed``
         self._idle = [0.0] * len(world.pools)  # free GPUs of each pool's Ready nodes
         self._idle_ready = -1
         self._idle_seen = 0
@@ -201,31 +202,51 @@ class Recorder:
         return list(self._idle)
 
     def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
-        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory)."""
+        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory).
+
+        An answer is kept with the position in ``changed`` it holds at: a yes with the node that fits (it holds
+        while that node is unchanged), a no is checked again only on the pool's nodes changed since (the others
+        are as they were); readiness changing drops every answer."""
         view = self.view
+        changed = view.changed
         if self._fits_ready != view.ready_version:
             self._fits.clear()
             self._fits_ready = view.ready_version
-            self._fits_seen = len(view.changed)
-        elif self._fits_seen < len(view.changed):
-            changed = view.changed
-            for pool in set(view.node_pool[changed[self._fits_seen :]].tolist()):
-                self._fits.pop(pool, None)
-            self._fits_seen = len(changed)
-        known = self._fits.setdefault(p, {})
-        got = known.get(need)
-        if got is None:
-            gpus, milli, cpu, mem = need
-            nodes = self._ready_in[p]
-            st = view.state
-            free = st.free_gpu[nodes]
-            if milli >= MILLI:
-                gpu_ok = (free == MILLI).sum(axis=1) >= gpus
-            else:
-                gpu_ok = (free >= milli).sum(axis=1) >= max(gpus, 1)
-            got = bool((gpu_ok & (st.free_cpu[nodes] >= cpu) & (st.free_mem[nodes] >= mem)).any())
-            known[need] = got
-        return got
+        stamp = self._stamp
+        for i in range(self._fits_seen, len(changed)):
+            stamp[changed[i]] = i
+        now = self._fits_seen = len(changed)
+        key = (p, need)
+        known = self._fits.get(key)
+        if known is not None:
+            got, witness, at = known
+            if got and stamp[witness] < at:
+                return True
+            if not got:
+                if at == now:
+                    return False
+                nodes = np.unique(np.array(changed[at:now], dtype=np.int64))
+                nodes = nodes[(view.node_pool[nodes] == p) & view.ready[nodes]]
+                ok = self._fit_mask(nodes, need)
+                fit = bool(ok.any())
+                self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
+                return fit
+        nodes = self._ready_in[p]
+        ok = self._fit_mask(nodes, need)
+        fit = bool(ok.any())
+        self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
+        return fit
+
+    def _fit_mask(self, nodes: np.ndarray, need: tuple[int, int, int, int]) -> np.ndarray:
+        """Which of ``nodes`` have room for a pod with ``need`` now."""
+        gpus, milli, cpu, mem = need
+        st = self.view.state
+        free = st.free_gpu[nodes]
+        if milli >= MILLI:
+            gpu_ok = (free == MILLI).sum(axis=1) >= gpus
+        else:
+            gpu_ok = (free >= milli).sum(axis=1) >= max(gpus, 1)
+        return np.asarray(gpu_ok & (st.free_cpu[nodes] >= cpu) & (st.free_mem[nodes] >= mem))
 
     # ---- demand -------------------------------------------------------------------------------------
 
