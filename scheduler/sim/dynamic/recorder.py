@@ -110,7 +110,7 @@ class Recorder:
         # (queue, pools, pod needs) -> waiting GPUs; a group is dropped when nothing of it waits
         self.demand: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], float] = defaultdict(float)
         self.last = 0.0
-        self.blocked = np.zeros(n_queues)
+        self.blocked = [0.0] * n_queues  # GPU-seconds blocked while idle, per queue
         self.blocked_policy = 0.0  # GPU-seconds of ``blocked`` a node could have run
         # (pool, pod need) -> (could a Ready node of the pool run it, a node that could or -1, the position in
         # ``changed`` the answer holds at); see _node_fits
@@ -323,6 +323,9 @@ class Recorder:
         self.node_s += dt * self._up_nodes
         if self.waiting_gpus > 1e-9:
             idle = self._idle_gpus()
+            if not any(x > 0 for x in idle):  # nothing idle: nothing blocked while idle
+                self.last = t
+                return
             if self._order is None:
                 self._order = sorted(self.demand, key=lambda k: len(k[1]))
             for key in self._order:
@@ -427,9 +430,9 @@ class Recorder:
             wait_p50_s=_pct(arr, 50),
             wait_p95_s=_pct(arr, 95),
             wait_max_s=max((t.wait_max_s for t in teams), default=0.0),
-            blocked_idle_gpu_hours=float(self.blocked.sum()) / HOUR,
+            blocked_idle_gpu_hours=float(np.sum(self.blocked)) / HOUR,
             blocked_policy_gpu_hours=self.blocked_policy / HOUR,
-            blocked_fragmentation_gpu_hours=(float(self.blocked.sum()) - self.blocked_policy) / HOUR,
+            blocked_fragmentation_gpu_hours=(float(np.sum(self.blocked)) - self.blocked_policy) / HOUR,
             queued_mean_s=float(queued.mean()) if len(queued) else 0.0,
             queued_p95_s=_pct(queued, 95),
             slowdown_mean=float(slowdown.mean()) if len(slowdown) else 0.0,
