@@ -74,7 +74,9 @@ def select_victims(
     candidates: Admitted | Iterable[int],
 ) -> list[Victim]:
     """The jobs to evict so that job ``j`` fits ``need`` units in pool ``p``, among ``candidates`` (the jobs
-    admitted in ``p``), if Kueue's rules allow enough of them; empty otherwise. Reads ``quota``, changes nothing.
+    admitted in ``p``: the engine's :class:`~scheduler.sim.dynamic.admitted.Admitted` index of them, or any
+    iterable, indexed here), if Kueue's rules allow enough of them; empty otherwise. Reads ``quota``, changes
+    nothing.
 
     As Kueue's classical preemption (v0.19.2 pkg/scheduler/preemption/preemption.go classicalPreemptions,
     classical/hierarchical_preemption.go, classical/candidate_generator.go). Each candidate of another
