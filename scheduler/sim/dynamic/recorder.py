@@ -201,12 +201,9 @@ class Recorder:
             self._idle[p] = float(np.bincount(zero, weights=free[nodes] / MILLI, minlength=1)[0])
         return list(self._idle)
 
-    def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
-        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory).
-
-        An answer is kept with the position in ``changed`` it holds at: a yes with the node that fits (it holds
-        while that node is unchanged), a no is checked again only on the pool's nodes changed since (the others
-        are as they were); readiness changing drops every answer."""
+    def _sync_fits(self) -> None:
+        """Bring the kept fit answers up to this step: dropped if readiness changed, each changed node's last
+        change noted."""
         view = self.view
         changed = view.changed
         if self._fits_ready != view.ready_version:
@@ -215,7 +212,18 @@ class Recorder:
         stamp = self._stamp
         for i in range(self._fits_seen, len(changed)):
             stamp[changed[i]] = i
-        now = self._fits_seen = len(changed)
+        self._fits_seen = len(changed)
+
+    def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
+        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory).
+
+        An answer is kept with the position in ``changed`` it holds at: a yes with the node that fits (it holds
+        while that node is unchanged), a no is checked again only on the pool's nodes changed since (the others
+        are as they were); readiness changing drops every answer."""
+        view = self.view
+        changed = view.changed
+        stamp = self._stamp
+        now = self._fits_seen  # _sync_fits ran for this step
         key = (p, need)
         known = self._fits.get(key)
         if known is not None:
@@ -328,18 +336,21 @@ class Recorder:
                 return
             if self._order is None:
                 self._order = sorted(self.demand, key=lambda k: len(k[1]))
+            self._sync_fits()
+            demand, blocked, fits = self.demand, self.blocked, self._node_fits
             for key in self._order:
                 q, pools, need = key
-                left = self.demand[key]
+                left = demand[key]
                 for p in pools:
                     if left <= 1e-9:
                         break
-                    take = min(left, idle[p])
+                    free = idle[p]
+                    take = free if free < left else left  # min(left, free), the first of equals
                     if take > 0:
                         idle[p] -= take
                         left -= take
-                        self.blocked[q] += take * dt
-                        if self._node_fits(p, need):
+                        blocked[q] += take * dt
+                        if fits(p, need):
                             self.blocked_policy += take * dt
         self.last = t
 
