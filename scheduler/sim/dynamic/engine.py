@@ -51,6 +51,7 @@ import numpy as np
 
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
+from scheduler.sim.dynamic.admitted import Admitted
 from scheduler.sim.dynamic.autoscaler import Autoscaler
 from scheduler.sim.dynamic.fair_preemption import select_fair_victims
 from scheduler.sim.dynamic.fair_sharing import Entry, Shares, Tree
@@ -126,7 +127,15 @@ class Simulation:
         )  # fmt: skip
         self.pending: list[list[int]] = [[] for _ in world.pools]  # admitted jobs with pods to place, by pool
         self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
+        self.by_group = [Admitted() for _ in world.pools]  # the same, as classical preemption reads them
         self.dirty_pools: set[int] = set()
+        # Room in a pool grows only when pods leave it or a node turns Ready there: ``room[p]`` counts those
+        # events, and ``full[p][shape]`` is the count at which a pod of that shape last found no node in p
+        # with room for it. Until the count moves, such a pod finds none again (every node's room only
+        # shrank), so its jobs are not tried.
+        self.room = [0] * len(world.pools)
+        self.full: list[dict[int, int]] = [{} for _ in world.pools]
+        self.pod_shape = self.placement.shapes.pod_shape.tolist()
         self.autoscaler = Autoscaler(world, self.node_pool, self.placement.changed)
         self.unhostable = unhostable(world, self.allowed, self.flavors)
         self.recorder = Recorder(world, self, self.allowed, self.flavors)
@@ -159,6 +168,10 @@ class Simulation:
     @property
     def alloc_version(self) -> int:
         return len(self.placement.changed)
+
+    @property
+    def changed(self) -> list[int]:
+        return self.placement.changed
 
     @property
     def usage(self) -> np.ndarray:
@@ -232,6 +245,7 @@ class Simulation:
         elif kind == NODE_READY:
             if self.autoscaler.node_ready(a, t):
                 self.dirty_pools.add(int(self.node_pool[a]))
+                self.room[int(self.node_pool[a])] += 1
                 self._schedule_idle_check(a, t)
         elif kind == IDLE_CHECK:
             self.autoscaler.idle_check(a, t)
@@ -364,19 +378,20 @@ class Simulation:
                 return True
         for p in options:
             need = self.units(j, p)
-            if self.shares is not None:
-                victims = select_fair_victims(
-                    self.shares, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
-                )
-            else:
-                victims = select_victims(
-                    quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
-                )
+            victims = self._victims(j, p, need)
             if victims:
                 self._preempt(j, p, victims, t)
                 self._admit_to(j, q, p, need, t)
                 return True
         return False
+
+    def _victims(self, j: int, p: int, need: int) -> list[Victim]:
+        """Whom job ``j`` would evict to fit ``need`` units in pool ``p`` (empty: it cannot)."""
+        if self.shares is not None:
+            return select_fair_victims(
+                self.shares, self.w.settings, self.workloads, j, p, need, self.admitted_in[p]
+            )
+        return select_victims(self.quota, self.w.settings, self.workloads, j, p, need, self.by_group[p])
 
     def _preempt(self, j: int, p: int, victims: list[Victim], t: float) -> None:
         """Evict ``victims`` (from :func:`~scheduler.sim.dynamic.preemption.select_victims`) for job ``j`` in
@@ -408,6 +423,7 @@ class Simulation:
         self.quota.admit(q, p, need)
         self.holding(j, t, need)
         self.admitted_in[p].add(j)
+        self.by_group[p].add(j, q, int(self.w.jobs.priority[j]), t)
         self.pending[p].append(j)
         self.dirty_pools.add(p)
         self.recorder.pending(j, +1, p)
@@ -432,11 +448,13 @@ class Simulation:
         self.quota.release(q, job.pool, job.units)
         self.holding(j, t, -job.units)
         self.admitted_in[job.pool].discard(j)
+        self.by_group[job.pool].remove(j, q, int(self.w.jobs.priority[j]), job.admitted_at)
         for node in self.placement.release(j, job.placed):
             if self.autoscaler.emptied(node, t):
                 self._schedule_idle_check(node, t)
         job.placed = []
         self.dirty_pools.add(job.pool)
+        self.room[job.pool] += 1
         batch = self.w.settings.requeue_batch_s
         if batch <= 0:
             self.quota_freed = True
@@ -450,8 +468,9 @@ class Simulation:
         for p in sorted(self.dirty_pools):
             still: list[int] = []
             nodes = self.autoscaler.ready_in(p)
+            room, full, shape = self.room[p], self.full[p], self.pod_shape
             for j in self.pending[p]:
-                if not self._place_job(j, nodes, t):
+                if full.get(shape[j]) == room or not self._place_job(j, nodes, t):
                     still.append(j)
             self.pending[p] = still
         self.dirty_pools.clear()
@@ -460,10 +479,12 @@ class Simulation:
         job = self.jobs[j]
         pods = int(self.w.jobs.pods[j])
         before = len(job.placed)
-        self.placement.place(j, job.placed, nodes)
+        no_room = self.placement.place(j, job.placed, nodes)
         for node, _ in job.placed[before:]:
             self.autoscaler.busy(node)
         if len(job.placed) < pods:
+            if no_room:
+                self.full[job.pool][self.pod_shape[j]] = self.room[job.pool]
             return False
         job.state, job.started_at = RUNNING, t
         if job.first_start is None:

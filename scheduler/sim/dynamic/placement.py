@@ -66,27 +66,39 @@ class Placement:
         rng = np.random.default_rng(world.settings.seed)
         self.policy.bind(Context(c, self.state, self.shapes, frag, rng, "policy", jobs.workload))
         self.frag = frag
+        # The policy takes the highest score, the lowest node index among equals (``Policy.choose_node``): the
+        # choice is made over the pool's nodes (ascending) instead of a whole-cluster column built per pod.
+        self.plain_choice = type(self.policy).choose_node is Policy.choose_node
         self.static = np.column_stack((c.cpu_milli, c.memory_mib, c.num_gpu, self.shapes.node_model))
         # ``changed`` logs every node whose resources, policy state or readiness changed, each shape's cache
         # keeps its position in the log.
         self.changed: list[int] = []
         self.score_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = {}
 
-    def place(self, j: int, placed: list[tuple[int, list[int]]], nodes: np.ndarray) -> None:
+    def place(self, j: int, placed: list[tuple[int, list[int]]], nodes: np.ndarray) -> bool:
         """Place job ``j``'s pods not yet in ``placed`` on ``nodes`` (Ready, of its pool), one by one, each on
-        the node the policy chooses, while one fits; each placed pod is added to ``placed``."""
+        the node the policy chooses, while one fits; each placed pod is added to ``placed``. True when it
+        stopped because no node of ``nodes`` has room for the next pod (not because the policy declined
+        one that has)."""
         s = int(self.shapes.pod_shape[j])
         cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])
         milli = int(self.shapes.gpu_milli[s])
         share = bool(self.shapes.is_share[s])
         while len(placed) < int(self.w.jobs.pods[j]) and len(nodes):
             score, gpu = self.scores(s, nodes, share)
-            # the policies choose over the whole cluster's column (RoundRobin keeps its turn by node index)
-            column = np.full(self.w.cluster.size, -1, dtype=np.int64)
-            column[nodes] = score[nodes]
-            node = self.policy.choose_node(column, s)
-            if node < 0:
-                break
+            if self.plain_choice:  # the highest score, the first node of ``nodes`` among equals
+                among = score[nodes]
+                best = int(among.argmax())
+                if among[best] < 0:
+                    return True
+                node = int(nodes[best])
+            else:
+                # these policies choose over the whole cluster's column (RoundRobin keeps its turn by node index)
+                column = np.full(self.w.cluster.size, -1, dtype=np.int64)
+                column[nodes] = score[nodes]
+                node = self.policy.choose_node(column, s)
+                if node < 0:
+                    return not bool((column >= 0).any())
             gpus = self.policy.choose_gpus(node, s, int(gpu[node]))
             self.state.allocate(node, cpu, mem, gpus, milli)
             self.policy.placed(node, s)
@@ -94,6 +106,7 @@ class Placement:
                 self.frag.update(node)
             self.changed.append(node)
             placed.append((node, gpus))
+        return len(placed) < int(self.w.jobs.pods[j])
 
     def release(self, j: int, placed: list[tuple[int, list[int]]]) -> list[int]:
         """Free what job ``j``'s ``placed`` pods hold; return the nodes left without pods, in that order."""

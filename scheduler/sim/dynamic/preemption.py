@@ -21,24 +21,16 @@ evicts what it returns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
+from scheduler.sim.dynamic.admitted import Admitted, Held
 from scheduler.sim.dynamic.model import Settings
 from scheduler.sim.dynamic.quota import Quota
-
-
-class Held(Protocol):
-    """What preemption reads of an admitted job: when it was admitted and the units it holds."""
-
-    @property
-    def admitted_at(self) -> float: ...
-
-    @property
-    def units(self) -> int: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,10 +71,12 @@ def select_victims(
     j: int,
     p: int,
     need: int,
-    candidates: Iterable[int],
+    candidates: Admitted | Iterable[int],
 ) -> list[Victim]:
     """The jobs to evict so that job ``j`` fits ``need`` units in pool ``p``, among ``candidates`` (the jobs
-    admitted in ``p``), if Kueue's rules allow enough of them; empty otherwise. Reads ``quota``, changes nothing.
+    admitted in ``p``: the engine's :class:`~scheduler.sim.dynamic.admitted.Admitted` index of them, or any
+    iterable, indexed here), if Kueue's rules allow enough of them; empty otherwise. Reads ``quota``, changes
+    nothing.
 
     As Kueue's classical preemption (v0.19.2 pkg/scheduler/preemption/preemption.go classicalPreemptions,
     classical/hierarchical_preemption.go, classical/candidate_generator.go). Each candidate of another
@@ -98,31 +92,28 @@ def select_victims(
     s = settings
     if not s.reclaim_within_cohort and not s.preempt_lower_priority:
         return []
-    queue, priority = workloads.queue, workloads.priority
+    queue, priority, held = workloads.queue, workloads.priority, workloads.held
+    index = candidates if isinstance(candidates, Admitted) else Admitted.of(candidates, queue, priority, held)
     q, prio = int(queue[j]), int(priority[j])
     threshold = s.borrow_within_cohort_max_priority
     usage, nominal = quota.usage, quota.nominal
     # hierarchical advantage: the request fits the queue's own quota (cache/scheduler QuantitiesFitInQuota)
     advantage = usage[q, p] + need <= nominal[q, p]
-    reason: dict[int, str] = {}
-    # ReclaimWithoutBorrowing: taken only if ``j`` then does not borrow
-    only_within_nominal: set[int] = set()
-    for v in candidates:
-        qv, pv = int(queue[v]), int(priority[v])
+    # The candidates, a (queue, priority) group at a time: each group's reason, and whether it may be taken
+    # only if ``j`` then does not borrow (ReclaimWithoutBorrowing)
+    groups: list[tuple[int, int, str, bool]] = []
+    for qv, pv in index.groups:
         if qv == q:
             if s.preempt_lower_priority and pv < prio:
-                reason[v] = "InClusterQueue"
+                groups.append((qv, pv, "InClusterQueue", False))
         elif s.reclaim_within_cohort and usage[qv, p] > nominal[qv, p]:
             if not advantage and threshold is not None and pv < prio and pv <= threshold:
-                reason[v] = "InCohortReclaimWhileBorrowing"
+                groups.append((qv, pv, "InCohortReclaimWhileBorrowing", False))
             else:
-                reason[v] = "InCohortReclamation"
-                if not advantage:
-                    only_within_nominal.add(v)
-    if not reason:
+                groups.append((qv, pv, "InCohortReclamation", not advantage))
+    if not groups:
         return []
-    order = candidates_ordering(reason, q, workloads)
-    others = any(int(queue[v]) != q for v in order)
+    others = any(qv != q for qv, _, _, _ in groups)
     # preemption.go: only its own queue's candidates, or the borrowWithinCohort attempts, borrowing first
     forbidden = threshold is None  # borrowWithinCohort: Never (Kueue's default)
     if not others or (forbidden and not usage[q, p] < nominal[q, p]):
@@ -137,28 +128,58 @@ def select_victims(
             return False
         return quota.fits_after(q, p, need, u)
 
-    held = workloads.held
     for borrowing in attempts:
-        left = usage[:, p].copy()
-        victims: list[int] = []
-        for v in order:
-            qv = int(queue[v])
-            if qv != q:
-                if borrowing and v in only_within_nominal:
-                    continue
-                if left[qv] <= nominal[qv, p]:  # candidateIsValid: that queue no longer borrows
-                    continue
-            victims.append(v)
-            left[qv] -= held[v].units
-            if fits(left, borrowing):
-                break
-        else:
+        taken = _take(index, groups, q, p, borrowing, usage[:, p].copy(), nominal, held, fits)
+        if taken is None:
             continue
-        for v in reversed(victims[:-1]):  # fill back what is not needed, the last taken stays
+        victims, left = taken
+        for v, _ in reversed(victims[:-1]):  # fill back what is not needed, the last taken stays
             back = left.copy()
             back[int(queue[v])] += held[v].units
             if fits(back, borrowing):
-                victims.remove(v)
+                victims = [x for x in victims if x[0] != v]
                 left = back
-        return [Victim(v, reason[v]) for v in victims]
+        return [Victim(v, reason) for v, reason in victims]
     return []
+
+
+def _take(
+    index: Admitted,
+    groups: list[tuple[int, int, str, bool]],
+    q: int,
+    p: int,
+    borrowing: bool,
+    left: np.ndarray,
+    nominal: np.ndarray,
+    held: Sequence[Held],
+    fits: Callable[[np.ndarray, bool], bool],
+) -> tuple[list[tuple[int, str]], np.ndarray] | None:
+    """One attempt: the candidates taken in :func:`candidates_ordering` (a merge of the groups' most recent
+    ends) until ``j`` fits, a candidate of another queue only while that queue still borrows; None if they never
+    make it fit. ``left`` (the pool's usage column) is updated as jobs are taken."""
+    heap: list[tuple[bool, int, float, int, int, int]] = []
+    members: list[list[tuple[float, int]]] = []
+    for qv, pv, _, only_within_nominal in groups:
+        if borrowing and only_within_nominal:
+            continue
+        group = index.groups[(qv, pv)]
+        at, v = group[-1]
+        heap.append((qv == q, pv, -at, -v, len(members), len(group) - 1))
+        members.append(group)
+    heapq.heapify(heap)
+    kept = [g for g in groups if not (borrowing and g[3])]
+    victims: list[tuple[int, str]] = []
+    while heap:
+        same, pv, _, neg_v, k, i = heapq.heappop(heap)
+        qv = kept[k][0]
+        if not same and left[qv] <= nominal[qv, p]:
+            continue  # candidateIsValid: that queue no longer borrows (and never will again in this attempt)
+        v = -neg_v
+        victims.append((v, kept[k][2]))
+        left[qv] -= held[v].units
+        if fits(left, borrowing):
+            return victims, left
+        if i > 0:
+            at, u = members[k][i - 1]
+            heapq.heappush(heap, (same, pv, -at, -u, k, i - 1))
+    return None

@@ -29,6 +29,7 @@ allocation and which nodes are up).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -68,6 +69,11 @@ class RunView(Protocol):
         """Bumps whenever a pod is placed or released."""
         ...
 
+    @property
+    def changed(self) -> list[int]:
+        """The nodes whose allocation or readiness changed, in order, one entry per change."""
+        ...
+
 
 def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else 0.0
@@ -104,10 +110,20 @@ class Recorder:
         # (queue, pools, pod needs) -> waiting GPUs; a group is dropped when nothing of it waits
         self.demand: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], float] = defaultdict(float)
         self.last = 0.0
-        self.blocked = np.zeros(n_queues)
+        self.blocked = [0.0] * n_queues  # GPU-seconds blocked while idle, per queue
         self.blocked_policy = 0.0  # GPU-seconds of ``blocked`` a node could have run
-        self._fits: dict[tuple[int, tuple[int, int, int, int]], bool] = {}
-        self._fits_at = (-1, -1)  # (alloc_version, ready_version) ``_fits`` holds for
+        # (pool, pod need) -> (could a Ready node of the pool run it, a node that could or -1, the position in
+        # ``changed`` the answer holds at); see _node_fits
+        self._fits: dict[tuple[int, tuple[int, int, int, int]], tuple[bool, int, int]] = {}
+        self._fits_ready = -1  # the ready_version ``_fits`` holds for
+        self._fits_seen = 0  # the entries of ``changed`` ``_stamp`` has seen
+        self._stamp = [-1] * world.cluster.size  # per node: its last entry in ``changed``
+        self._idle = [0.0] * len(world.pools)  # free GPUs of each pool's Ready nodes
+        self._idle_ready = -1
+        self._idle_seen = 0
+        # the demand groups in the order blocked-while-idle walks them (fewest pools first, then insertion
+        # order); None when a group came or went since
+        self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
         n_pools = len(world.pools)
         self.pool_runs = [0] * n_pools
         self.pool_gpu_s = [0.0] * n_pools
@@ -165,36 +181,94 @@ class Recorder:
             self._ready_in = [ready[pools == p] for p in range(n)]
             self._ready_at = view.ready_version
 
-    def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
-        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory)."""
+    def _idle_gpus(self) -> list[float]:
+        """Free GPUs on the Ready nodes of each pool (summed node by node in index order); a pool's sum is
+        taken again only when one of its nodes changed, every pool's when readiness changed."""
         view = self.view
-        at = (view.alloc_version, view.ready_version)
-        if self._fits_at != at:
-            self._fits.clear()
-            self._fits_at = at
-        key = (p, need)
-        got = self._fits.get(key)
-        if got is None:
-            gpus, milli, cpu, mem = need
+        changed = view.changed
+        if self._idle_ready != view.ready_version:
+            todo: Iterable[int] = range(len(self.w.pools))
+            self._idle_ready = view.ready_version
+        elif self._idle_seen < len(changed):
+            todo = set(view.node_pool[changed[self._idle_seen :]].tolist())
+        else:
+            todo = ()
+        self._idle_seen = len(changed)
+        free = view.state.free_gpu_sum
+        for p in todo:
             nodes = self._ready_in[p]
-            st = view.state
-            free = st.free_gpu[nodes]
-            if milli >= MILLI:
-                gpu_ok = (free == MILLI).sum(axis=1) >= gpus
-            else:
-                gpu_ok = (free >= milli).sum(axis=1) >= max(gpus, 1)
-            got = bool((gpu_ok & (st.free_cpu[nodes] >= cpu) & (st.free_mem[nodes] >= mem)).any())
-            self._fits[key] = got
-        return got
+            zero = np.zeros(len(nodes), dtype=np.int64)
+            self._idle[p] = float(np.bincount(zero, weights=free[nodes] / MILLI, minlength=1)[0])
+        return list(self._idle)
+
+    def _sync_fits(self) -> None:
+        """Bring the kept fit answers up to this step: dropped if readiness changed, each changed node's last
+        change noted."""
+        view = self.view
+        changed = view.changed
+        if self._fits_ready != view.ready_version:
+            self._fits.clear()
+            self._fits_ready = view.ready_version
+        stamp = self._stamp
+        for i in range(self._fits_seen, len(changed)):
+            stamp[changed[i]] = i
+        self._fits_seen = len(changed)
+
+    def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
+        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory).
+
+        An answer is kept with the position in ``changed`` it holds at: a yes with the node that fits (it holds
+        while that node is unchanged), a no is checked again only on the pool's nodes changed since (the others
+        are as they were); readiness changing drops every answer."""
+        view = self.view
+        changed = view.changed
+        stamp = self._stamp
+        now = self._fits_seen  # _sync_fits ran for this step
+        key = (p, need)
+        known = self._fits.get(key)
+        if known is not None:
+            got, witness, at = known
+            if got and stamp[witness] < at:
+                return True
+            if not got:
+                if at == now:
+                    return False
+                nodes = np.unique(np.array(changed[at:now], dtype=np.int64))
+                nodes = nodes[(view.node_pool[nodes] == p) & view.ready[nodes]]
+                ok = self._fit_mask(nodes, need)
+                fit = bool(ok.any())
+                self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
+                return fit
+        nodes = self._ready_in[p]
+        ok = self._fit_mask(nodes, need)
+        fit = bool(ok.any())
+        self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
+        return fit
+
+    def _fit_mask(self, nodes: np.ndarray, need: tuple[int, int, int, int]) -> np.ndarray:
+        """Which of ``nodes`` have room for a pod with ``need`` now."""
+        gpus, milli, cpu, mem = need
+        st = self.view.state
+        free = st.free_gpu[nodes]
+        if milli >= MILLI:
+            gpu_ok = (free == MILLI).sum(axis=1) >= gpus
+        else:
+            gpu_ok = (free >= milli).sum(axis=1) >= max(gpus, 1)
+        return np.asarray(gpu_ok & (st.free_cpu[nodes] >= cpu) & (st.free_mem[nodes] >= mem))
 
     # ---- demand -------------------------------------------------------------------------------------
 
     def _demand(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], gpus: float) -> None:
+        had = key in self.demand
         left = self.demand[key] + gpus
         if left > 1e-9:
             self.demand[key] = left
+            if not had:
+                self._order = None
         else:
             del self.demand[key]
+            if had:
+                self._order = None
 
     def waiting(self, j: int, sign: int) -> None:
         gpus = sign * self.gpu_list[j]
@@ -251,28 +325,32 @@ class Recorder:
         if dt <= 0:
             return
         view = self.view
-        ready = view.ready
         self._refresh(self.last)
         self.alloc_gpu_s += dt * view.state.allocated_gpu_milli / MILLI
         self.ready_gpu_s += dt * self._ready_gpus
         self.node_s += dt * self._up_nodes
         if self.waiting_gpus > 1e-9:
-            idle = np.bincount(
-                view.node_pool[ready],
-                weights=view.state.free_gpu_sum[ready] / MILLI,
-                minlength=len(self.w.pools),
-            )[: len(self.w.pools)]
-            for (q, pools, need), gpus in sorted(self.demand.items(), key=lambda kv: len(kv[0][1])):
-                left = gpus
+            idle = self._idle_gpus()
+            if not any(x > 0 for x in idle):  # nothing idle: nothing blocked while idle
+                self.last = t
+                return
+            if self._order is None:
+                self._order = sorted(self.demand, key=lambda k: len(k[1]))
+            self._sync_fits()
+            demand, blocked, fits = self.demand, self.blocked, self._node_fits
+            for key in self._order:
+                q, pools, need = key
+                left = demand[key]
                 for p in pools:
                     if left <= 1e-9:
                         break
-                    take = min(left, idle[p])
+                    free = idle[p]
+                    take = free if free < left else left  # min(left, free), the first of equals
                     if take > 0:
                         idle[p] -= take
                         left -= take
-                        self.blocked[q] += take * dt
-                        if self._node_fits(p, need):
+                        blocked[q] += take * dt
+                        if fits(p, need):
                             self.blocked_policy += take * dt
         self.last = t
 
@@ -363,9 +441,9 @@ class Recorder:
             wait_p50_s=_pct(arr, 50),
             wait_p95_s=_pct(arr, 95),
             wait_max_s=max((t.wait_max_s for t in teams), default=0.0),
-            blocked_idle_gpu_hours=float(self.blocked.sum()) / HOUR,
+            blocked_idle_gpu_hours=float(np.sum(self.blocked)) / HOUR,
             blocked_policy_gpu_hours=self.blocked_policy / HOUR,
-            blocked_fragmentation_gpu_hours=(float(self.blocked.sum()) - self.blocked_policy) / HOUR,
+            blocked_fragmentation_gpu_hours=(float(np.sum(self.blocked)) - self.blocked_policy) / HOUR,
             queued_mean_s=float(queued.mean()) if len(queued) else 0.0,
             queued_p95_s=_pct(queued, 95),
             slowdown_mean=float(slowdown.mean()) if len(slowdown) else 0.0,

@@ -1,0 +1,204 @@
+"""The engine's indexes change its speed, not its answers: on small loaded runs (queues that form, borrowing,
+preemption, gangs that time out) every admission, every preemption and the whole Result equal those of the
+same engine with the straightforward scans the indexes replace:
+
+- victims chosen by classifying and sorting every admitted job of the pool (Kueue's classical preemption as
+  written in v0.19.2 `preemption.go` / `common/ordering.go`), not by the per-(queue, priority) index;
+- placement that tries every pending job of a pool again at every instant, not only after room grew, and
+  chooses each pod's node over a whole-cluster column;
+- blocked-while-idle that sorts the demand groups and asks every "could a node run it" afresh at every step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, Simulation, World
+from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
+from scheduler.sim.dynamic.quota import Quota
+from scheduler.sim.dynamic.recorder import Recorder
+
+
+def scanned_victims(
+    quota: Quota, settings: Settings, workloads: Workloads, j: int, p: int, need: int, candidates: set[int]
+) -> list[Victim]:
+    """Classical preemption by the definition: classify every admitted job, order them all, take one by one."""
+    s = settings
+    if not s.reclaim_within_cohort and not s.preempt_lower_priority:
+        return []
+    queue, priority, held = workloads.queue, workloads.priority, workloads.held
+    q, prio = int(queue[j]), int(priority[j])
+    threshold = s.borrow_within_cohort_max_priority
+    usage, nominal = quota.usage, quota.nominal
+    advantage = usage[q, p] + need <= nominal[q, p]
+    reason: dict[int, str] = {}
+    only_within_nominal: set[int] = set()
+    for v in candidates:
+        qv, pv = int(queue[v]), int(priority[v])
+        if qv == q:
+            if s.preempt_lower_priority and pv < prio:
+                reason[v] = "InClusterQueue"
+        elif s.reclaim_within_cohort and usage[qv, p] > nominal[qv, p]:
+            if not advantage and threshold is not None and pv < prio and pv <= threshold:
+                reason[v] = "InCohortReclaimWhileBorrowing"
+            else:
+                reason[v] = "InCohortReclamation"
+                if not advantage:
+                    only_within_nominal.add(v)
+    if not reason:
+        return []
+    order = candidates_ordering(reason, q, workloads)
+    others = any(int(queue[v]) != q for v in order)
+    forbidden = threshold is None
+    if not others or (forbidden and not usage[q, p] < nominal[q, p]):
+        attempts = [True]
+    elif forbidden and not advantage:
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
+
+    def fits(u: np.ndarray, borrowing: bool) -> bool:
+        if not borrowing and u[q] + need > nominal[q, p]:
+            return False
+        return quota.fits_after(q, p, need, u)
+
+    for borrowing in attempts:
+        left = usage[:, p].copy()
+        victims: list[int] = []
+        for v in order:
+            qv = int(queue[v])
+            if qv != q:
+                if borrowing and v in only_within_nominal:
+                    continue
+                if left[qv] <= nominal[qv, p]:
+                    continue
+            victims.append(v)
+            left[qv] -= held[v].units
+            if fits(left, borrowing):
+                break
+        else:
+            continue
+        for v in reversed(victims[:-1]):
+            back = left.copy()
+            back[int(queue[v])] += held[v].units
+            if fits(back, borrowing):
+                victims.remove(v)
+                left = back
+        return [Victim(v, reason[v]) for v in victims]
+    return []
+
+
+class ScanningRecorder(Recorder):
+    """Blocked-while-idle with nothing kept between steps."""
+
+    def advance(self, t: float) -> None:
+        self._order = None
+        self._fits.clear()
+        self._fits_ready = -1
+        self._idle_ready = -1
+        super().advance(t)
+
+
+class Logged(Simulation):
+    """Keeps every admission and preemption, in order."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.log: list[tuple[object, ...]] = []
+
+    def holding(self, job: int, t: float, units: int) -> None:
+        if units > 0:
+            self.log.append(("admit", job, t, self.jobs[job].pool, units))
+
+    def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
+        self.log.append(("preempt", victim, preemptor, pool, reason))
+
+
+class Scanning(Logged):
+    """The same engine with the straightforward scans."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.recorder = ScanningRecorder(world, self, self.allowed, self.flavors)
+        self.recorder.unhostable_jobs = self.unhostable
+        self.victim_calls = 0
+
+    def _victims(self, j: int, p: int, need: int) -> list[Victim]:
+        self.victim_calls += 1
+        return scanned_victims(self.quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p])
+
+    def _place(self, t: float) -> None:
+        self.placement.plain_choice = False
+        for full in self.full:
+            full.clear()  # no memory of shapes that found no room
+        super()._place(t)
+
+
+def loaded_world(seed: int, policy: str, autoscale: bool, threshold: int | None) -> World:
+    """Three pools, four teams with equal nominal quotas and unlimited borrowing, 200 jobs arriving within 20
+    minutes (whole-GPU gangs and GPU shares, three priorities): far more than the cluster runs at once."""
+    rng = np.random.default_rng(seed)
+    models = ["A"] * 4 + ["B"] * 3 + ["C"] * 2
+    gpus = [8] * 4 + [4] * 3 + [2] * 2
+    c = Cluster.build([f"n{i}" for i in range(len(models))], [96000] * len(models), [393216] * len(models),
+                      gpus, models)  # fmt: skip
+    pools = tuple(
+        Pool(m, tuple(i for i, x in enumerate(models) if x == m), min_nodes=1, provision_s=120) for m in "ABC"
+    )
+    capacity = {m: sum(g for g, x in zip(gpus, models, strict=True) if x == m) for m in "ABC"}
+    queues = tuple(
+        Queue(
+            f"t{q}",
+            ("A", "B", "C")[q % 3 :] + ("A", "B", "C")[: q % 3],
+            {m: capacity[m] // 4 for m in "ABC"},
+            {m: None for m in "ABC"},
+        )
+        for q in range(4)
+    )
+    n = 200
+    share = rng.random(n) < 0.3
+    num_gpu = np.where(share, 1, rng.choice([1, 2, 4, 8], size=n))
+    milli = np.where(share, rng.choice([250, 500], size=n), MILLI)
+    spec = [str(rng.choice(["", "A", "B|C", "A|B"])) for _ in range(n)]
+    wl = Workload.build(
+        rng.choice([1000, 8000], size=n), rng.choice([2048, 16384], size=n), num_gpu, milli, spec
+    )
+    jobs = Jobs(
+        arrival=np.sort(rng.uniform(0, 1200, size=n)).round(0),  # whole seconds: arrivals at the same instant
+        duration=rng.uniform(60, 1800, size=n),
+        pods=np.where(share, 1, rng.choice([1, 1, 2, 3], size=n)),
+        queue=rng.integers(0, 4, size=n),
+        priority=rng.choice([0, 10, 100], size=n),
+        workload=wl,
+    )
+    settings = Settings(
+        policy=policy,
+        autoscale=autoscale,
+        pods_ready_timeout_s=900,
+        borrow_within_cohort_max_priority=threshold,
+    )
+    return World(c, pools, queues, jobs, settings)
+
+
+@pytest.mark.parametrize(
+    ("seed", "policy", "autoscale", "threshold"),
+    [
+        (1, "MostAllocated", False, None),
+        (2, "MostAllocated", True, 10),
+        (3, "FGD", False, 10),
+        (4, "RoundRobin", True, None),
+        (5, "Random", False, None),
+    ],
+)
+def test_indexed_engine_decides_as_the_scanning_one(
+    seed: int, policy: str, autoscale: bool, threshold: int | None
+) -> None:
+    world = loaded_world(seed, policy, autoscale, threshold)
+    fast, slow = Logged(world), Scanning(world)
+    got, want = fast.run(), slow.run()
+    assert fast.log == slow.log
+    assert got.to_dict(waits=True) == want.to_dict(waits=True)
+    # the load is real: jobs waited, preemption was tried and happened
+    assert want.preemptions > 0 and slow.victim_calls > want.preemptions and want.wait_p95_s > 0
