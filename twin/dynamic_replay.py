@@ -273,25 +273,33 @@ def replay_on_twin(
 
 @dataclass
 class SimRecord:
-    admitted: dict[int, float]  # first start
+    admitted: dict[int, float]  # first admission: its quota reserved (the twin's `Admitted`, no admission checks)
     preempted: set[int]
     reasons: dict[str, int] = field(default_factory=dict)  # named as Kueue names them
     holds: list[tuple[int, float, float, bool]] = field(default_factory=list)  # as TwinRecord.holds
+    started: dict[int, float] = field(default_factory=dict)  # first time all its pods ran (placement after quota)
 
 
-def simulate(spec: Any, trace: Path, fair_sharing: bool | None = None) -> SimRecord:
+def simulate(spec: Any, trace: Path, fair_sharing: bool | None = None, approach: str | None = None) -> SimRecord:
     """The same jobs through the dynamic simulator, with the stack's world (``infra.simulate.dynamic``);
     ``fair_sharing`` overrides the stack's setting (the classical algorithm on a fair-sharing stack shows
-    what modelling fair sharing changes)."""
+    what modelling fair sharing changes); ``approach`` names an alternative of the comparison
+    (``scheduler.sim.dynamic.alternatives``, e.g. the null model ``null-fifo``) to run instead of the stack's
+    queues, on the same nodes and jobs."""
     from dataclasses import replace
 
     from infra.simulate.dynamic import stack_world
+    from scheduler.sim.dynamic.alternatives import REGISTRY
     from scheduler.sim.dynamic.engine import Simulation
     from scheduler.sim.timed_traces import read_timed_pods
 
     world = stack_world(spec, read_timed_pods(trace)).world
     if fair_sharing is not None:
         world = replace(world, settings=replace(world.settings, fair_sharing=fair_sharing))
+    if approach is not None:
+        if approach not in REGISTRY:
+            raise ValueError(f"unknown approach {approach!r}; choose from {', '.join(REGISTRY)}")
+        world = REGISTRY[approach].transform(world)
     victims: set[int] = set()
     reasons: dict[str, int] = {}
     holds: list[tuple[int, float, float, bool]] = []
@@ -314,9 +322,12 @@ def simulate(spec: Any, trace: Path, fair_sharing: bool | None = None) -> SimRec
     last = {h[0]: i for i, h in enumerate(holds)}  # every job runs to its end: its last hold
     for i in last.values():
         holds[i] = (*holds[i][:3], True)
+    first: dict[int, float] = {}
+    for j, begin, _, _ in holds:
+        first[j] = min(begin, first.get(j, begin))
     arrival = world.jobs.arrival
-    return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims, reasons,
-                     holds)  # fmt: skip
+    started = {j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}
+    return SimRecord(first, victims, reasons, holds, started)
 
 
 PROMPT_S = 2.0  # a job admitted within this of its arrival went straight in
