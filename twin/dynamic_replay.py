@@ -273,14 +273,20 @@ def replay_on_twin(
 
 @dataclass
 class SimRecord:
-    admitted: dict[int, float]  # first admission: its quota reserved (the twin's `Admitted`, no admission checks)
+    admitted: dict[
+        int, float
+    ]  # first admission: its quota reserved (the twin's `Admitted`, no admission checks)
     preempted: set[int]
     reasons: dict[str, int] = field(default_factory=dict)  # named as Kueue names them
     holds: list[tuple[int, float, float, bool]] = field(default_factory=list)  # as TwinRecord.holds
-    started: dict[int, float] = field(default_factory=dict)  # first time all its pods ran (placement after quota)
+    started: dict[int, float] = field(
+        default_factory=dict
+    )  # first time all its pods ran (placement after quota)
 
 
-def simulate(spec: Any, trace: Path, fair_sharing: bool | None = None, approach: str | None = None) -> SimRecord:
+def simulate(
+    spec: Any, trace: Path, fair_sharing: bool | None = None, approach: str | None = None
+) -> SimRecord:
     """The same jobs through the dynamic simulator, with the stack's world (``infra.simulate.dynamic``);
     ``fair_sharing`` overrides the stack's setting (the classical algorithm on a fair-sharing stack shows
     what modelling fair sharing changes); ``approach`` names an alternative of the comparison

@@ -21,7 +21,6 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from twin.dynamic_replay import Comparison, ReplayJob, TwinRecord, compare, simulate, write_trace
 from twin.replay_bounds import NULL_MODEL, measures, missed
@@ -40,7 +39,7 @@ def save(folder: Path, stack: Path, jobs: list[ReplayJob], twin: TwinRecord) -> 
     """Write one replay's record under ``folder`` (created) and the simulator's trace from it."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(stack, folder / stack.name)
-    (folder / JOBS).write_text(json.dumps([asdict(j) for j in jobs], indent=0))
+    (folder / JOBS).write_text(json.dumps([asdict(j) for j in jobs]))
     (folder / TWIN).write_text(json.dumps(asdict(twin), default=sorted))
     arrival_trace(Record(folder / stack.name, jobs, twin), folder / TRACE)
     return folder
