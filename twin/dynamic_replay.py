@@ -144,6 +144,8 @@ class TwinRecord:
     admitted: dict[int, float] = field(default_factory=dict)  # first admission
     last_admitted: dict[int, float] = field(default_factory=dict)  # the admission that ran to the end
     finished: dict[int, float] = field(default_factory=dict)
+    # the last time `PodsReady` turned true (Kueue's waitForPodsReady: every pod of the job running)
+    ready: dict[int, float] = field(default_factory=dict)
     preempted: set[int] = field(default_factory=set)
     reasons: dict[str, int] = field(default_factory=dict)  # preemptions by the Preempted condition's reason
     # each preemption: when the watch saw it, the victim, the preemptor (from the condition's message, Kueue
@@ -161,6 +163,16 @@ class TwinRecord:
         if job in self.finished and job in self.last_admitted:
             return self.finished[job] - self.last_admitted[job]
         return None
+
+    def ran(self, job: int) -> float | None:
+        """How long the job's last run took from all its pods running (`PodsReady`) to `Finished`: its duration
+        plus the twin's lag in completing it, without the lag in placing and starting its pods (which the
+        simulator adds of its own)."""
+        held = self.held(job)
+        at = self.ready.get(job)
+        if held is None or at is None or at < self.last_admitted[job]:
+            return None
+        return self.finished[job] - at
 
 
 class WorkloadWatch(threading.Thread):
@@ -214,6 +226,8 @@ class WorkloadWatch(threading.Thread):
                     self.record.admitted.setdefault(job, now)
                     self.record.last_admitted[job] = now
                     self.holding.setdefault(job, now)
+                elif c["type"] == "PodsReady":
+                    self.record.ready[job] = now
                 elif c["type"] == "Finished":
                     self.record.finished.setdefault(job, now)
                     if job in self.holding:

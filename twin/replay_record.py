@@ -64,6 +64,7 @@ def load(folder: Path) -> Record:
         admitted=by_job(raw["admitted"]),
         last_admitted=by_job(raw["last_admitted"]),
         finished=by_job(raw["finished"]),
+        ready=by_job(raw.get("ready", {})),  # records from before the watch kept `PodsReady` have none
         preempted={int(j) for j in raw["preempted"]},
         reasons={str(k): int(v) for k, v in raw["reasons"].items()},
         preemptions=[(float(t), int(v), int(b), str(r)) for t, v, b, r in raw["preemptions"]],
@@ -75,12 +76,17 @@ def load(folder: Path) -> Record:
 
 def arrival_trace(record: Record, path: Path) -> Path:
     """The trace the simulator is given: each job's arrival is when the twin's Kueue first had its Workload,
-    its duration how long its last admission held the quota (the run plus the twin's lag in starting and
-    completing its pods; the planned duration for a job that never finished)."""
+    its duration how long its last run took on the twin from all its pods running (`PodsReady`) to `Finished`,
+    so each side adds its own placement lag between admission and the pods' start, as the simulator's duration
+    counts from its pods running. A record without `PodsReady` times gives the whole hold from `Admitted`
+    (the twin's placement lag in the duration, and the simulator's own on top); a job that never finished, its
+    planned duration."""
     twin = record.twin
-    held = [twin.held(j.index) for j in record.jobs]
     arrivals = [twin.created[j.index] for j in record.jobs]
-    durations = [h if h is not None else j.duration for h, j in zip(held, record.jobs, strict=True)]
+    durations = []
+    for job in record.jobs:
+        ran, held = twin.ran(job.index), twin.held(job.index)
+        durations.append(ran if ran is not None else held if held is not None else job.duration)
     return write_trace(record.jobs, path, arrivals, durations)
 
 
