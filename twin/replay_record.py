@@ -10,7 +10,7 @@ A record folder holds:
 - ``replay.csv``: the trace given to the simulator (the twin's arrivals and holds, ``arrival_trace``);
 - ``comparison.json`` and ``null-comparison.json``: written by :func:`analyse`, the last analysis.
 
-``python -m twin.replay_record compare FOLDER...`` re-runs the comparison of each folder and prints, per
+``python -m twin.replay_record compare [--durations=held|ran] FOLDER...`` re-runs the comparison of each folder and prints, per
 folder, the simulator's and the null model's measures and the bounds each misses.
 """
 
@@ -26,6 +26,8 @@ from twin.dynamic_replay import Comparison, ReplayJob, TwinRecord, compare, simu
 from twin.replay_bounds import NULL_MODEL, measures, missed
 
 JOBS, TWIN, TRACE = "jobs.json", "twin-record.json", "replay.csv"
+HELD, RAN = "held", "ran"
+DURATIONS = (HELD, RAN)
 
 
 @dataclass(frozen=True)
@@ -74,32 +76,41 @@ def load(folder: Path) -> Record:
     return Record(stacks[0], jobs, twin)
 
 
-def arrival_trace(record: Record, path: Path) -> Path:
-    """The trace the simulator is given: each job's arrival is when the twin's Kueue first had its Workload,
-    its duration how long its last run took on the twin from all its pods running (`PodsReady`) to `Finished`,
-    so each side adds its own placement lag between admission and the pods' start, as the simulator's duration
-    counts from its pods running. A record without `PodsReady` times gives the whole hold from `Admitted`
-    (the twin's placement lag in the duration, and the simulator's own on top); a job that never finished, its
-    planned duration."""
+def arrival_trace(record: Record, path: Path, durations: str = HELD) -> Path:
+    """The trace the simulator is given: each job's arrival is when the twin's Kueue first had its Workload;
+    its duration (``durations``) either ``held``: how long its last admission held the quota on the twin, from
+    `Admitted` to `Finished` (the run plus the twin's lag in creating, binding and starting its pods, to which
+    the simulator adds its own placement lag), or ``ran``: from all its pods running (`PodsReady`) to
+    `Finished` (without the twin's start lag, of which the simulator models only the placement). A job without
+    the times asked for gets its hold, else its planned duration."""
+    return write_trace(record.jobs, path, *trace_inputs(record, durations))
+
+
+def trace_inputs(record: Record, durations: str = HELD) -> tuple[list[float], list[float]]:
+    """Each job's arrival and duration as :func:`arrival_trace` gives them to the simulator."""
+    if durations not in DURATIONS:
+        raise ValueError(f"durations {durations!r}; accepted: {', '.join(DURATIONS)}")
     twin = record.twin
     arrivals = [twin.created[j.index] for j in record.jobs]
-    durations = []
+    out = []
     for job in record.jobs:
-        ran, held = twin.ran(job.index), twin.held(job.index)
-        durations.append(ran if ran is not None else held if held is not None else job.duration)
-    return write_trace(record.jobs, path, arrivals, durations)
+        ran = twin.ran(job.index) if durations == RAN else None
+        held = twin.held(job.index)
+        out.append(ran if ran is not None else held if held is not None else job.duration)
+    return arrivals, out
 
 
-def analyse(folder: Path) -> tuple[Comparison, Comparison]:
-    """The simulator and the null model, each compared with the twin's record in ``folder``; both comparisons
-    are written beside the record."""
+def analyse(folder: Path, durations: str = HELD) -> tuple[Comparison, Comparison]:
+    """The simulator and the null model, each compared with the twin's record in ``folder`` (the jobs'
+    durations as :func:`arrival_trace` takes them); both comparisons are written beside the record."""
     from infra.stackfile import load_stack
 
     record = load(folder)
     spec = load_stack(record.stack)
-    trace = arrival_trace(record, folder / TRACE)
+    trace = arrival_trace(record, folder / TRACE, durations)
     out = []
-    for name, approach in (("comparison.json", None), ("null-comparison.json", NULL_MODEL)):
+    suffix = "" if durations == HELD else f"-{durations}"
+    for name, approach in ((f"comparison{suffix}.json", None), (f"null-comparison{suffix}.json", NULL_MODEL)):
         result = compare(record.twin, simulate(spec, trace, approach=approach), record.jobs)
         summary = {"measures": measures(result), "missed": missed(result), "comparison": asdict(result)}
         (folder / name).write_text(json.dumps(summary, indent=1, default=list))
@@ -108,12 +119,16 @@ def analyse(folder: Path) -> tuple[Comparison, Comparison]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] != "compare":
-        print("usage: python -m twin.replay_record compare FOLDER...", file=sys.stderr)
+    durations = HELD
+    if len(argv) >= 2 and argv[0] == "compare" and argv[1].startswith("--durations="):
+        durations = argv.pop(1).split("=", 1)[1]
+    if len(argv) < 2 or argv[0] != "compare" or durations not in DURATIONS:
+        print(f"usage: python -m twin.replay_record compare [--durations={'|'.join(DURATIONS)}] FOLDER...",
+              file=sys.stderr)  # fmt: skip
         return 2
     for arg in argv[1:]:
         try:
-            sim, null = analyse(Path(arg))
+            sim, null = analyse(Path(arg), durations)
         except ValueError as exc:
             print(exc, file=sys.stderr)
             return 2

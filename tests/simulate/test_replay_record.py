@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 from twin.replay_bounds import JOBS, NULL_MUST_MISS, missed
-from twin.replay_record import TRACE, analyse, arrival_trace, load, save
+from twin.replay_record import HELD, RAN, TRACE, analyse, arrival_trace, load, save, trace_inputs
 
 RECORD = Path(__file__).parent / "records" / "dynamic-replay"
 
@@ -28,12 +28,25 @@ def test_a_record_reads_back_as_it_was_written(tmp_path: Path) -> None:
     kept = load(RECORD)
     again = load(save(tmp_path / "again", kept.stack, kept.jobs, kept.twin))
     assert again.jobs == kept.jobs and again.twin == kept.twin
-    assert len(kept.twin.finished) == JOBS and kept.twin.preemptions
+    assert len(kept.twin.finished) == len(kept.twin.ready) == JOBS and kept.twin.preemptions
 
 
-def test_the_trace_rebuilt_from_the_record_is_the_one_the_twin_run_gave_the_simulator(tmp_path: Path) -> None:
-    rebuilt = arrival_trace(load(RECORD), tmp_path / "replay.csv")
+def test_the_trace_rebuilt_from_the_record_is_the_one_the_twin_run_wrote(tmp_path: Path) -> None:
+    rebuilt = arrival_trace(load(RECORD), tmp_path / "replay.csv", RAN)
     assert rebuilt.read_text() == (RECORD / TRACE).read_text()
+
+
+def test_a_hold_is_the_run_and_the_twin_lag_in_starting_the_pods() -> None:
+    """`held` durations add to `ran` ones the twin's time from `Admitted` to `PodsReady`: pod creation, binding
+    and start, seconds on the twin, where the simulator models only placement."""
+    record = load(RECORD)
+    arrivals, held = trace_inputs(record, HELD)
+    again, ran = trace_inputs(record, RAN)
+    assert arrivals == again
+    lags = [h - r for h, r in zip(held, ran, strict=True)]
+    assert min(lags) >= 0 and sum(lags) / len(lags) > 0.5
+    with pytest.raises(ValueError, match="accepted: held, ran"):
+        trace_inputs(record, "planned")
 
 
 def test_the_simulator_holds_every_bound_on_the_record_and_the_null_model_misses_them(record: Path) -> None:
