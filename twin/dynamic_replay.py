@@ -144,6 +144,8 @@ class TwinRecord:
     admitted: dict[int, float] = field(default_factory=dict)  # first admission
     last_admitted: dict[int, float] = field(default_factory=dict)  # the admission that ran to the end
     finished: dict[int, float] = field(default_factory=dict)
+    # the last time `PodsReady` turned true (Kueue's waitForPodsReady: every pod of the job running)
+    ready: dict[int, float] = field(default_factory=dict)
     preempted: set[int] = field(default_factory=set)
     reasons: dict[str, int] = field(default_factory=dict)  # preemptions by the Preempted condition's reason
     # each preemption: when the watch saw it, the victim, the preemptor (from the condition's message, Kueue
@@ -161,6 +163,16 @@ class TwinRecord:
         if job in self.finished and job in self.last_admitted:
             return self.finished[job] - self.last_admitted[job]
         return None
+
+    def ran(self, job: int) -> float | None:
+        """How long the job's last run took from all its pods running (`PodsReady`) to `Finished`: its duration
+        plus the twin's lag in completing it, without the lag in placing and starting its pods (which the
+        simulator adds of its own)."""
+        held = self.held(job)
+        at = self.ready.get(job)
+        if held is None or at is None or at < self.last_admitted[job]:
+            return None
+        return self.finished[job] - at
 
 
 class WorkloadWatch(threading.Thread):
@@ -214,6 +226,8 @@ class WorkloadWatch(threading.Thread):
                     self.record.admitted.setdefault(job, now)
                     self.record.last_admitted[job] = now
                     self.holding.setdefault(job, now)
+                elif c["type"] == "PodsReady":
+                    self.record.ready[job] = now
                 elif c["type"] == "Finished":
                     self.record.finished.setdefault(job, now)
                     if job in self.holding:
@@ -273,25 +287,39 @@ def replay_on_twin(
 
 @dataclass
 class SimRecord:
-    admitted: dict[int, float]  # first start
+    admitted: dict[
+        int, float
+    ]  # first admission: its quota reserved (the twin's `Admitted`, no admission checks)
     preempted: set[int]
     reasons: dict[str, int] = field(default_factory=dict)  # named as Kueue names them
     holds: list[tuple[int, float, float, bool]] = field(default_factory=list)  # as TwinRecord.holds
+    started: dict[int, float] = field(
+        default_factory=dict
+    )  # first time all its pods ran (placement after quota)
 
 
-def simulate(spec: Any, trace: Path, fair_sharing: bool | None = None) -> SimRecord:
+def simulate(
+    spec: Any, trace: Path, fair_sharing: bool | None = None, approach: str | None = None
+) -> SimRecord:
     """The same jobs through the dynamic simulator, with the stack's world (``infra.simulate.dynamic``);
     ``fair_sharing`` overrides the stack's setting (the classical algorithm on a fair-sharing stack shows
-    what modelling fair sharing changes)."""
+    what modelling fair sharing changes); ``approach`` names an alternative of the comparison
+    (``scheduler.sim.dynamic.alternatives``, e.g. the null model ``null-fifo``) to run instead of the stack's
+    queues, on the same nodes and jobs."""
     from dataclasses import replace
 
     from infra.simulate.dynamic import stack_world
+    from scheduler.sim.dynamic.alternatives import REGISTRY
     from scheduler.sim.dynamic.engine import Simulation
     from scheduler.sim.timed_traces import read_timed_pods
 
     world = stack_world(spec, read_timed_pods(trace)).world
     if fair_sharing is not None:
         world = replace(world, settings=replace(world.settings, fair_sharing=fair_sharing))
+    if approach is not None:
+        if approach not in REGISTRY:
+            raise ValueError(f"unknown approach {approach!r}; choose from {', '.join(REGISTRY)}")
+        world = REGISTRY[approach].transform(world)
     victims: set[int] = set()
     reasons: dict[str, int] = {}
     holds: list[tuple[int, float, float, bool]] = []
@@ -314,9 +342,12 @@ def simulate(spec: Any, trace: Path, fair_sharing: bool | None = None) -> SimRec
     last = {h[0]: i for i, h in enumerate(holds)}  # every job runs to its end: its last hold
     for i in last.values():
         holds[i] = (*holds[i][:3], True)
+    first: dict[int, float] = {}
+    for j, begin, _, _ in holds:
+        first[j] = min(begin, first.get(j, begin))
     arrival = world.jobs.arrival
-    return SimRecord({j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}, victims, reasons,
-                     holds)  # fmt: skip
+    started = {j: float(arrival[j]) + w for j, w in sim.recorder.first_wait.items()}
+    return SimRecord(first, victims, reasons, holds, started)
 
 
 PROMPT_S = 2.0  # a job admitted within this of its arrival went straight in
