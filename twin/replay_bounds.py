@@ -25,12 +25,13 @@ SEED = 7
 NULL_MODEL = "null-fifo"
 
 # name -> (lowest, highest) accepted; see `measures` for what each is. Set from six twin runs
-# (benchmarks/dynamic_replay_bounds.md: min-max measured in the comments) by one margin rule: a relative
+# (benchmarks/dynamic_replay_bounds.md: min-max measured in the comments; the mean and GPU-weighted waits also
+# from the two later runs, which reached 0.17 and 0.089) by one margin rule: a relative
 # difference up to 1.5 times the largest measured; a ratio within the measured range widened by a quarter each
 # way; the order agreement 0.03 below the lowest; the preempted jobs' overlap three quarters of the lowest.
 BOUNDS: dict[str, tuple[float, float]] = {
-    "mean_difference": (0.0, 0.2),  # 0.006-0.112
-    "gpu_weighted_difference": (0.0, 0.1),  # 0.010-0.061
+    "mean_difference": (0.0, 0.26),  # 0.006-0.112; later runs 0.11, 0.17
+    "gpu_weighted_difference": (0.0, 0.14),  # 0.010-0.061; later runs 0.038, 0.089
     "p95_difference": (0.0, 0.15),  # 0.004-0.081
     "quota_difference": (0.0, 0.05),  # 0.000-0.013 (holds by construction in part: each hold is an input)
     "lost_ratio": (0.5, 1.5),  # 0.63-1.17
