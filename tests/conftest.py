@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,6 +29,16 @@ TOOLCHAIN_FIXTURES = {"promtool", "prometheus_bin"}
 # Session fixtures that hold a running twin: every test that uses one runs on one worker of a tier, so the twin
 # starts once per tier rather than once on each worker (tests/twin/conftest.py).
 SESSION_TWINS = ("metal_twin", "prod_twin")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a user's foreground command gets it, however the test run itself was started. A shell without
+    job control starts a background command with SIGINT ignored, an ignored signal stays ignored across exec,
+    and Python then installs no KeyboardInterrupt handler: every command the tests start (and the xdist workers)
+    would ignore the SIGINT the interrupt tests send. A handler, unlike an ignored disposition, is reset to the
+    default in each child."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the `xdist_group` marks
