@@ -21,6 +21,7 @@ import pytest
 from infra import versions as v
 from infra.versions import GoBuild
 from tests.conftest import ROOT
+from tests.support import require
 from twin.toolchain.build import WRAPPERS, go_env
 
 REFERENCE = json.loads((ROOT / "benchmarks" / "reference-data.json").read_text())["files"]
@@ -119,8 +120,7 @@ def test_reference_data_is_at_the_pinned_release(entry: dict[str, Any]) -> None:
 def test_kueue_reference_urls_name_the_tags_commit() -> None:
     """The Kueue reference files are fetched by commit; the Go module proxy records which commit the pinned tag
     names (the module's `.info` Origin): the two must agree."""
-    if shutil.which("go") is None:
-        pytest.skip("needs Go and the Go module proxy (or its cache)")
+    require(shutil.which("go") is not None, "needs Go and the Go module proxy (or its cache)")
     build = v.TWIN_KUEUE
     done = subprocess.run(
         ["go", "mod", "download", "-json", f"{build.module}@{build.version}"],

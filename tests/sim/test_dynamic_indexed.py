@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.dynamic_simulation import Traced
 from scheduler.fgd.model import MILLI, Cluster, Workload
-from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, Simulation, World
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
 from scheduler.sim.dynamic.quota import Quota
 from scheduler.sim.dynamic.recorder import Recorder
@@ -101,22 +102,7 @@ class ScanningRecorder(Recorder):
         super().advance(t)
 
 
-class Logged(Simulation):
-    """Keeps every admission and preemption, in order."""
-
-    def __init__(self, world: World) -> None:
-        super().__init__(world)
-        self.log: list[tuple[object, ...]] = []
-
-    def holding(self, job: int, t: float, units: int) -> None:
-        if units > 0:
-            self.log.append(("admit", job, t, self.jobs[job].pool, units))
-
-    def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
-        self.log.append(("preempt", victim, preemptor, pool, reason))
-
-
-class Scanning(Logged):
+class Scanning(Traced):
     """The same engine with the straightforward scans."""
 
     def __init__(self, world: World) -> None:
@@ -196,7 +182,7 @@ def test_indexed_engine_decides_as_the_scanning_one(
     seed: int, policy: str, autoscale: bool, threshold: int | None
 ) -> None:
     world = loaded_world(seed, policy, autoscale, threshold)
-    fast, slow = Logged(world), Scanning(world)
+    fast, slow = Traced(world), Scanning(world)
     got, want = fast.run(), slow.run()
     assert fast.log == slow.log
     assert got.to_dict(waits=True) == want.to_dict(waits=True)

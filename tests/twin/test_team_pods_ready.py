@@ -11,14 +11,14 @@ them against Kueue itself rather than against objects written in its shape.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from scheduler.explain.order import condition as kueue_condition
 from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.conftest import stack_variant, start_twin
@@ -31,7 +31,7 @@ BACKOFF_BASE_S = 60  # requeuingStrategy.backoffBaseSeconds (scheduler/kueue_con
 
 @pytest.fixture(scope="module")
 def ready_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    doc = yaml.safe_load(Path(ROOT / "Pulumi.metal.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())
     scheduling = {**doc["config"].get("gpufleet:scheduling", {}), "waitForPodsReadyTimeout": f"{TIMEOUT_S}s"}
     twin = start_twin(tmp_path_factory, stack_variant(tmp_path_factory, "metal", "podsready",
                                                        scheduling=scheduling))  # fmt: skip
@@ -41,8 +41,9 @@ def ready_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
         twin.stop()
 
 
-def condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+def condition(workload: dict[str, Any], kind: str) -> Mapping[str, Any]:
+    """The workload's condition of `kind`, empty when Kueue has not written it."""
+    return kueue_condition(workload, kind) or {}
 
 
 def _at(stamp: str) -> float:
