@@ -126,12 +126,17 @@ def _stamped(seconds: str) -> str:
 
 
 HOLD_S = 300  # a held job's own deadline, should the test never release it
+HELD_MIN_S = (
+    4  # and its least run: sacct's elapsed time is whole seconds, and the usage tests need it above 0
+)
 
 
 def _held() -> str:
-    """A stamped job that runs until the test releases it (the file `<job id>.release` in the jobs folder): the
-    test reads the jobs' states while they must still run, however slowly a loaded machine gets there."""
-    wait = f"timeout {HOLD_S} sh -c 'until [ -e \"$SLURM_JOB_ID.release\" ]; do sleep 0.2; done'"
+    """A stamped job that runs until the test releases it (the file `<job id>.release` in the jobs folder), and
+    at least HELD_MIN_S: the test reads the jobs' states while they must still run, however slowly a loaded
+    machine gets there."""
+    release = 'until [ -e "$SLURM_JOB_ID.release" ]; do sleep 0.2; done'
+    wait = f"timeout {HOLD_S} sh -c 'sleep {HELD_MIN_S}; {release}'"
     return STAMP + f"{wait} & wait; stamp end"
 
 
