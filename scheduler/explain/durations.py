@@ -4,7 +4,9 @@ team's history of similar finished jobs.
 The hint is the job's `gpufleet.io/expected-duration` annotation, a Go-style duration (`90m`, `1h30m`, `45s`)
 or plain seconds; a batch Job's `spec.activeDeadlineSeconds` bounds its run (the job controller fails it
 then), so it stands in as the longest the job may hold its GPUs. Without either, the remaining time is drawn
-from the team's finished jobs: those of the same pool and GPUs when there are enough, else all of them.
+from the team's finished jobs: those of the same pool and GPUs when there are enough, else all of them; a team
+with no finished job yet lends its hinted jobs' whole runs instead (`scheduler.explain.eta.hinted`), and
+NO_HISTORY_S stands in only when it has neither.
 
 A job that has run for a while is not a fresh one: its remaining time is drawn from the finished durations
 longer than what it has already run (the residual life), and when none is longer, from up to as long again as

@@ -74,11 +74,19 @@ def world_of(seed: Seed, durations: Sequence[float], seed_value: int = 0) -> Wor
     )
 
 
+def hinted(entries: Sequence[Entry]) -> list[float]:
+    """The whole runs the team's own jobs announce by their duration hints (what a hinted job has run plus what
+    it has left): with no finished job to learn from, the team's best knowledge of how long jobs run here."""
+    return [e.remaining.known + e.remaining.elapsed for e in entries
+            if e.remaining.source == "hint" and e.remaining.known is not None]  # fmt: skip
+
+
 def _draws(entries: Sequence[Entry], history: Sequence[Finished], rng: np.random.Generator) -> list[float]:
+    prior = hinted(entries) if not history else []
     out = []
     for e in entries:
         durations, _ = history_for(history, e.pool or (e.pools[0] if len(e.pools) == 1 else ""), e.gpus)
-        out.append(draw(e.remaining, durations, rng))
+        out.append(draw(e.remaining, durations or prior, rng))
     return out
 
 
@@ -132,7 +140,12 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
     kinds = " and ".join(k for k in (f"{running} running" if running else "",
                                      f"{len(blind) - running} waiting" if len(blind) > running else "") if k)  # fmt: skip
     noun = "job" if len(blind) == 1 else "jobs"
-    if blind and not history:
+    prior = hinted(seed.entries) if not history else []
+    if blind and prior:
+        out.append(f"{kinds} {noun} without a duration hint, and your team has no finished job to learn from: "
+                   f"the remaining time was drawn from your team's {_jobs(len(prior))} with a hint "
+                   f"(median {_human(float(np.median(prior)))})")  # fmt: skip
+    elif blind and not history:
         out.append(f"{kinds} {noun} without a duration hint, and your team has no finished job to learn from: "
                    f"each was taken to run {_human(NO_HISTORY_S)} in all")  # fmt: skip
     elif blind:
@@ -140,7 +153,11 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
         out.append(f"{kinds} {noun} without a duration hint: the remaining time was drawn from your team's last "
                    f"{len(recent)} finished jobs (median {_human(float(np.median(recent)))}; the same pool and "
                    f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
-    if not history and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
+    if not history and prior and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
+        out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
+                   f"run as long as your team's {_jobs(len(prior))} with a hint "
+                   f"(median {_human(float(np.median(prior)))})")  # fmt: skip
+    elif not history and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
                    f"end in {_human(NO_HISTORY_S)}")  # fmt: skip
     return out

@@ -240,3 +240,25 @@ def test_a_manifest_is_seeded_as_kueue_would_queue_it(compiled: list[dict[str, A
 def test_history_entries_are_finished_only() -> None:
     assert finished_jobs([job("r")]) == []
     assert finished_jobs([job("d", ran=(100, 40))]) == [Finished(60.0, "h100", 8, stamp(40))]
+
+
+def test_without_finished_jobs_the_teams_hints_stand_in_for_unknown_runs(
+    compiled: list[dict[str, Any]],
+) -> None:
+    """vision has no finished job: nlp's 16 GPUs (unreadable, two blocks of 8) are drawn from vision's own hinted
+    runs (900 s and 300 s), not an hour, and the answer says so: vision's next 8 GPUs borrow the first block
+    nlp frees, at 300 s unless both draw 900 s; with no hint either, an hour stands in."""
+    running, waiting = job("run", hint="15m", pods=2), job("next", hint="5m")
+    wls = [workload(running, admitted_ago=0), workload(waiting)]
+    state = seed(live(compiled, [running, waiting], wls, nlp_used=16))
+    target = state.index("job-next")
+    found = estimate(state, target, [], runs=30)
+    assert found.p50_s is not None and found.p90_s is not None
+    assert 300 <= found.p50_s <= 302  # an hour for nlp's blocks would leave vision's own run's end, 900 s
+    assert 300 <= found.p90_s <= 302 or 900 <= found.p90_s <= 902
+    assert any("run as long as your team's 2 jobs with a hint (median 10 min)" in a for a in found.assumed)
+
+    blind = [job("run"), job("next", pods=2)]
+    state = seed(live(compiled, blind, [workload(blind[0], admitted_ago=0), workload(blind[1])], nlp_used=16))
+    found = estimate(state, state.index("job-next"), [], runs=5)
+    assert found.p50_s is not None and found.p50_s >= NO_HISTORY_S - 60
