@@ -13,6 +13,7 @@ request is what Kueue copies into the Workload's admission check, and its `Secon
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.conftest import stack_variant, start_twin
 from tests.twin.kube import Kube, job, name
-from tests.twin.test_team_console import GPU, plugin, workload_of
+from tests.twin.test_team_console import GPU, PAGE, normalized, plugin, workload_of
 
 NS, GROUP = "team-llm", "llm-engineers"
 POOL, MAX_NODES = "h100-train", 2
@@ -79,6 +80,23 @@ def queue_line(kube: Kube, job_name: str, capsys: pytest.CaptureFixture[str]) ->
     return line
 
 
+def page_session(command: str) -> str:
+    """The output docs/teams.md records for `command`, a job's name in it with any suffix (`wide-56deb7`)."""
+    pattern = re.escape(command).replace("XXXXXX", "[0-9a-f]{6}")
+    for block in re.findall(r"^```text\n(.*?)^```", PAGE.read_text(), re.M | re.S):
+        if re.match(rf"\$ {pattern}\n", block):
+            return str(block.split("\n", 1)[1])
+    raise AssertionError(f"docs/teams.md records no session of {command!r}")
+
+
+def same(text: str) -> list[str]:
+    """`normalized`, also without the Workload's own suffix (`job-wide-56deb7-43610`) and the time Kueue asks
+    the autoscaler again (the booking of a provisioned gang may run out while it waits)."""
+    text = re.sub(r"(-XXXXXX|-[0-9a-f]{6})-[0-9a-z]{5}\b", r"\1-XXXXX", text)
+    text = re.sub(r"; the autoscaler's booking ran out meanwhile and Kueue asks again at \S+", "", text)
+    return normalized(text)
+
+
 def test_a_member_may_not_read_provisioning_requests(small_pool: Kube) -> None:
     """What the answers below rest on: the team's role reads Workloads and Events, not the requests."""
     member = small_pool.as_member((GROUP,))
@@ -99,6 +117,7 @@ def test_no_capacity_for_the_whole_job_is_waiting_for_nodes(
         out = why(small_pool, wide, capsys)
         return out if "Capacity is not found" in out else ""
 
+    nodes_before = len(small_pool.items("nodes", selector=f"gpufleet.io/pool={POOL}"))
     out = eventually(told, "the no-capacity answer", 90)
     assert "[WaitingForNodes] waiting for nodes: the autoscaler found no capacity in pool h100-train for all " \
            "its 3 pods at once" in out, out  # fmt: skip
@@ -107,7 +126,9 @@ def test_no_capacity_for_the_whole_job_is_waiting_for_nodes(
     assert "QuotaReserved=True" in out and "Admitted=True" not in out
     line = queue_line(small_pool, wide, capsys)
     assert line.split()[0] == "-" and "[WaitingForNodes]" in line and "no capacity in pool h100-train" in line
-    assert workload_of(small_pool, NS, wide) is not None
+    assert same(page_session("kubectl gpufleet why wide-XXXXXX -n team-llm")) == same(out)
+    # all or nothing: the autoscaler added no node for part of the job
+    assert len(small_pool.items("nodes", selector=f"gpufleet.io/pool={POOL}")) == nodes_before
     assert not [p for p in small_pool.items("pods", NS) if p["metadata"]["name"].startswith(wide)]
 
 
@@ -153,6 +174,9 @@ def test_a_gang_no_domain_can_hold_is_told_so(
     assert "no domain of topology h100-train has room for all its pods together (only 1 of its 2 pods fit in " \
            "any one)" in out, out  # fmt: skip
     assert "Admitted=True" not in out
+    code, listed, err = plugin(small_pool, GROUP, "-n", NS, "queue", "--no-events", capsys=capsys)
+    assert code == 0, err
+    assert same(page_session("kubectl gpufleet queue -n team-llm")) == same(listed)
     line = queue_line(small_pool, gang, capsys)
     assert line.split()[0] == "-" and "[NoTopologyDomain]" in line, line
 
