@@ -77,7 +77,11 @@ def eta(kubectl: Kubectl, job: str, namespace: str = "", record: bool = True, ru
     head = f"{job_of(wl)}: workload {name} (queue {wl.get('spec', {}).get('queueName', '?')}, priority {priority(wl)})"
     if is_true(wl, "QuotaReserved") or is_true(wl, "Finished"):
         a = explain(wl, team.rows, team.workloads, pods_of(wl, team.pods), team.events)
-        return f"{head}\n  already started: [{a.reason.value}] {a.says}"
+        started = is_true(wl, "Admitted") or is_true(wl, "Finished")
+        state = (
+            "already started" if started else "past the line, its quota reserved (no estimate of its nodes)"
+        )
+        return f"{head}\n  {state}: [{a.reason.value}] {a.says}"
     live = read_live(kubectl, team)
     try:
         state = seed(live)

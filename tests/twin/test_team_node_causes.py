@@ -127,6 +127,8 @@ def test_no_capacity_for_the_whole_job_is_waiting_for_nodes(
     line = queue_line(small_pool, wide, capsys)
     assert line.split()[0] == "-" and "[WaitingForNodes]" in line and "no capacity in pool h100-train" in line
     assert same(page_session("kubectl gpufleet why wide-XXXXXX -n team-llm")) == same(out)
+    code, eta, err = plugin(small_pool, GROUP, "-n", NS, "eta", wide, "--no-events", capsys=capsys)
+    assert code == 0 and "past the line, its quota reserved" in eta and "[WaitingForNodes]" in eta, (eta, err)
     # all or nothing: the autoscaler added no node for part of the job
     assert len(small_pool.items("nodes", selector=f"gpufleet.io/pool={POOL}")) == nodes_before
     assert not [p for p in small_pool.items("pods", NS) if p["metadata"]["name"].startswith(wide)]
