@@ -78,10 +78,10 @@ def eta(kubectl: Kubectl, job: str, namespace: str = "", record: bool = True, ru
     if is_true(wl, "QuotaReserved") or is_true(wl, "Finished"):
         a = explain(wl, team.rows, team.workloads, pods_of(wl, team.pods), team.events)
         started = is_true(wl, "Admitted") or is_true(wl, "Finished")
-        state = (
+        where = (
             "already started" if started else "past the line, its quota reserved (no estimate of its nodes)"
         )
-        return f"{head}\n  {state}: [{a.reason.value}] {a.says}"
+        return f"{head}\n  {where}: [{a.reason.value}] {a.says}"
     live = read_live(kubectl, team)
     try:
         state = seed(live)
