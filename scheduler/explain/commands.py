@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from scheduler.explain.answer import Answer
 from scheduler.explain.cluster import ClusterError, Kubectl
 from scheduler.explain.events import answer_event
-from scheduler.explain.order import job_of, kueue_order, pending_positions, positions, priority
+from scheduler.explain.order import is_true, job_of, kueue_order, pending_positions, positions, priority
 from scheduler.explain.quota import PoolRow, cohort_parents, team_rows
-from scheduler.explain.reasons import GPU_PREFIX, Answer, explain
+from scheduler.explain.reasons import GPU_PREFIX, explain
 
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues/{lq}/pendingworkloads"
 
@@ -30,6 +31,7 @@ class Team:
     rows: list[PoolRow]
     workloads: list[dict[str, Any]]
     pods: list[dict[str, Any]]
+    events: list[dict[str, Any]]  # Kueue's among them say why a reserved workload is not yet admitted
 
 
 def read_team(kubectl: Kubectl, namespace: str) -> Team:
@@ -52,7 +54,8 @@ def read_team(kubectl: Kubectl, namespace: str) -> Team:
     ]
     workloads = kubectl.get("workloads.kueue.x-k8s.io", "-n", ns).get("items", [])
     pods = kubectl.get("pods", "-n", ns).get("items", [])
-    return Team(ns, queues, rows, workloads, pods)
+    events = kubectl.get("events", "-n", ns).get("items", [])
+    return Team(ns, queues, rows, workloads, pods, events)
 
 
 def _n(value: Decimal | None) -> str:
@@ -129,20 +132,31 @@ def _own_positions(team: Team) -> dict[str, int]:
     return found
 
 
+def held(workloads: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Workloads past Kueue's line, their quota reserved, that are not admitted yet: they wait for the nodes
+    the autoscaler provisions, or for their topology placement (scheduler.explain.provisioning)."""
+    return [w for w in workloads if is_true(w, "QuotaReserved") and not is_true(w, "Admitted")
+            and not is_true(w, "Finished") and w.get("spec", {}).get("active", True) is not False]  # fmt: skip
+
+
 def queue(kubectl: Kubectl, namespace: str = "", record: bool = True) -> str:
     """The team's pending workloads in Kueue's order: position, priority, the reason, what would let it start."""
     team = read_team(kubectl, namespace)
     places, source = _positions(kubectl, team)
-    pending = kueue_order(team.workloads)
+    pending = [*held(team.workloads), *kueue_order(team.workloads)]
     if not pending:
         return f"namespace {team.namespace}: nothing waiting"
-    answers = [(wl, explain(wl, team.rows, team.workloads, pods_of(wl, team.pods))) for wl in pending]
-    lines = [f"namespace {team.namespace}: {len(pending)} waiting (positions from {source}; 0 is next)"]
+    answers = [
+        (wl, explain(wl, team.rows, team.workloads, pods_of(wl, team.pods), team.events)) for wl in pending
+    ]
+    past = (
+        "; -: past the line, its quota reserved" if any(is_true(w, "QuotaReserved") for w in pending) else ""
+    )
+    lines = [f"namespace {team.namespace}: {len(pending)} waiting (positions from {source}; 0 is next{past})"]
     for wl, a in answers:
         name = str(wl["metadata"]["name"])
-        lines.append(
-            f"{places.get(name, '?')!s:>3}  {job_of(wl)}  priority {priority(wl)}  [{a.reason.value}] {a.says}"
-        )
+        place = "-" if is_true(wl, "QuotaReserved") else places.get(name, "?")
+        lines.append(f"{place!s:>3}  {job_of(wl)}  priority {priority(wl)}  [{a.reason.value}] {a.says}")
         lines.append(f"     to start: {a.to_start}")
     if record:
         lines.append(record_events(kubectl, team, answers))
@@ -165,7 +179,7 @@ def why(kubectl: Kubectl, job: str, namespace: str = "", record: bool = True) ->
     team = read_team(kubectl, namespace)
     wl = find_workload(team, job)
     pods = pods_of(wl, team.pods)
-    a = explain(wl, team.rows, team.workloads, pods)
+    a = explain(wl, team.rows, team.workloads, pods, team.events)
     name = str(wl["metadata"]["name"])
     status = wl.get("status", {})
     lines = [f"{job_of(wl)}: workload {name} (queue {wl.get('spec', {}).get('queueName', '?')}, priority {priority(wl)})",

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.explain.reasons import Answer
+from scheduler.explain.answer import Answer
 
 SOURCE = "kubectl-gpufleet"
 

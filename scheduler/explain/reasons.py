@@ -5,8 +5,8 @@ scheduler's (the pods' PodScheduled condition); the terms are the team's: its qu
 borrow from it, the pool's nodes, its priority. One reason is chosen, the first that holds of:
 
 - finished, deactivated, running (every pod bound);
-- waiting for nodes: an admission check (the ProvisioningRequest one: the autoscaler provisions the job's nodes
-  before Kueue admits it) is Pending;
+- waiting for nodes, or for a topology domain once they are there: the quota is reserved but the
+  ProvisioningRequest admission check or the delayed topology placement holds it (scheduler.explain.provisioning);
 - fragmentation: admitted, so the quota is there, but the scheduler finds no node with the pod's GPUs free
   together (`Insufficient <gpu resource>` in its message);
 - over the limit: Kueue says the request exceeds what the team's queue may ever hold there;
@@ -26,44 +26,17 @@ borrow from it, the pool's nodes, its priority. One reason is chosen, the first 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from scheduler.explain.answer import Answer, Reason
 from scheduler.explain.kueue_messages import Shortage, shortages, topology_misfit
 from scheduler.explain.order import condition, is_true, job_of, kueue_order, priority
+from scheduler.explain.provisioning import waiting_for_nodes
 from scheduler.explain.quota import PoolRow
 
 GPU_PREFIX = "nvidia.com/"  # the GPU resources; cpu and memory have a flavor of their own
-
-
-class Reason(enum.Enum):
-    """What holds a workload; the value is the Event reason written on it."""
-
-    FINISHED = "Finished"
-    INACTIVE = "Deactivated"
-    RUNNING = "Running"
-    PROVISIONING = "WaitingForNodes"
-    FRAGMENTATION = "Fragmentation"
-    OVER_LIMIT = "OverTeamLimit"
-    PRIORITY = "BehindHigherPriority"
-    BORROWED = "ReclaimingFromBorrowers"
-    QUOTA = "QuotaInUse"
-    STARTING = "Starting"
-    UNKNOWN = "Waiting"
-    PODS_READY = "PodsNotReadyInTime"
-    TOPOLOGY = "NoTopologyDomain"
-    DEPENDENCY = "WaitingForDependency"  # Slurm: a job it depends on has not reached the state it waits for
-    ESTIMATE = "EstimatedStart"  # not a reason it waits: the `eta` answer, recorded beside the reasons
-
-
-@dataclass(frozen=True)
-class Answer:
-    reason: Reason
-    says: str  # the reason, one sentence
-    to_start: str  # what would let it start ("" once it runs)
 
 
 def _n(value: Decimal) -> str:
@@ -82,13 +55,13 @@ def _row(rows: Sequence[PoolRow], shortage: Shortage) -> PoolRow | None:
     return next((r for r in rows if r.pool == shortage.flavor and r.resource == shortage.resource), None)
 
 
-def _admitted(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Answer:
-    checks = workload.get("status", {}).get("admissionChecks", []) or []
-    waiting = [c for c in checks if c.get("state") == "Pending"]
-    if waiting and not is_true(workload, "Admitted"):
-        said = "; ".join(f"{c['name']}: {c.get('message') or 'pending'}" for c in waiting)
-        return Answer(Reason.PROVISIONING, f"waiting for nodes: the autoscaler is provisioning ({said})",
-                      "nothing: it starts when the nodes are ready")  # fmt: skip
+def _admitted(
+    workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]
+) -> Answer:
+    if not is_true(workload, "Admitted"):
+        held = waiting_for_nodes(workload, events, GPU_PREFIX)
+        if held is not None:
+            return held
     unschedulable = _pod_unschedulable(pods)
     if "Insufficient" in unschedulable and "gpu" in unschedulable:
         flavors = {f for ps in workload["status"]["admission"].get("podSetAssignments", []) or []
@@ -122,15 +95,17 @@ def explain(
     rows: Sequence[PoolRow],
     line: Sequence[Mapping[str, Any]] = (),
     pods: Sequence[Mapping[str, Any]] = (),
+    events: Sequence[Mapping[str, Any]] = (),
 ) -> Answer:
-    """One workload's reason; `rows` are its team's pool rows, `line` the team's workloads (for priority)."""
+    """One workload's reason; `rows` are its team's pool rows, `line` the team's workloads (for priority),
+    `events` those on it (Kueue's `SecondPassFailed` says why a delayed topology placement failed)."""
     if is_true(workload, "Finished"):
         return Answer(Reason.FINISHED, "finished", "")
     if workload.get("spec", {}).get("active", True) is False:
         return Answer(Reason.INACTIVE, "deactivated (spec.active: false): Kueue does not queue it",
                       "set spec.active back to true, or resubmit")  # fmt: skip
     if is_true(workload, "QuotaReserved"):
-        return _admitted(workload, pods)
+        return _admitted(workload, pods, events)
     message = str((condition(workload, "QuotaReserved") or {}).get("message", ""))
     lacks = shortages(message)
     over = [s for s in lacks if s.over_maximum]

@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from scheduler.explain.answer import Answer, Reason
 from scheduler.explain.cluster import ClusterError, Kubectl
 from scheduler.explain.commands import Team, find_workload, pods_of, read_team, record_events
 from scheduler.explain.durations import HintError, finished_jobs
 from scheduler.explain.eta import Estimate, estimate
 from scheduler.explain.order import is_true, job_of, priority
 from scheduler.explain.quota import cohort_parents
-from scheduler.explain.reasons import Answer, Reason, explain
+from scheduler.explain.reasons import explain
 from scheduler.explain.seed import Live, SeedError, manifest_entry, seed
 
 
@@ -75,8 +76,12 @@ def eta(kubectl: Kubectl, job: str, namespace: str = "", record: bool = True, ru
     name = str(wl["metadata"]["name"])
     head = f"{job_of(wl)}: workload {name} (queue {wl.get('spec', {}).get('queueName', '?')}, priority {priority(wl)})"
     if is_true(wl, "QuotaReserved") or is_true(wl, "Finished"):
-        a = explain(wl, team.rows, team.workloads, pods_of(wl, team.pods))
-        return f"{head}\n  already started: [{a.reason.value}] {a.says}"
+        a = explain(wl, team.rows, team.workloads, pods_of(wl, team.pods), team.events)
+        started = is_true(wl, "Admitted") or is_true(wl, "Finished")
+        where = (
+            "already started" if started else "past the line, its quota reserved (no estimate of its nodes)"
+        )
+        return f"{head}\n  {where}: [{a.reason.value}] {a.says}"
     live = read_live(kubectl, team)
     try:
         state = seed(live)

@@ -201,3 +201,58 @@ def test_a_workload_evicted_for_pods_not_ready_says_when_it_is_requeued(
     assert "requeued at 2026-01-01T00:03:00Z" in answer.says and "evicted 2 times" in answer.says
     conditions[2] = {"type": "Requeued", "status": "True", "reason": "BackoffFinished"}
     assert explain(workload("b", conditions=conditions, requeueState=state), full).reason is Reason.QUOTA
+
+
+def _held(name: str, check: dict[str, Any], *, required: bool, **status: Any) -> dict[str, Any]:
+    """Reserved on the EFA pool, not admitted, its topology assignment delayed: as the twin's Kueue writes it
+    (tests/twin/test_team_node_causes.py)."""
+    wl = workload(name, admissionChecks=[{"name": "gpufleet-provisioning", **check}],
+                  conditions=[{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}],
+                  admission={"clusterQueue": "llm-training-topology", "podSetAssignments": [
+                      {"name": "main", "count": 2, "delayedTopologyRequest": "Pending",
+                       "flavors": {GPU: "h100-train", "cpu": "h100-train"}}]}, **status)  # fmt: skip
+    topology = {"topologyRequest": {"required": "topology.k8s.aws/network-node-layer-3"}} if required else {}
+    wl["spec"]["podSets"] = [{"name": "main", "count": 2, **topology}]
+    return wl
+
+
+def _second_pass(wl: dict[str, Any], message: str, at: str) -> dict[str, Any]:
+    return {"reason": "SecondPassFailed", "type": "Warning", "message": message, "lastTimestamp": at,
+            "involvedObject": {"kind": "Workload", "name": wl["metadata"]["name"], "uid": wl["metadata"]["uid"]}}  # fmt: skip
+
+
+def test_a_reserved_workload_waits_for_nodes_or_a_domain() -> None:
+    """The check's states and the second pass's message, told apart: a misfit names the topology domain only
+    for a pod set that requires one; for any other it means the provisioned nodes have not joined yet."""
+    ready = {"state": "Ready", "message": "Capacity is found in the cluster"}
+    misfit = (
+        'couldn\'t assign flavors to pod set main: topology "h100-train" allows to fit only 1 out of 2 pod(s)'
+    )
+    gang = _held("gang", ready, required=True)
+    early = _second_pass(
+        gang, "couldn't assign flavors to pod set main: no topology domains at level: x", "T1"
+    )
+    told = explain(gang, [], events=[early, _second_pass(gang, misfit, "T2")])
+    assert told.reason is Reason.TOPOLOGY and "only 1 of its 2 pods fit in any one" in told.says
+    assert (
+        explain(gang, [], events=[_second_pass(workload("other"), misfit, "T2")]).reason
+        is Reason.PROVISIONING
+    )
+    spread = _held("spread", ready, required=False)
+    joined = explain(spread, [], events=[_second_pass(spread, misfit, "T2")])
+    assert joined.reason is Reason.PROVISIONING and "once the nodes join" in joined.says
+    expired = {
+        "state": "Retry",
+        "message": "Retrying after booking expired: Capacity reservation time is expired",
+    }
+    retry = _held("retry", expired, required=False, requeueState={"requeueAt": "2026-01-01T00:01:00Z"})
+    answer = explain(retry, [])
+    assert (
+        answer.reason is Reason.PROVISIONING
+        and "asks the autoscaler again at 2026-01-01T00:01:00Z" in answer.says
+    )
+    gang_retry = _held("gang", expired, required=True, requeueState={"requeueAt": "2026-01-01T00:01:00Z"})
+    answer = explain(gang_retry, [], events=[_second_pass(gang_retry, misfit, "T2")])
+    assert answer.reason is Reason.TOPOLOGY and "Kueue asks again at 2026-01-01T00:01:00Z" in answer.says
+    asked = explain(_held("asked", {"state": "Pending", "message": ""}, required=False), [])
+    assert asked.reason is Reason.PROVISIONING and "no answer yet" in asked.says

@@ -129,25 +129,38 @@ def take(request: Mapping[str, float], free: dict[str, float]) -> None:
         free[name] = free.get(name, 0.0) - amount
 
 
+def place(
+    requests: Sequence[Mapping[str, float]],
+    free: Sequence[Mapping[str, float]],
+    template: Mapping[str, float],
+    room: int,
+) -> tuple[int, list[int], list[dict[str, float]]]:
+    """First-fit of the pods onto the nodes' free room, then onto new template nodes (at most `room`), as
+    cluster-autoscaler's binpacking estimator does (estimator/binpacking_estimator.go): (new nodes, the indexes
+    of the pods that found a place, the rooms left, new nodes included). The placed pods are the option's pods
+    (`expander.Option.Pods`), which an all-or-nothing scale-up compares with all it was asked for."""
+    spaces = [dict(f) for f in free]
+    added, placed = 0, []
+    for i, request in enumerate(requests):
+        spot = next((s for s in spaces if fits(request, s)), None)
+        if spot is None:
+            if not fits(request, template) or added >= room:
+                continue
+            spot = dict(template)
+            spaces.append(spot)
+            added += 1
+        take(request, spot)
+        placed.append(i)
+    return added, placed, spaces
+
+
 def new_nodes(
     requests: Iterable[Mapping[str, float]],
     free: Sequence[Mapping[str, float]],
     template: Mapping[str, float],
     room: int,
 ) -> tuple[int, int]:
-    """First-fit of the pods onto the nodes' free room, then onto new template nodes (at most `room`), as
-    cluster-autoscaler's binpacking estimator does (estimator/binpacking_estimator.go): (new nodes, pods that
-    found no place)."""
-    spaces = [dict(f) for f in free]
-    added = left = 0
-    for request in requests:
-        spot = next((s for s in spaces if fits(request, s)), None)
-        if spot is None:
-            if not fits(request, template) or added >= room:
-                left += 1
-                continue
-            spot = dict(template)
-            spaces.append(spot)
-            added += 1
-        take(request, spot)
-    return added, left
+    """`place`, counted: (new nodes, pods that found no place)."""
+    asked = list(requests)
+    added, placed, _rooms = place(asked, free, template, room)
+    return added, len(asked) - len(placed)

@@ -24,7 +24,7 @@ import yaml
 from infra.spec import ClusterSpec
 from scheduler.autoscaling import CONFIGMAP as PRIORITY_CONFIGMAP
 from twin.autoscaler import provisioning as pr_rules
-from twin.autoscaler.fit import new_nodes, pod_requests, quantity, rejections, take
+from twin.autoscaler.fit import new_nodes, place, pod_requests, quantity, rejections, take
 from twin.autoscaler.groups import DELAY_AFTER_ADD_S, NODEGROUP_LABEL, NodeGroup, node_groups, priority_order
 from twin.nodes import TwinNode
 
@@ -185,11 +185,11 @@ class Autoscaler:
                 else:
                     fitting.append(i)
             if fitting:
-                count, _left = new_nodes(
+                count, placed, _rooms = place(
                     [pod_requests(specs[i]) for i in fitting], free[name], template, room
                 )
                 if count:
-                    options[name] = (count, fitting)
+                    options[name] = (count, [fitting[i] for i in placed])
         return options, why
 
     def _best(self, options: Mapping[str, tuple[int, list[int]]], specs: Sequence[Mapping[str, Any]],
@@ -354,23 +354,14 @@ class Autoscaler:
     def _atomic(self, specs: list[dict[str, Any]], nodes: list[dict[str, Any]],
                 free: dict[str, list[dict[str, float]]], sizes: dict[str, set[str]],
                 priorities: dict[int, list[str]]) -> dict[str, int] | None:  # fmt: skip
-        """New nodes per group for every pod at once, or None (best-effort-atomic: all or nothing)."""
-        plan: dict[str, int] = {}
-        left = list(range(len(specs)))
-        while left:
-            sub = [specs[i] for i in left]
-            counts = {g: len(names) + plan.get(g, 0) for g, names in sizes.items()}
-            options, _why = self._options(sub, nodes, free, counts)
-            best = self._best(options, sub, nodes, priorities)
-            if best is None:
-                return None
-            count, hosted = options[best]
-            template = self._template(self.groups[best], nodes)
-            free[best] = free[best] + [dict(template) for _ in range(count)]
-            plan[best] = plan.get(best, 0) + count
-            hosted_set = {left[i] for i in hosted}
-            left = [i for i in left if i not in hosted_set]
-        return plan
+        """New nodes of one group for every pod at once, or None: best-effort-atomic-scale-up asks for an
+        all-or-nothing scale-up, which drops every expansion option whose estimate does not host all the pods
+        (cluster-autoscaler 1.35.2 core/scaleup/orchestrator/orchestrator.go:155, `allOrNothing`)."""
+        counts = {g: len(names) for g, names in sizes.items()}
+        options, _why = self._options(specs, nodes, free, counts)
+        whole = {g: option for g, option in options.items() if len(option[1]) == len(specs)}
+        best = self._best(whole, specs, nodes, priorities) if whole else None
+        return None if best is None else {best: whole[best][0]}
 
     # ---- scale-down -------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 The codes are Slurm 22.05's (SchedMD/slurm@slurm-22-05-8-1 src/common/slurm_protocol_defs.c
 `job_reason_string`), documented in squeue(1) "JOB REASON CODES" (doc/man/man1/squeue.1) and, for the limits,
 resource_limits.html "Job Reason Codes" (doc/html/resource_limits.shtml). The answers use the same reasons as
-the Kubernetes side (`scheduler.explain.reasons.Reason`), so a team reads one vocabulary on either
+the Kubernetes side (`scheduler.explain.answer.Reason`), so a team reads one vocabulary on either
 orchestrator:
 
 - `Resources` ("waiting for resources to become available"): the team is within its limit but no node of the
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.explain.reasons import Answer, Reason
+from scheduler.explain.answer import Answer, Reason
 from scheduler.slurm.answers.limits import PartitionRow
 
 GRES_LIMIT = ("AssocGrpGRES", "AssocGrpGRESRunMinutes", "AssocGrpGRESMinutes")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from scheduler.explain.reasons import Answer
+from scheduler.explain.answer import Answer
 from scheduler.slurm.answers.job import JobStory
 from scheduler.slurm.answers.limits import PartitionRow
 from scheduler.slurm.answers.sprio import PriorityFactors
