@@ -6,7 +6,8 @@ what disappeared meanwhile leaves it). Bound pods (``spec.nodeName`` set, not
 Succeeded/Failed) count in the view, and confirm (or move) the view's assumption of where the scheduler put
 them; pending GPU pods count in its expected workload (:mod:`scheduler.extender.target`); deleted or finished
 pods leave it. kube-scheduler binds the pods itself, so the extender needs only the
-rights to list and watch nodes and pods.
+rights to list and watch nodes and pods, and with ``--dra-shares`` ResourceSlices and ResourceClaims
+(resource.k8s.io/v1), which the scheduler's own role reads too.
 """
 
 from __future__ import annotations
@@ -66,6 +67,53 @@ def replace_pods(view: ExtenderView, pods: list[dict[str, Any]]) -> None:
     view.listed("pods")
 
 
+def apply_slice_event(view: ExtenderView, kind: str, obj: dict[str, Any]) -> None:
+    """One watch event on a ResourceSlice, as a plain dict."""
+    if view.shares is None:
+        return
+    with view.lock:
+        if kind == "DELETED":
+            view.shares.delete_slice(obj)
+        else:
+            view.shares.set_slice(obj)
+
+
+def apply_claim_event(view: ExtenderView, kind: str, obj: dict[str, Any]) -> None:
+    """One watch event on a ResourceClaim: an allocation confirms the shares assumed for its pods."""
+    if view.shares is None:
+        return
+    with view.lock:
+        if kind == "DELETED":
+            view.shares.delete_claim(obj)
+        else:
+            view.shares.set_claim(obj)
+
+
+def _names(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(str((o.get("metadata") or {}).get("namespace", "")), str((o.get("metadata") or {}).get("name", "")))
+            for o in objs]  # fmt: skip
+
+
+def replace_slices(view: ExtenderView, slices: list[dict[str, Any]]) -> None:
+    """A full ResourceSlice list: what it no longer has leaves the view."""
+    if view.shares is not None:
+        with view.lock:
+            view.shares.retain_slices({name for _, name in _names(slices)})
+            for obj in slices:
+                view.shares.set_slice(obj)
+    view.listed("resourceslices")
+
+
+def replace_claims(view: ExtenderView, claims: list[dict[str, Any]]) -> None:
+    """A full ResourceClaim list: what it no longer has leaves the view."""
+    if view.shares is not None:
+        with view.lock:
+            view.shares.retain_claims(set(_names(claims)))
+            for obj in claims:
+                view.shares.set_claim(obj)
+    view.listed("resourceclaims")
+
+
 def _watch(view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: threading.Event) -> None:
     from kubernetes import watch
     from kubernetes.client import ApiClient
@@ -99,9 +147,16 @@ def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an
         config.load_kube_config()
     core = client.CoreV1Api()
     stop = threading.Event()
-    for list_fn, replace, apply in (
+    watches: list[tuple[Any, Any, Any]] = [
         (core.list_node, replace_nodes, apply_node_event),
         (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event),
-    ):
+    ]
+    if view.shares is not None:
+        resource = client.ResourceV1Api()
+        watches += [
+            (resource.list_resource_slice, replace_slices, apply_slice_event),
+            (resource.list_resource_claim_for_all_namespaces, replace_claims, apply_claim_event),
+        ]
+    for list_fn, replace, apply in watches:
         threading.Thread(target=_watch, args=(view, list_fn, replace, apply, stop), daemon=True).start()
     return stop

@@ -146,7 +146,8 @@ def test_a_claims_score_on_the_slices_is_the_simulators_fgd_score(
     """Random allocations on the twin's slices: share_scores of a claim equals the simulator's FGD policy's
     score of the same ask on the same free milli, node by node, and its device is the first with room."""
     rng = np.random.default_rng(seed)
-    claims, used = [], {}
+    claims: list[dict[str, Any]] = []
+    used: dict[tuple[str, str], int] = {}
     for i in range(int(rng.integers(4, 20))):
         node = f"gpu-l40s-0{int(rng.integers(1, 4))}"
         device = f"gpu-{int(rng.integers(0, 4))}"
