@@ -66,6 +66,10 @@ from scheduler.fgd.state import ClusterState
 ASSUMED_TTL_S = 60.0  # an assumption the watch has not confirmed by then is dropped (a bound pod is re-added)
 LISTS = ("nodes", "pods")  # the view is ready once both initial lists are applied
 SHARE_LISTS = ("resourceslices", "resourceclaims")  # and with --dra-shares these two
+# How long prioritize waits for a pod's claim to reach the view: the scheduler's own informer has it (its DRA
+# plugin does not pass a pod whose claim it has not seen), the view's watch a moment later; well within the
+# scheduler's 2 s extender timeout.
+CLAIM_WAIT_S = 0.5
 REFUSED = (
     "a container asks for more than one nvidia.com/gpu.shared replica, which the device plugin refuses "
     "(failRequestsGreaterThanOne): ask for one per container"
@@ -164,6 +168,7 @@ class ExtenderView:
         self._built: Built | None = None
         self._listed: set[str] = set()
         self.shares = ShareBook(window) if dra_shares else None
+        self.claims_changed = threading.Condition(self.lock)
 
     @property
     def ready(self) -> bool:
@@ -437,6 +442,26 @@ class ExtenderView:
                 )
         return learn
 
+    def claim_event(self, kind: str, claim: dict[str, Any]) -> None:
+        """A ResourceClaim added, changed or deleted (the watch); wakes a verb waiting for it."""
+        if self.shares is None:
+            return
+        with self.lock:
+            if kind == "DELETED":
+                self.shares.delete_claim(claim)
+            else:
+                self.shares.set_claim(claim)
+            self.claims_changed.notify_all()
+
+    def _pod_shares(self, pod: dict[str, Any]) -> int | None:
+        """The shares the pod claims; a pod with claims the view has not seen yet waits up to
+        :data:`CLAIM_WAIT_S` for them (the caller holds the lock, which the wait releases)."""
+        book = self.shares
+        if book is None or not asks_for_claims(pod):
+            return None
+        self.claims_changed.wait_for(lambda: book.pod_shares(pod) is not None, timeout=CLAIM_WAIT_S)
+        return book.pod_shares(pod)
+
     def _unmodelled(self, pod: dict[str, Any]) -> bool:
         """With shares, the scheduler calls the extender for every pod: one that asks for no GPU resource and
         no claim is none of its business."""
@@ -469,8 +494,7 @@ class ExtenderView:
                     failed[name] = "no room for the pod's GPUs, CPU or memory in the GPU extender's view"
             if uid and len(passed) == 1:  # the scheduler binds it there without asking prioritize
                 self.assume(uid, passed[0], req, learn=learn)
-                shares = self.shares.pod_shares(args.pod) if self.shares is not None else None
-                if shares is not None and self.shares is not None:
+                if self.shares is not None and (shares := self.shares.pod_shares(args.pod)) is not None:
                     self.shares.assume(uid, passed[0], shares, time.monotonic())
             return wire.filter_result(args, passed, failed, {})
 
@@ -481,8 +505,8 @@ class ExtenderView:
         with self.lock:
             self._learn_nodes(args)
             uid = self._begin(args.pod)
+            shares = self._pod_shares(args.pod)  # may wait (and release the lock) before the view is read
             built = self._build(req)
-            shares = self.shares.pod_shares(args.pod) if self.shares is not None else None
             if shares is not None:
                 return self._prioritize_shares(args, uid, req, built, shares)
             names = args.node_names

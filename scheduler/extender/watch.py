@@ -80,13 +80,7 @@ def apply_slice_event(view: ExtenderView, kind: str, obj: dict[str, Any]) -> Non
 
 def apply_claim_event(view: ExtenderView, kind: str, obj: dict[str, Any]) -> None:
     """One watch event on a ResourceClaim: an allocation confirms the shares assumed for its pods."""
-    if view.shares is None:
-        return
-    with view.lock:
-        if kind == "DELETED":
-            view.shares.delete_claim(obj)
-        else:
-            view.shares.set_claim(obj)
+    view.claim_event(kind, obj)
 
 
 def _names(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:

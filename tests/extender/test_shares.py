@@ -210,3 +210,24 @@ def test_the_dra_shares_stack_renders_the_flag_no_managed_resources_and_no_new_r
     assert rbac(shares) == rbac(plain) and rbac(shares)
     roles = {o["roleRef"]["name"] for o in rbac(shares) if o["kind"] == "ClusterRoleBinding"}
     assert roles == {"system:kube-scheduler", "system:volume-scheduler"}
+
+
+def test_a_claim_arriving_while_prioritize_waits_for_it_is_used(cluster: Any) -> None:
+    """The scheduler has the claim before the view's watch: prioritize waits for it (releasing the view's lock,
+    so the watch can deliver it) and then scores the pod's shares."""
+    import threading
+
+    view = ready_view(cluster, [])
+    started = threading.Event()
+
+    def deliver() -> None:
+        started.wait(5)
+        apply_claim_event(view, "ADDED", claim("late-gpu", 2))
+
+    thread = threading.Thread(target=deliver)
+    thread.start()
+    started.set()
+    got = priorities(view, share_pod("late", 2), SHARE_NODES)
+    thread.join(5)
+    assert view.shares is not None and set(view.shares.assumed) == {"late"}
+    assert got[SHARE_NODES[0]] == wire.MAX_PRIORITY  # all equal: the first by name
