@@ -28,12 +28,16 @@ import numpy as np
 from scheduler.dra import DEVICE_CLASS
 from scheduler.fgd.shapes import TargetWorkload
 from scheduler.fgd.shares import (
+    Consumption,
     NodeShares,
-    free_shares,
+    SliceDevices,
+    claim_consumption,
+    combine,
     requested_shares,
     share_cluster,
     share_scores,
     share_target,
+    slice_devices,
 )
 
 
@@ -82,36 +86,48 @@ class ShareBook:
 
     def __init__(self, window: int = 1000, device_class: str = DEVICE_CLASS):
         self.device_class = device_class
-        self.slices: dict[str, dict[str, Any]] = {}
+        self.slices: dict[str, SliceDevices] = {}  # parsed once, when the watch delivers them
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.consumption: dict[tuple[str, str], Consumption] = {}
+        self.asked: dict[tuple[str, str], int | None] = {}  # each claim's shares of the class
         self.assumed: dict[str, Assumed] = {}
         self.recent: deque[int] = deque(maxlen=window)
         self._counted: set[tuple[str, str]] = set()  # allocated claims already in `recent`
-        self._free: dict[str, NodeShares] | None = None
+        self._base: dict[str, NodeShares] | None = None  # slices less the allocated claims
+        self._free: dict[str, NodeShares] | None = None  # and less the assumed shares
+        self.pending: set[tuple[str, str]] = set()  # claims of the class without an allocation
 
     # ---- from the watch ---------------------------------------------------------------------------------
 
     def set_slice(self, obj: dict[str, Any]) -> None:
-        self.slices[_key(obj)[1]] = obj
-        self._free = None
+        parsed = slice_devices(obj)
+        if parsed is None:
+            self.delete_slice(obj)
+            return
+        self.slices[_key(obj)[1]] = parsed
+        self._changed()
 
     def delete_slice(self, obj: Mapping[str, Any]) -> None:
         if self.slices.pop(_key(obj)[1], None) is not None:
-            self._free = None
+            self._changed()
 
     def retain_slices(self, names: set[str]) -> None:
         for name in [n for n in self.slices if n not in names]:
             del self.slices[name]
-        self._free = None
+        self._changed()
 
     def set_claim(self, claim: dict[str, Any]) -> None:
         key = _key(claim)
         self.claims[key] = claim
-        self._free = None
-        if is_allocated(claim):
+        self.consumption[key] = claim_consumption(claim)
+        shares = self.asked[key] = requested_shares(claim, self.device_class)
+        self._changed()
+        if not is_allocated(claim):
+            self.pending.add(key)
+        else:
+            self.pending.discard(key)
             for uid in reserved_for(claim):  # the allocation now counts what was assumed
                 self.assumed.pop(uid, None)
-            shares = requested_shares(claim, self.device_class)
             if shares is not None and key not in self._counted:
                 self._counted.add(key)
                 self.recent.append(shares)
@@ -119,14 +135,24 @@ class ShareBook:
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         key = _key(claim)
         if self.claims.pop(key, None) is not None:
-            self._free = None
+            self._changed()
+        self.pending.discard(key)
+        self.consumption.pop(key, None)
+        self.asked.pop(key, None)
         self._counted.discard(key)
 
     def retain_claims(self, keys: set[tuple[str, str]]) -> None:
         for key in [k for k in self.claims if k not in keys]:
             del self.claims[key]
+            self.pending.discard(key)
+            self.consumption.pop(key, None)
+            self.asked.pop(key, None)
             self._counted.discard(key)
-        self._free = None
+        self._changed()
+
+    def _changed(self) -> None:
+        """A slice or claim changed: the free shares are recomputed when next asked."""
+        self._base = self._free = None
 
     # ---- pods -------------------------------------------------------------------------------------------
 
@@ -136,8 +162,7 @@ class ShareBook:
         namespace = str((pod.get("metadata") or {}).get("namespace", ""))
         total = None
         for name in pod_claim_names(pod):
-            claim = self.claims.get((namespace, name))
-            shares = requested_shares(claim, self.device_class) if claim is not None else None
+            shares = self.asked.get((namespace, name))
             if shares is not None:
                 total = (total or 0) + shares
         return total
@@ -165,8 +190,10 @@ class ShareBook:
 
     def free(self) -> dict[str, NodeShares]:
         """Each node's devices' free shares: the allocated claims' and the assumed shares taken."""
+        if self._base is None:
+            self._base = combine(self.slices.values(), self.consumption.values())
         if self._free is None:
-            rows = free_shares(self.slices.values(), self.claims.values())
+            rows = dict(self._base)
             for a in self.assumed.values():
                 row = rows.get(a.node)
                 if row is not None and a.device in row.devices:
@@ -180,9 +207,7 @@ class ShareBook:
     def target(self, asking: int | None = None) -> TargetWorkload:
         """The pending claims' shares and the recently allocated ones; the pod asking when nothing is known."""
         shares = list(self.recent)
-        for claim in self.claims.values():
-            if not is_allocated(claim) and (s := requested_shares(claim, self.device_class)) is not None:
-                shares.append(s)
+        shares += [s for key in self.pending if (s := self.asked.get(key)) is not None]
         if not shares and asking is not None:
             shares = [asking]
         per_gpu = max((r.per_gpu for r in self.free().values()), default=1)
@@ -199,7 +224,8 @@ class ShareBook:
     ) -> tuple[np.ndarray, list[str]]:
         """FGD scores (-1: no share devices, or no room) of a pod claiming ``shares`` on ``names`` (in order),
         given the nodes' free CPU and memory; and the device the allocator would give it on each ('' if none)."""
-        rows = {n: r for n, r in self.free().items() if n in set(names)}
+        free = self.free()
+        rows = {n: free[n] for n in names if n in free}
         out = np.full(len(names), -1, dtype=np.int64)
         devices = [""] * len(names)
         if not rows:

@@ -108,7 +108,26 @@ def replace_claims(view: ExtenderView, claims: list[dict[str, Any]]) -> None:
     view.listed("resourceclaims")
 
 
-def _watch(view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: threading.Event) -> None:
+def _list(list_fn: Any, raw: bool) -> tuple[list[dict[str, Any]], str]:
+    """A list's items as plain dicts and its resourceVersion."""
+    import json
+
+    from kubernetes.client import ApiClient
+
+    if raw:
+        doc = json.loads(list_fn(_preload_content=False).data)
+        return list(doc.get("items") or []), str(doc["metadata"]["resourceVersion"])
+    listed = list_fn()
+    sanitize = ApiClient().sanitize_for_serialization
+    return [sanitize(item) for item in listed.items], listed.metadata.resource_version
+
+
+def _watch(
+    view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: threading.Event, raw: bool = False
+) -> None:
+    """List then watch one kind. ``raw``: take the API server's JSON as it comes, without the client's models
+    (its watch looks the resource.k8s.io/v1 models up by a name they do not have, ``V1ResourceClaim`` for
+    ``ResourceV1ResourceClaim``, and fails)."""
     from kubernetes import watch
     from kubernetes.client import ApiClient
     from kubernetes.client.exceptions import ApiException
@@ -116,11 +135,13 @@ def _watch(view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: thr
     sanitize = ApiClient().sanitize_for_serialization
     while not stop.is_set():
         try:
-            listed = list_fn()
-            replace(view, [sanitize(item) for item in listed.items])
-            version = listed.metadata.resource_version
-            for event in watch.Watch().stream(list_fn, resource_version=version, timeout_seconds=300):
-                apply(view, event["type"], sanitize(event["object"]))
+            items, version = _list(list_fn, raw)
+            replace(view, items)
+            options = {"deserialize": False} if raw else {}
+            for event in watch.Watch().stream(
+                list_fn, resource_version=version, timeout_seconds=300, **options
+            ):
+                apply(view, event["type"], event["object"] if raw else sanitize(event["object"]))
                 if stop.is_set():
                     return
         except ApiException as exc:
@@ -141,16 +162,16 @@ def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an
         config.load_kube_config()
     core = client.CoreV1Api()
     stop = threading.Event()
-    watches: list[tuple[Any, Any, Any]] = [
-        (core.list_node, replace_nodes, apply_node_event),
-        (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event),
+    watches: list[tuple[Any, Any, Any, bool]] = [
+        (core.list_node, replace_nodes, apply_node_event, False),
+        (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event, False),
     ]
     if view.shares is not None:
         resource = client.ResourceV1Api()
         watches += [
-            (resource.list_resource_slice, replace_slices, apply_slice_event),
-            (resource.list_resource_claim_for_all_namespaces, replace_claims, apply_claim_event),
+            (resource.list_resource_slice, replace_slices, apply_slice_event, True),
+            (resource.list_resource_claim_for_all_namespaces, replace_claims, apply_claim_event, True),
         ]
-    for list_fn, replace, apply in watches:
-        threading.Thread(target=_watch, args=(view, list_fn, replace, apply, stop), daemon=True).start()
+    for list_fn, replace, apply, raw in watches:
+        threading.Thread(target=_watch, args=(view, list_fn, replace, apply, stop, raw), daemon=True).start()
     return stop

@@ -51,10 +51,13 @@ class NodeShares:
 
 
 def _int(value: Any) -> int:
-    """A capacity quantity as the driver publishes shares (a plain integer string)."""
+    """A capacity quantity as the driver publishes shares (a plain integer string, else any Quantity)."""
+    text = str(value)
+    if text.isdigit():
+        return int(text)
     from kubernetes.utils import parse_quantity  # the official client's Quantity parser
 
-    return int(parse_quantity(str(value)))
+    return int(parse_quantity(text))
 
 
 def _shares_capacity(device: Mapping[str, Any], driver: str) -> int | None:
@@ -65,53 +68,79 @@ def _shares_capacity(device: Mapping[str, Any], driver: str) -> int | None:
     return None if entry is None else _int(entry.get("value", 0))
 
 
-def consumed(claims: Iterable[Mapping[str, Any]], driver: str = DRIVER) -> dict[tuple[str, str], int | None]:
-    """(pool, device) -> shares the allocated claims took from it; None where one took the device whole."""
-    out: dict[tuple[str, str], int | None] = {}
-    for claim in claims:
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        for result in (allocation.get("devices") or {}).get("results") or []:
-            if result.get("driver") != driver:
-                continue
-            key = (str(result.get("pool", "")), str(result.get("device", "")))
+@dataclass(frozen=True)
+class SliceDevices:
+    """What one ResourceSlice says of shares: its node, pool and generation, and its devices that publish
+    shares with their capacity, in the slice's order."""
+
+    name: str
+    node: str
+    pool: str
+    generation: int
+    devices: tuple[tuple[str, int], ...]
+
+
+def slice_devices(obj: Mapping[str, Any], driver: str = DRIVER) -> SliceDevices | None:
+    """A slice's shareable devices; None for another driver's slice or one not bound to a node."""
+    spec = obj.get("spec") or {}
+    if spec.get("driver") != driver or not spec.get("nodeName"):
+        return None
+    pool = spec.get("pool") or {}
+    devices = []
+    for device in spec.get("devices") or []:
+        cap = _shares_capacity(device, driver)
+        if cap is not None:
+            devices.append((str(device.get("name", "")), cap))
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    return SliceDevices(name, str(spec["nodeName"]), str(pool.get("name", "")), int(pool.get("generation", 0)),
+                        tuple(devices))  # fmt: skip
+
+
+Consumption = tuple[tuple[str, str, int | None], ...]  # (pool, device, shares taken; None: the whole device)
+
+
+def claim_consumption(claim: Mapping[str, Any], driver: str = DRIVER) -> Consumption:
+    """What an allocated claim took from ``driver``'s devices (nothing while it is not allocated)."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    out = []
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        if result.get("driver") == driver:
             took = (result.get("consumedCapacity") or {}).get(SHARES)
-            before = out.get(key, 0)
-            out[key] = None if took is None or before is None else before + _int(took)
+            out.append(
+                (
+                    str(result.get("pool", "")),
+                    str(result.get("device", "")),
+                    None if took is None else _int(took),
+                )
+            )
+    return tuple(out)
+
+
+def consumed(claims: Iterable[Consumption]) -> dict[tuple[str, str], int | None]:
+    """(pool, device) -> shares the claims took from it; None where one took the device whole."""
+    out: dict[tuple[str, str], int | None] = {}
+    for consumption in claims:
+        for pool, device, took in consumption:
+            before = out.get((pool, device), 0)
+            out[(pool, device)] = None if took is None or before is None else before + took
     return out
 
 
-def free_shares(
-    slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]], driver: str = DRIVER
-) -> dict[str, NodeShares]:
-    """Per node, its devices of ``driver`` that publish shares and what the allocated ``claims`` left of them.
-
-    Slices of one pool are taken in name order and only at the pool's newest generation (older ones are being
-    replaced, as the allocator ignores them); devices without a `shares` capacity are left out."""
-    taken = consumed(claims, driver)
+def combine(slices: Iterable[SliceDevices], claims: Iterable[Consumption]) -> dict[str, NodeShares]:
+    """Per node, the shareable devices of its pools' newest slices (in name order; an older generation is
+    being replaced, and the allocator ignores it) and what the claims left of them."""
+    chosen = sorted(slices, key=lambda s: s.name)
     newest: dict[str, int] = {}
-    chosen = []
-    for s in slices:
-        spec = s.get("spec") or {}
-        if spec.get("driver") != driver or not spec.get("nodeName"):
-            continue
-        pool = spec.get("pool") or {}
-        chosen.append(s)
-        newest[str(pool.get("name", ""))] = max(newest.get(str(pool.get("name", "")), 0),
-                                                int(pool.get("generation", 0)))  # fmt: skip
+    for s in chosen:
+        newest[s.pool] = max(newest.get(s.pool, 0), s.generation)
+    taken = consumed(claims)
     rows: dict[str, tuple[str, list[str], list[int], list[int]]] = {}
-    for s in sorted(chosen, key=lambda s: str((s.get("metadata") or {}).get("name", ""))):
-        spec = s["spec"]
-        pool = str(spec["pool"].get("name", ""))
-        if int(spec["pool"].get("generation", 0)) != newest[pool]:
+    for s in chosen:
+        if s.generation != newest[s.pool]:
             continue
-        node = str(spec["nodeName"])
-        row = rows.setdefault(node, (pool, [], [], []))
-        for device in spec.get("devices") or []:
-            cap = _shares_capacity(device, driver)
-            if cap is None:
-                continue
-            name = str(device.get("name", ""))
-            took = taken.get((pool, name), 0)
+        row = rows.setdefault(s.node, (s.pool, [], [], []))
+        for name, cap in s.devices:
+            took = taken.get((s.pool, name), 0)
             row[1].append(name)
             row[2].append(cap)
             row[3].append(0 if took is None else max(cap - took, 0))
@@ -119,6 +148,15 @@ def free_shares(
         node: NodeShares(node, pool, tuple(names), tuple(cap), tuple(free))
         for node, (pool, names, cap, free) in sorted(rows.items())
     }
+
+
+def free_shares(
+    slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]], driver: str = DRIVER
+) -> dict[str, NodeShares]:
+    """Per node, its devices of ``driver`` that publish shares and what the allocated ``claims`` left of them
+    (:func:`combine` of :func:`slice_devices` and :func:`claim_consumption`)."""
+    parsed = [d for s in slices if (d := slice_devices(s, driver)) is not None]
+    return combine(parsed, [claim_consumption(c, driver) for c in claims])
 
 
 def requested_shares(claim: Mapping[str, Any], device_class: str = DEVICE_CLASS) -> int | None:
@@ -173,13 +211,12 @@ def share_cluster(
         [(model or {}).get(n, "") for n in names],
     )
     state = ClusterState(cluster)
+    used = np.zeros_like(state.free_gpu)
     for i, name in enumerate(cluster.names):
         row = shares[name]
         for g, (cap, free) in enumerate(zip(row.capacity, row.free, strict=True)):
-            used = MILLI - share_milli(free, cap) if cap else MILLI
-            if used:
-                state.allocate(i, 0, 0, [g], used)
-        state.pods[i] = 0  # the placeholder allocations are no pods
+            used[i, g] = MILLI - share_milli(free, cap) if cap else MILLI
+    state.take_gpus(used)
     return ShareCluster(cluster, state, dict(shares), per_gpu)
 
 
