@@ -27,7 +27,13 @@ from tests.twin.kube import Kube, name
 from tests.twin.test_dra_shares import share_job
 from tests.twin.test_team_rules import pods_of
 
-SEQUENCE = (2, 4, 2, 1, 1)  # shares of 8 per pod (the rendered templates: 1, 2, 4), 10 in all: within vision's 32
+SEQUENCE = (
+    2,
+    4,
+    2,
+    1,
+    1,
+)  # shares of 8 per pod (the rendered templates: 1, 2, 4), 10 in all: within vision's 32
 CPU_MILLI, MEMORY_MIB = 2000, 8192  # what share_job's pods ask
 
 
