@@ -156,6 +156,14 @@ class ShareBook:
 
     # ---- pods -------------------------------------------------------------------------------------------
 
+    def knows_claims(self, pod: Mapping[str, Any]) -> bool:
+        """Every claim of the pod is in the book (of the class or not)."""
+        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        names = pod_claim_names(pod)
+        return len(names) == len((pod.get("spec") or {}).get("resourceClaims") or []) and all(
+            (namespace, n) in self.claims for n in names
+        )
+
     def pod_shares(self, pod: Mapping[str, Any]) -> int | None:
         """The shares a pod claims of the class (summed over its claims); None when it claims none of them
         or its claims are not in the book yet."""

@@ -459,7 +459,7 @@ class ExtenderView:
         book = self.shares
         if book is None or not asks_for_claims(pod):
             return None
-        self.claims_changed.wait_for(lambda: book.pod_shares(pod) is not None, timeout=CLAIM_WAIT_S)
+        self.claims_changed.wait_for(lambda: book.knows_claims(pod), timeout=CLAIM_WAIT_S)
         return book.pod_shares(pod)
 
     def _unmodelled(self, pod: dict[str, Any]) -> bool:

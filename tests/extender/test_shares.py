@@ -13,7 +13,7 @@ import yaml
 from infra.stackfile import parse_config
 from scheduler.dra import DRIVER, SHARES, claim_template, template_name
 from scheduler.extender import wire
-from scheduler.extender.view import ExtenderView
+from scheduler.extender.view import CLAIM_WAIT_S, ExtenderView
 from scheduler.extender.watch import (
     apply_claim_event,
     apply_pod_event,
@@ -231,3 +231,17 @@ def test_a_claim_arriving_while_prioritize_waits_for_it_is_used(cluster: Any) ->
     thread.join(5)
     assert view.shares is not None and set(view.shares.assumed) == {"late"}
     assert got[SHARE_NODES[0]] == wire.MAX_PRIORITY  # all equal: the first by name
+
+
+def test_a_pod_claiming_another_class_is_not_kept_waiting(cluster: Any) -> None:
+    """A claim of another DeviceClass is in the view: no share pod, and prioritize answers without waiting."""
+    import time
+
+    other = claim("gpu0-gpu", 2)
+    other["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu.nvidia.com"
+    view = ready_view(cluster, [other])
+    pod = share_pod("gpu0", 2)
+    started = time.monotonic()
+    priorities(view, pod, SHARE_NODES)
+    assert time.monotonic() - started < CLAIM_WAIT_S  # a wait for the claim would last all of it
+    assert view.shares is not None and view.shares.assumed == {}
