@@ -9,8 +9,9 @@ FragmentationAware is *experimental* while no deployable layout has shown it 1 p
 MostAllocated through the real scheduler: whole GPUs on identical nodes are what MostAllocated with the GPU
 weighted 10 already packs best-fit, and a time-sliced replica's GPU is the device plugin's choice, not the
 scheduler's, so FGD and MostAllocated mostly pick the same nodes there. FGD's gains (the paper's) come where
-the scheduler chooses the GPU fraction: on gpufleet's layouts that is DRA shares, which the extender does not
-serve yet (it sees no GPUs on those nodes, and MostAllocated places their pods).
+the scheduler chooses the GPU fraction: on gpufleet's layouts that is DRA shares, which the extender scores by FGD
+over the devices' free shares (`--dra-shares`), shown pod by pod on the twin but not yet replayed on a trace
+through the real scheduler, so its gain there is the simulator's.
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ LAYOUT_NAMES = {
 }
 NOT_SCORED = {
     "mig": "the extender scores MIG pods as CPU-only, so the profile places them",
-    "draShares": "the extender sees no GPUs on DRA nodes, so the profile places their pods",
 }
 
 
@@ -133,7 +133,8 @@ def verdict(spec: ClusterSpec) -> PlacementVerdict | None:
     line = (
         f"{head}. It {'pays' if pays else 'is not shown to pay'} on this stack's layouts: {said}. It pays where "
         f"the scheduler picks the GPU fraction: DRA shares, {dra[0]:.1f}-{dra[-1]:.1f} points ahead in the "
-        "simulator, which the extender does not serve yet. To decide on your own cluster: `placement.shadow: "
+        "simulator, which the extender scores but no trace has yet been replayed through the real scheduler "
+        "for. To decide on your own cluster: `placement.shadow: "
         "true` and the extender's gpufleet_extender_disagreements_total against "
         "gpufleet_extender_compared_total, or `invoke trace --from-cluster` replayed by `invoke simulate` on the stack "
         "(docs/scheduling.md)."

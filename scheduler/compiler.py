@@ -13,7 +13,7 @@ from typing import Any
 from scheduler.admission import team_admission
 from scheduler.autoscaling import priority_expander
 from scheduler.checks import check
-from scheduler.dra import share_objects
+from scheduler.dra import share_objects, share_pools
 from scheduler.extender.manifests import fragmentation_aware, modelled_pools
 from scheduler.guard import gpu_guard
 from scheduler.kueue import kueue_objects
@@ -87,6 +87,7 @@ def secondary_scheduler_objects(policy: SchedulingPolicy, pools: Sequence[PoolVi
         policy.extender_image,
         modelled_pools(pools),
         shadow=policy.extender_shadow,
+        dra_shares=bool(share_pools(pools)),
     )
 
 

@@ -1,4 +1,5 @@
-"""Run the extender: ``python -m scheduler.extender [--port 8888] [--trace pods.csv] [--replicas N] [--pools A,B]``.
+"""Run the extender: ``python -m scheduler.extender [--port 8888] [--trace pods.csv] [--replicas N] [--pools A,B]
+[--dra-shares]``.
 
 Serves the WSGI app with the standard library's threading WSGI server (one thread per request; the view is
 locked) and keeps the view from the API server (the in-cluster service account, or $KUBECONFIG outside a cluster).
@@ -56,6 +57,12 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         "where FGD would have placed",
     )
     parser.add_argument(
+        "--dra-shares",
+        action="store_true",
+        help="also watch ResourceSlices and ResourceClaims and score pods that claim GPU shares by FGD over "
+        "the nodes' devices' free shares",
+    )
+    parser.add_argument(
         "--probe", metavar="PATH", help="GET PATH (/healthz, /readyz) on 127.0.0.1:PORT; exit 0 on 200"
     )
     args = parser.parse_args(argv)
@@ -71,7 +78,9 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         if args.replicas:
             expected, _ = as_deployed(expected, args.replicas)
     pools = [p for p in args.pools.split(",") if p] if args.pools is not None else None
-    view = ExtenderView(expected=expected, window=args.window, pools=pools, shadow=args.shadow)
+    view = ExtenderView(
+        expected=expected, window=args.window, pools=pools, shadow=args.shadow, dra_shares=args.dra_shares
+    )
     from scheduler.extender import watch
 
     watch.start(view)

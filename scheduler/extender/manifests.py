@@ -12,8 +12,9 @@ pod's loopback only. Why a sidecar and not a Deployment behind a Service:
 - **Reachable only by the scheduler.** The extender answers on 127.0.0.1 inside the pod, so no other pod can
   feed it pods to count; no Service, no port on the pod network.
 - **The scheduler's own rights.** It runs as the pod's ServiceAccount, `gpu-binpack`, whose
-  `system:kube-scheduler` role already lists and watches nodes and pods (the extender creates nothing; the
-  scheduler binds).
+  `system:kube-scheduler` role already lists and watches nodes and pods, and ResourceSlices and ResourceClaims
+  where DRA is on (kubernetes v1.36.4 plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go), which the
+  extender reads for a `dra-shares` pool (the extender creates nothing; the scheduler binds).
 
 Its probes are exec probes (`python -m scheduler.extender --probe`): the kubelet's HTTP probes would dial the
 pod IP, where nothing listens.
@@ -47,15 +48,21 @@ def image_problem(image: str) -> str | None:
 
 def modelled_pools(pools: Sequence[PoolView]) -> list[str]:
     """The pools whose GPUs the extender models (whole and time-sliced): the ones whose GPU pods teach it its
-    expected workload (``--pools``). MIG pods are CPU-only to it and DRA-shared GPUs are no node resource."""
+    expected workload (``--pools``). MIG pods are CPU-only to it, and DRA-shared GPUs are no node resource:
+    the extender learns their target from the shares' claims (``--dra-shares``)."""
     return [p.name for p in pools if p.sharing in ("exclusive", "timeSlicing")]
 
 
 def extender_container(
-    image: str, trace: str | None = None, pools: Sequence[str] | None = None, shadow: bool = False
+    image: str,
+    trace: str | None = None,
+    pools: Sequence[str] | None = None,
+    shadow: bool = False,
+    dra_shares: bool = False,
 ) -> dict[str, Any]:
     """The sidecar container; ``image`` is a pinned reference (a tag or digest, never latest); ``pools``: the
-    pool labels whose GPU pods make its expected workload (None: every node with GPUs it models)."""
+    pool labels whose GPU pods make its expected workload (None: every node with GPUs it models);
+    ``dra_shares``: a pool shares its GPUs through DRA, whose slices and claims the extender reads."""
     problem = image_problem(image)
     if problem:
         raise ValueError(problem)
@@ -66,6 +73,8 @@ def extender_container(
         args += ["--pools", ",".join(pools)]
     if shadow:  # placement.shadow: score and count, the profile decides
         args.append("--shadow")
+    if dra_shares:
+        args.append("--dra-shares")
 
     def probe(path: str) -> dict[str, Any]:
         return {
@@ -89,10 +98,16 @@ def fragmentation_aware(
     image: str,
     pools: Sequence[str] | None = None,
     shadow: bool = False,
+    dra_shares: bool = False,
 ) -> list[dict[str, Any]]:
     """``placement.strategy: FragmentationAware``: the secondary scheduler's objects
     (:func:`scheduler.placement.secondary_scheduler`) with its configuration calling the extender
     (:func:`scheduler.placement.with_extender`) at its sidecar, which is added to the scheduler's pods.
+
+    With ``dra_shares`` the extender manages no resource by name: kube-scheduler calls an extender with
+    ``managedResources`` only for pods whose containers ask for one of them (kubernetes v1.36.4
+    pkg/scheduler/extender.go ``IsInterested``), and a pod claiming GPU shares asks for none, so it is called
+    for every pod and passes the ones it does not model through unscored.
 
     The EKS control plane accepts only a NodeResourcesFit scoring strategy, not extenders, so on every
     platform the extender is called by the secondary scheduler that team pods name.
@@ -109,8 +124,8 @@ def fragmentation_aware(
         raise ValueError("expected the secondary scheduler's one configuration ConfigMap and one Deployment")
     data = configs[0]["data"]
     config = yaml.safe_load(data[CONFIG_FILE])
-    data[CONFIG_FILE] = dump_text(with_extender(config, URL, managed_resources))
+    data[CONFIG_FILE] = dump_text(with_extender(config, URL, [] if dra_shares else managed_resources))
     deployments[0]["spec"]["template"]["spec"]["containers"].append(
-        extender_container(image, pools=pools, shadow=shadow)
+        extender_container(image, pools=pools, shadow=shadow, dra_shares=dra_shares)
     )
     return out

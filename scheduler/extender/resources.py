@@ -198,3 +198,15 @@ def node_capacity(node: dict[str, Any]) -> NodeCapacity:
         model=str(labels.get(GPU_PRODUCT_LABEL, "")),
         pool=str(labels.get(POOL_LABEL, "")),
     )
+
+
+def asks_gpu_resource(pod: dict[str, Any]) -> bool:
+    """Any container (init containers included) requests or limits an ``nvidia.com/`` resource: whole GPUs,
+    time-sliced replicas or MIG slices, every resource the extender's ``managedResources`` can list."""
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        res = container.get("resources") or {}
+        for amounts in (res.get("requests") or {}, res.get("limits") or {}):
+            if any(str(name).startswith("nvidia.com/") for name in amounts):
+                return True
+    return False

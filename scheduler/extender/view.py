@@ -49,7 +49,14 @@ from scheduler.extender.layout import (
     room,
     take,
 )
-from scheduler.extender.resources import NodeCapacity, PodRequest, node_capacity, pod_request
+from scheduler.extender.resources import (
+    NodeCapacity,
+    PodRequest,
+    asks_gpu_resource,
+    node_capacity,
+    pod_request,
+)
+from scheduler.extender.shares import ShareBook, asks_for_claims
 from scheduler.extender.target import manages, pending_milli, pool_sizes, teaches
 from scheduler.fgd.frag import NodeFragmentation
 from scheduler.fgd.model import MILLI, Cluster, Workload
@@ -58,6 +65,11 @@ from scheduler.fgd.state import ClusterState
 
 ASSUMED_TTL_S = 60.0  # an assumption the watch has not confirmed by then is dropped (a bound pod is re-added)
 LISTS = ("nodes", "pods")  # the view is ready once both initial lists are applied
+SHARE_LISTS = ("resourceslices", "resourceclaims")  # and with --dra-shares these two
+# How long prioritize waits for a pod's claim to reach the view: the scheduler's own informer has it (its DRA
+# plugin does not pass a pod whose claim it has not seen), the view's watch a moment later; well within the
+# scheduler's 2 s extender timeout.
+CLAIM_WAIT_S = 0.5
 REFUSED = (
     "a container asks for more than one nvidia.com/gpu.shared replica, which the device plugin refuses "
     "(failRequestsGreaterThanOne): ask for one per container"
@@ -120,7 +132,11 @@ class ExtenderView:
 
     ``pools``: the pool labels of the nodes whose pods teach the view its target (None: every node with GPUs
     the view models). ``shadow``: prioritize scores every node 0, so the profile alone decides, and only
-    counts what FGD would have chosen."""
+    counts what FGD would have chosen. ``dra_shares``: the view also keeps the ResourceSlices and ResourceClaims
+    (:class:`~scheduler.extender.shares.ShareBook`) and scores a pod that claims GPU shares by FGD over the
+    nodes' devices' free shares; the scheduler then calls the extender for every pod (a claim names no
+    resource its ``managedResources`` could list), and a pod that asks for neither a GPU resource nor a claim
+    gets every node passed and scored alike, as when the scheduler did not call the extender for it."""
 
     def __init__(
         self,
@@ -128,6 +144,7 @@ class ExtenderView:
         window: int = 1000,
         pools: Iterable[str] | None = None,
         shadow: bool = False,
+        dra_shares: bool = False,
     ):
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeCapacity] = {}
@@ -150,11 +167,14 @@ class ExtenderView:
         self._target_pods = 0  # the pods the current target was learned from
         self._built: Built | None = None
         self._listed: set[str] = set()
+        self.shares = ShareBook(window) if dra_shares else None
+        self.claims_changed = threading.Condition(self.lock)
 
     @property
     def ready(self) -> bool:
-        """Both initial lists (nodes and pods) applied: before that, answers would come from a partial view."""
-        return self._listed >= set(LISTS)
+        """Every initial list (nodes and pods; slices and claims with shares) applied: before that, answers
+        would come from a partial view."""
+        return self._listed >= set(LISTS) | (set(SHARE_LISTS) if self.shares is not None else set())
 
     def listed(self, kind: str) -> None:
         with self.lock:
@@ -245,6 +265,8 @@ class ExtenderView:
     def forget(self, uid: str) -> None:
         """Drop an unconfirmed assumption (the pod is being scheduled again); a bound pod stays."""
         with self.lock:
+            if self.shares is not None:
+                self.shares.forget(uid)
             if self.assumed.pop(uid, None) is not None:
                 self.pod_gone(uid)
 
@@ -252,6 +274,8 @@ class ExtenderView:
         """Drop the assumptions older than :data:`ASSUMED_TTL_S` that the watch never confirmed."""
         clock = time.monotonic() if now is None else now
         with self.lock:
+            if self.shares is not None:
+                self.shares.expire(clock, ASSUMED_TTL_S)
             for uid in [u for u, t in self.assumed.items() if clock - t >= ASSUMED_TTL_S]:
                 self.forget(uid)
 
@@ -291,6 +315,8 @@ class ExtenderView:
 
     def pod_gone(self, uid: str) -> None:
         with self.lock:
+            if self.shares is not None:
+                self.shares.forget(uid)
             self._unpend(uid)
             self.assumed.pop(uid, None)
             placed = self.placed.pop(uid, None)
@@ -416,7 +442,34 @@ class ExtenderView:
                 )
         return learn
 
+    def claim_event(self, kind: str, claim: dict[str, Any]) -> None:
+        """A ResourceClaim added, changed or deleted (the watch); wakes a verb waiting for it."""
+        if self.shares is None:
+            return
+        with self.lock:
+            if kind == "DELETED":
+                self.shares.delete_claim(claim)
+            else:
+                self.shares.set_claim(claim)
+            self.claims_changed.notify_all()
+
+    def _pod_shares(self, pod: dict[str, Any]) -> int | None:
+        """The shares the pod claims; a pod with claims the view has not seen yet waits up to
+        :data:`CLAIM_WAIT_S` for them (the caller holds the lock, which the wait releases)."""
+        book = self.shares
+        if book is None or not asks_for_claims(pod):
+            return None
+        self.claims_changed.wait_for(lambda: book.knows_claims(pod), timeout=CLAIM_WAIT_S)
+        return book.pod_shares(pod)
+
+    def _unmodelled(self, pod: dict[str, Any]) -> bool:
+        """With shares, the scheduler calls the extender for every pod: one that asks for no GPU resource and
+        no claim is none of its business."""
+        return self.shares is not None and not asks_gpu_resource(pod) and not asks_for_claims(pod)
+
     def filter(self, args: wire.ExtenderArgs) -> dict[str, Any]:
+        if self._unmodelled(args.pod):
+            return wire.filter_result(args, list(args.node_names), {}, {})
         req = pod_request(args.pod)
         with self.lock:
             self._learn_nodes(args)
@@ -441,14 +494,21 @@ class ExtenderView:
                     failed[name] = "no room for the pod's GPUs, CPU or memory in the GPU extender's view"
             if uid and len(passed) == 1:  # the scheduler binds it there without asking prioritize
                 self.assume(uid, passed[0], req, learn=learn)
+                if self.shares is not None and (shares := self.shares.pod_shares(args.pod)) is not None:
+                    self.shares.assume(uid, passed[0], shares, time.monotonic())
             return wire.filter_result(args, passed, failed, {})
 
     def prioritize(self, args: wire.ExtenderArgs) -> wire.HostPriorityList:
+        if self._unmodelled(args.pod):
+            return wire.host_priority_list(args.node_names, [wire.MIN_PRIORITY] * len(args.node_names))
         req = pod_request(args.pod)
         with self.lock:
             self._learn_nodes(args)
             uid = self._begin(args.pod)
+            shares = self._pod_shares(args.pod)  # may wait (and release the lock) before the view is read
             built = self._build(req)
+            if shares is not None:
+                return self._prioritize_shares(args, uid, req, built, shares)
             names = args.node_names
             pos = np.fromiter(map(built.index.__getitem__, names), dtype=np.int64, count=len(names))
             learn = self._asked(uid, args.pod, req, built, pos)
@@ -467,6 +527,27 @@ class ExtenderView:
             if single and uid and first is not None:  # the one scored 10
                 self.assume(uid, names[first], req, learn=learn)
             return wire.host_priority_list(names, scale_scores(scores, single, first).tolist())
+
+    def _prioritize_shares(
+        self, args: wire.ExtenderArgs, uid: str, req: PodRequest, built: Built, shares: int
+    ) -> wire.HostPriorityList:
+        """A pod claiming ``shares``: FGD over the candidates' devices' free shares (the nodes' free CPU and
+        memory from the view), the best node assumed to take them on the device the allocator will give."""
+        assert self.shares is not None
+        names = args.node_names
+        st = built.state
+        known = [n for n in names if n in built.index]
+        free_cpu = {n: int(st.free_cpu[built.index[n]]) for n in known}
+        free_mem = {n: int(st.free_mem[built.index[n]]) for n in known}
+        scores, _ = self.shares.scores(names, shares, req.cpu_milli, req.memory_mib, free_cpu, free_mem)
+        self.prioritized += 1
+        first = self._first_best(names, scores) if len(scores) and scores.max() >= 0 else None
+        if self.shadow or first is None:
+            return wire.host_priority_list(names, [wire.MIN_PRIORITY] * len(names))
+        if uid:
+            self.assume(uid, names[first], req, learn=False)  # its CPU and memory
+            self.shares.assume(uid, names[first], shares, time.monotonic())
+        return wire.host_priority_list(names, scale_scores(scores, True, first).tolist())
 
     def _compare(
         self, built: Built, pos: np.ndarray, scores: np.ndarray, first: int, req: PodRequest

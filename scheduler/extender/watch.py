@@ -6,7 +6,8 @@ what disappeared meanwhile leaves it). Bound pods (``spec.nodeName`` set, not
 Succeeded/Failed) count in the view, and confirm (or move) the view's assumption of where the scheduler put
 them; pending GPU pods count in its expected workload (:mod:`scheduler.extender.target`); deleted or finished
 pods leave it. kube-scheduler binds the pods itself, so the extender needs only the
-rights to list and watch nodes and pods.
+rights to list and watch nodes and pods, and with ``--dra-shares`` ResourceSlices and ResourceClaims
+(resource.k8s.io/v1), which the scheduler's own role reads too.
 """
 
 from __future__ import annotations
@@ -66,7 +67,67 @@ def replace_pods(view: ExtenderView, pods: list[dict[str, Any]]) -> None:
     view.listed("pods")
 
 
-def _watch(view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: threading.Event) -> None:
+def apply_slice_event(view: ExtenderView, kind: str, obj: dict[str, Any]) -> None:
+    """One watch event on a ResourceSlice, as a plain dict."""
+    if view.shares is None:
+        return
+    with view.lock:
+        if kind == "DELETED":
+            view.shares.delete_slice(obj)
+        else:
+            view.shares.set_slice(obj)
+
+
+def apply_claim_event(view: ExtenderView, kind: str, obj: dict[str, Any]) -> None:
+    """One watch event on a ResourceClaim: an allocation confirms the shares assumed for its pods."""
+    view.claim_event(kind, obj)
+
+
+def _names(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(str((o.get("metadata") or {}).get("namespace", "")), str((o.get("metadata") or {}).get("name", "")))
+            for o in objs]  # fmt: skip
+
+
+def replace_slices(view: ExtenderView, slices: list[dict[str, Any]]) -> None:
+    """A full ResourceSlice list: what it no longer has leaves the view."""
+    if view.shares is not None:
+        with view.lock:
+            view.shares.retain_slices({name for _, name in _names(slices)})
+            for obj in slices:
+                view.shares.set_slice(obj)
+    view.listed("resourceslices")
+
+
+def replace_claims(view: ExtenderView, claims: list[dict[str, Any]]) -> None:
+    """A full ResourceClaim list: what it no longer has leaves the view."""
+    if view.shares is not None:
+        with view.lock:
+            view.shares.retain_claims(set(_names(claims)))
+            for obj in claims:
+                view.shares.set_claim(obj)
+    view.listed("resourceclaims")
+
+
+def _list(list_fn: Any, raw: bool) -> tuple[list[dict[str, Any]], str]:
+    """A list's items as plain dicts and its resourceVersion."""
+    import json
+
+    from kubernetes.client import ApiClient
+
+    if raw:
+        doc = json.loads(list_fn(_preload_content=False).data)
+        return list(doc.get("items") or []), str(doc["metadata"]["resourceVersion"])
+    listed = list_fn()
+    sanitize = ApiClient().sanitize_for_serialization
+    return [sanitize(item) for item in listed.items], listed.metadata.resource_version
+
+
+def _watch(
+    view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: threading.Event, raw: bool = False
+) -> None:
+    """List then watch one kind. ``raw``: take the API server's JSON as it comes, without the client's models
+    (its watch looks the resource.k8s.io/v1 models up by a name they do not have, ``V1ResourceClaim`` for
+    ``ResourceV1ResourceClaim``, and fails)."""
     from kubernetes import watch
     from kubernetes.client import ApiClient
     from kubernetes.client.exceptions import ApiException
@@ -74,11 +135,13 @@ def _watch(view: ExtenderView, list_fn: Any, replace: Any, apply: Any, stop: thr
     sanitize = ApiClient().sanitize_for_serialization
     while not stop.is_set():
         try:
-            listed = list_fn()
-            replace(view, [sanitize(item) for item in listed.items])
-            version = listed.metadata.resource_version
-            for event in watch.Watch().stream(list_fn, resource_version=version, timeout_seconds=300):
-                apply(view, event["type"], sanitize(event["object"]))
+            items, version = _list(list_fn, raw)
+            replace(view, items)
+            options = {"deserialize": False} if raw else {}
+            for event in watch.Watch().stream(
+                list_fn, resource_version=version, timeout_seconds=300, **options
+            ):
+                apply(view, event["type"], event["object"] if raw else sanitize(event["object"]))
                 if stop.is_set():
                     return
         except ApiException as exc:
@@ -99,9 +162,16 @@ def start(view: ExtenderView) -> threading.Event:  # pragma: no cover - needs an
         config.load_kube_config()
     core = client.CoreV1Api()
     stop = threading.Event()
-    for list_fn, replace, apply in (
-        (core.list_node, replace_nodes, apply_node_event),
-        (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event),
-    ):
-        threading.Thread(target=_watch, args=(view, list_fn, replace, apply, stop), daemon=True).start()
+    watches: list[tuple[Any, Any, Any, bool]] = [
+        (core.list_node, replace_nodes, apply_node_event, False),
+        (core.list_pod_for_all_namespaces, replace_pods, apply_pod_event, False),
+    ]
+    if view.shares is not None:
+        resource = client.ResourceV1Api()
+        watches += [
+            (resource.list_resource_slice, replace_slices, apply_slice_event, True),
+            (resource.list_resource_claim_for_all_namespaces, replace_claims, apply_claim_event, True),
+        ]
+    for list_fn, replace, apply, raw in watches:
+        threading.Thread(target=_watch, args=(view, list_fn, replace, apply, stop, raw), daemon=True).start()
     return stop

@@ -75,6 +75,16 @@ class ClusterState:
         self.alloc_mem[node] += mem
         self.pods[node] += 1
 
+    def take_gpus(self, used: np.ndarray) -> None:
+        """Allocate ``used`` milli of each GPU at once ([nodes, GPUs], as ``free_gpu``), as no pod: what others
+        hold of GPUs shared through DRA. Raises :class:`AllocationError` (and changes nothing) if it does not fit."""
+        if used.shape != self.free_gpu.shape or (used < 0).any() or (used > self.free_gpu).any():
+            raise AllocationError("GPUs cannot take the given per-GPU allocations")
+        self.free_gpu -= used
+        self.alloc_gpu += used
+        self.free_gpu_sum -= used.sum(axis=1)
+        self.allocated_gpu_milli += int(used.sum())
+
     def release(self, node: int, cpu: int, mem: int, gpus: Sequence[int], gpu_milli: int) -> None:
         """Give back what :meth:`allocate` took (a pod that left; the extender's view of a live cluster).
 

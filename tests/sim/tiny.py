@@ -52,3 +52,27 @@ def node_scores(
     if gpu is None:
         gpu = least_free_fitting_gpu(batch)
     return np.where(batch.feasible, score, -1).tolist(), gpu.tolist()
+
+
+def first_fit_scores(
+    c: Cluster,
+    policy: str,
+    pod: Pod,
+    allocations: Sequence[tuple[int, int, int, list[int], int]],
+    target: Workload,
+    **params: int,
+) -> list[int]:
+    """Scores of ``pod`` on every node (-1 = infeasible) by the simulator's ``policy`` on a pool of DRA shares
+    (``share_rule="first-fit"``: the allocator, not the policy, picks the GPU) after ``allocations`` (node,
+    cpu, mem, gpus, milli), with FGD's target the pods of ``target``."""
+    pods = workload(pod, *target.requests())
+    shapes = build_shapes(pods, c)
+    state = ClusterState(c)
+    for node, cpu, mem, gpus, milli in allocations:
+        state.allocate(node, cpu, mem, gpus, milli)
+    frag = NodeFragmentation(state, target_workload(target), shapes.node_model, sorted(set(c.gpu_model)))
+    pol = make_policy(policy, **params)
+    pol.bind(Context(c, state, shapes, frag, np.random.default_rng(0), share_rule="first-fit"))
+    batch = Batch(pol.ctx, 0, np.arange(c.size))
+    score, _ = pol.score(batch)
+    return np.where(batch.feasible, score, -1).tolist()
