@@ -4,6 +4,8 @@ autoscaler's back-off (cluster-autoscaler 1.35.2's rules, scheduler.provisioning
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ def cluster(nodes: int, gpus: int = 4) -> Cluster:
                          [gpus] * nodes, ["a"] * nodes)  # fmt: skip
 
 
-def jobs(rows: list[tuple[float, float, int, int]], pods: list[int] | None = None) -> Jobs:
+def jobs(rows: Sequence[tuple[float, float, int, int]], pods: list[int] | None = None) -> Jobs:
     """rows: (arrival s, duration s, GPUs per pod, queue index)."""
     n = len(rows)
     return Jobs(
@@ -112,7 +114,12 @@ def test_the_autoscalers_rules() -> None:
     assert [retry_after(n) for n in range(1, 7)] == [60, 120, 240, 480, 600, 600]
     assert retry_after(2, scale=0.1) == pytest.approx(12.0)
     tried: list[bool] = []
-    assert answer(True, lambda: tried.append(True) or True) is Answer.FOUND and not tried
+
+    def scale_up() -> bool:
+        tried.append(True)
+        return True
+
+    assert answer(True, scale_up) is Answer.FOUND and not tried  # no scale-up tried when everything fits
     assert answer(False, lambda: True) is Answer.PROVISIONED
     assert answer(False, lambda: False) is Answer.NOT_FOUND and not Answer.NOT_FOUND.provisioned
     assert turn(False, True, False) == (True, False)  # only requests: served, mode flips
