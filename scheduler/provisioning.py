@@ -60,7 +60,7 @@ def retry_after(not_found: int, scale: float = 1.0) -> float:
     again: 1m, 2m, 4m, 8m, then 10m (``scale`` shortens every duration, for a twin run on a faster clock)."""
     if not_found < 1:
         return 0.0
-    return min(INITIAL_BACKOFF_S * 2.0 ** (not_found - 1), MAX_BACKOFF_S) * scale
+    return min(INITIAL_BACKOFF_S * 2.0 ** min(not_found - 1, 16), MAX_BACKOFF_S) * scale
 
 
 def turn(request_mode: bool, has_request: bool, has_regular: bool) -> tuple[bool, bool]:

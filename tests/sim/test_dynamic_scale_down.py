@@ -10,7 +10,7 @@ import pytest
 
 from infra.simulate.dynamic import stack_world
 from scheduler.fgd.model import MILLI, Cluster, Workload
-from scheduler.sim.dynamic import Jobs, Pool, Queue, Result, Settings, World, simulate
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Result, Settings, Simulation, World, simulate
 from scheduler.sim.timed_traces import read_timed_pods
 from tests.conftest import load_example
 
@@ -108,3 +108,29 @@ def test_example_prods_pools_scale_down_as_compiled(tmp_path: Path) -> None:
     assert kpools["l40s-infer"].karpenter and kpools["l40s-infer"].unneeded_s == 3600
     assert kpools["a10g-spot"].unneeded_s == 600 and not kpools["a10g-shared"].karpenter
     assert not any(q.checked for q in karpenter.queues)
+
+
+def test_a_run_ends_when_only_retries_are_left_after_a_block_closes() -> None:
+    """A block from 0 to 1000 behind a ProvisioningRequest check, waitForPodsReady 300 s: the long job is
+    stopped at 1000, queues again and gets its quota back on the block's flavor, but its request can never be
+    provisioned. Kueue and the autoscaler would retry for ever; the run ends once a whole retry cycle passed
+    with nothing started, and a job elsewhere still runs to its end first."""
+    block = Pool("a", (0,), provision_s=600, window=(0.0, 1000.0))
+    other = Pool("b", (1,), provision_s=600)
+    c = Cluster.build(["a-0", "b-0"], [64000] * 2, [262144] * 2, [4] * 2, ["a", "b"])
+    queues = (Queue("t", ("a",), {"a": 4}, checked=("a",)), Queue("u", ("b",), {"b": 4}))
+    wl = Workload.build([1000] * 2, [1024] * 2, [4, 4], [MILLI] * 2, ["a", "b"])
+    work = Jobs(np.array([0.0, 1500.0]), np.array([5000.0, 100.0]), np.ones(2, dtype=np.int64),
+                np.array([0, 1]), np.full(2, 100, dtype=np.int64), wl)  # fmt: skip
+    sim = Simulation(World(c, (block, other), queues, work, Settings(pods_ready_timeout_s=300)), check=True)
+    cycles = [0]
+
+    def count(t: float) -> None:
+        cycles[0] += 1
+        assert cycles[0] < 100_000, "the run does not end"
+
+    sim.after_cycle = count  # type: ignore[method-assign]
+    r = sim.run()
+    assert r.preemptions == 1  # the block's end stopped the long job
+    assert r.waits["u"] == [600.0]  # the other pool's job booted its node and ran
+    assert r.makespan_s == 2200.0 and r.never_started == 0

@@ -56,7 +56,7 @@ import numpy as np
 
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
-from scheduler.provisioning import answer, turn
+from scheduler.provisioning import MAX_BACKOFF_S, answer, turn
 from scheduler.sim.dynamic.admitted import Admitted
 from scheduler.sim.dynamic.autoscaler import Autoscaler
 from scheduler.sim.dynamic.fair_preemption import select_fair_victims
@@ -70,7 +70,7 @@ from scheduler.sim.dynamic.recorder import Recorder
 from scheduler.sim.dynamic.report import Result
 
 ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT, REQUEUE, CA_LOOP, WINDOW_OPEN, WINDOW_CLOSE = range(9)
-# events that can change the cluster by themselves; the others (retries, timeouts) only act on what these left
+# events that start something or change the nodes; the others (retries, timeouts) act on what these left
 LIVE = frozenset({ARRIVE, FINISH, NODE_READY, IDLE_CHECK, WINDOW_OPEN, WINDOW_CLOSE})
 # RESERVED: quota reserved, waiting for its ProvisioningRequest (Kueue's QuotaReserved, not yet Admitted)
 WAITING, RESERVED, ADMITTED, RUNNING, DONE = range(5)
@@ -152,6 +152,7 @@ class Simulation:
         self.requests = Requests()
         self.ca_loop_due = False
         self.live = 0  # LIVE events in the queue
+        self.last_live = 0.0  # when the last one was handled
         self.window_closed = False
         self.unhostable = unhostable(world, self.allowed, self.flavors)
         self.recorder = Recorder(world, self, self.allowed, self.flavors)
@@ -231,13 +232,15 @@ class Simulation:
     def run(self) -> Result:
         t = 0.0
         while self.events:
-            if self.window_closed and not self.live:
-                break  # a capacity block ended and nothing but retries is left: no job can start any more
+            if self.window_closed and not self.live and self.events[0][0] - self.last_live > self._quiet_s():
+                break  # a capacity block ended and only retries went on for a whole retry cycle: no job can start
             t = self.events[0][0]
             self.recorder.advance(t)
             while self.events and self.events[0][0] == t:
                 _, _, kind, a, b = heapq.heappop(self.events)
-                self.live -= kind in LIVE
+                if kind in LIVE:
+                    self.live -= 1
+                    self.last_live = t
                 self._handle(t, kind, a, b)
             self._admit(t)
             self._place(t)
@@ -246,6 +249,14 @@ class Simulation:
             self.recorder.sample(t)
             self.after_cycle(t)
         return self.recorder.result(t)
+
+    def _quiet_s(self) -> float:
+        """How long retries alone (timeouts, requeues, the autoscaler's loops) may go on before the run ends once
+        a capacity block has closed: long enough for any of them to have started a job that could start (it
+        would then have queued a job's end or a node's boot)."""
+        st = self.w.settings
+        timeout = st.pods_ready_timeout_s or 0.0
+        return 2 * timeout + MAX_BACKOFF_S + 2 * st.scan_interval_s + st.requeue_batch_s
 
     def after_cycle(self, t: float) -> None:
         """Called once the events of time ``t`` are handled; checks the invariants when asked to."""
