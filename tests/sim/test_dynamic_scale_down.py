@@ -11,6 +11,7 @@ import pytest
 from infra.simulate.dynamic import stack_world
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Result, Settings, Simulation, World, simulate
+from scheduler.sim.dynamic.alternatives import REGISTRY
 from scheduler.sim.timed_traces import read_timed_pods
 from tests.conftest import load_example
 
@@ -78,6 +79,20 @@ def test_a_capacity_block_is_paid_for_its_whole_window_and_keeps_its_nodes() -> 
     assert r.node_hours == pytest.approx((7200 - 0) / 3600)  # booting from 0, Ready from 600 to 7200
     by_hour = one_job(Pool("a", (0, 1), provision_s=600, node_price_hour=10.0))
     assert by_hour.cost == pytest.approx(10.0 * 1300 / 3600)
+    # a block bought for the whole run: paid to the run's end, which its kept nodes do not push back
+    whole = one_job(Pool("a", (0, 1), provision_s=600, node_price_hour=10.0, window=(0.0, INF)),
+                    Settings(pods_ready_timeout_s=None, requeue_batch_s=0))  # fmt: skip
+    assert whole.cost == pytest.approx(2 * 700 / 3600 * 10.0)
+
+
+def test_one_node_group_is_an_ordinary_group_whatever_the_largest_pool_was() -> None:
+    """The naive one-node-group row builds its group from the largest pool: a capacity block there does not
+    make the group a block, and the group has no ProvisioningRequest check."""
+    block = Pool("a", (0, 1), provision_s=600, node_price_hour=10.0, window=(0.0, INF), unneeded_s=INF)
+    world = World(cluster(2), (block,), (Queue("t", ("a",), {"a": 8}, checked=("a",)),), jobs([(0, 100, 4)]),
+                  SETTINGS)  # fmt: skip
+    one = REGISTRY["one-node-group"].transform(world)
+    assert (one.pools[0].window, one.pools[0].unneeded_s, one.queues[0].checked) == (None, None, ())
 
 
 def test_nothing_runs_on_a_capacity_block_outside_its_window() -> None:

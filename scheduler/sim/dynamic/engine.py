@@ -572,8 +572,9 @@ class Simulation:
     def _schedule_idle_check(self, node: int, t: float) -> None:
         if not self.w.settings.autoscale:  # a fixed cluster keeps its nodes
             return
-        after = self.w.unneeded_s(self.w.pools[int(self.node_pool[node])])
-        if after != float("inf"):
+        pool = self.w.pools[int(self.node_pool[node])]
+        after = self.w.unneeded_s(pool)
+        if pool.window is None and after != float("inf"):  # a block's nodes go when its window ends
             self._push(t + after, IDLE_CHECK, node)
 
     def _close_window(self, p: int, t: float) -> None:
