@@ -22,8 +22,12 @@ The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke sim
   GPU; a job runs its duration over its pool's GPU speed (:mod:`infra.simulate.gpu_speed`). Off, every GPU
   runs a job in its trace duration (the twin replay's world).
 - **The autoscaler**: pools start at `minSize` (hosts of an existing cluster are all up and never scale); a
-  node takes the provisioning delay of its instance family to become Ready and goes after 10 minutes empty
-  (the stack's `--scale-down-unneeded-time=10m`, Karpenter's `consolidateAfter: 10m`).
+  node takes the provisioning delay of its instance family to become Ready, and goes once empty by its pool's
+  own settings as compiled: the node group's unneeded time and the stack's cool-down after a scale-up, or the
+  NodePool's `consolidateAfter`; capacity blocks are kept and paid for whole (:mod:`infra.simulate.scaling`).
+- **ProvisioningRequests**: with `provisioningRequests`, a ClusterQueue's admission check covers the flavors
+  compiled in its `admissionChecksStrategy` (`onFlavors`); a job given quota there waits for the autoscaler
+  to provision it (:mod:`scheduler.provisioning`).
 
 The approaches this world is compared with (:mod:`scheduler.sim.dynamic.alternatives`) transform the world
 alone: what they need of the stack is already in it (pools' prices and provisioning delays, queues, settings).
@@ -31,7 +35,6 @@ alone: what they need of the stack is already in it (pools' prices and provision
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +44,7 @@ from infra.errors import ConfigError
 from infra.scheduling import pool_view, scheduler_inputs
 from infra.simulate.gpu_speed import power_w
 from infra.simulate.gpu_speed import speed as gpu_speed_of
+from infra.simulate.scaling import DELAY_AFTER_ADD_S, UNNEEDED_S, WHOLE_RUN, duration_s, pool_scaling
 from infra.simulate.stack import placement_profile, route, stack_model
 from infra.spec import ClusterSpec
 from scheduler import compile as compile_policy
@@ -48,8 +52,6 @@ from scheduler.resources import gpu_resource
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.errors import TraceError
 from scheduler.sim.timed_traces import TimedTrace
-
-SCALE_DOWN_UNNEEDED_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -64,11 +66,6 @@ class DynamicInput:
     def stack_approach(self) -> str:
         """The alternative that is the stack's own policy."""
         return "kueue-fragmentationaware" if self.stack_policy == "FGD" else "kueue-mostallocated"
-
-
-def _duration_s(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    return float(sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(s|m|h)", text)))
 
 
 def _queues(spec: ClusterSpec) -> tuple[Queue, ...]:
@@ -105,7 +102,9 @@ def _queues(spec: ClusterSpec) -> tuple[Queue, ...]:
                         borrow[pool] = int(r["borrowingLimit"]) if "borrowingLimit" in r else None
                         lend[pool] = int(r["lendingLimit"]) if "lendingLimit" in r else None
         cohort = obj["spec"].get("cohortName", "")
-        by_name[name] = Queue(name, tuple(flavors), nominal, borrow, lend, weights[team], cohort)
+        checks = obj["spec"].get("admissionChecksStrategy", {}).get("admissionChecks", [])
+        checked = tuple(p for c in checks for p in c.get("onFlavors", flavors) if p in flavors)
+        by_name[name] = Queue(name, tuple(flavors), nominal, borrow, lend, weights[team], cohort, checked)
     order = [n for t in weights for n in (t, f"{t}-topology")]
     return tuple(by_name[n] for n in order if n in by_name)
 
@@ -119,7 +118,11 @@ def team_gpus(queues: tuple[Queue, ...], units: dict[str, int]) -> np.ndarray:
 
 
 def _pools(
-    spec: ClusterSpec, cluster_models: tuple[str, ...], provision_s: float | None, gpu_speed: bool
+    spec: ClusterSpec,
+    cluster_models: tuple[str, ...],
+    provision_s: float | None,
+    gpu_speed: bool,
+    window: tuple[float, float],
 ) -> tuple[Pool, ...]:
     model = stack_model(spec)
     out = []
@@ -135,6 +138,7 @@ def _pools(
             )
             continue
         delay = provision_s if provision_s is not None else catalog.provision_delay_s(itype.family)
+        scaling = pool_scaling(spec, pool, window)
         out.append(
             Pool(
                 pool.name,
@@ -146,6 +150,9 @@ def _pools(
                 speed,
                 watts,
                 resource,
+                unneeded_s=scaling.unneeded_s,
+                karpenter=scaling.karpenter,
+                window=scaling.window,
             )
         )
     return tuple(out)
@@ -159,10 +166,12 @@ def stack_world(
     time_scale: float = 1.0,
     provision_s: float | None = None,
     gpu_speed: bool = False,
+    capacity_window: tuple[float, float] = WHOLE_RUN,
 ) -> DynamicInput:
     """The stack's world for ``trace``: its nodes, pools, compiled queues, priorities and Kueue settings; with
     ``gpu_speed`` a job runs its trace duration over its GPU's speed (:mod:`infra.simulate.gpu_speed`), else
-    its trace duration on every GPU."""
+    its trace duration on every GPU. ``capacity_window`` is when the stack's capacity blocks run (seconds on
+    the run's clock; by default the whole run)."""
     model = stack_model(spec)
     routed, _ = route(model, trace.workload, spec)
     keep = np.flatnonzero(trace.workload.num_gpu > 0)
@@ -226,16 +235,22 @@ def stack_world(
     settings = Settings(
         policy=stack_policy,
         policy_params=params if stack_policy != "FGD" else {},
-        pods_ready_timeout_s=_duration_s(policy.wait_for_pods_ready_timeout),
+        pods_ready_timeout_s=duration_s(policy.wait_for_pods_ready_timeout),
         fair_sharing=policy.fair_sharing,
         # as the ClusterQueues are compiled (scheduler.kueue): set unless fair sharing decides instead
         borrow_within_cohort_max_priority=None
         if policy.fair_sharing
         else policy.borrow_within_cohort_max_priority,
-        scale_down_unneeded_s=SCALE_DOWN_UNNEEDED_S,
+        scale_down_unneeded_s=UNNEEDED_S,
+        # cluster-autoscaler's cool-down runs where it scales a node group (aws, not on Karpenter's pools)
+        scale_down_delay_after_add_s=DELAY_AFTER_ADD_S if spec.platform == "aws" else 0.0,
         seed=seed,
     )
     world = World(
-        model.cluster, _pools(spec, model.cluster.gpu_model, provision_s, gpu_speed), queues, jobs, settings
+        model.cluster,
+        _pools(spec, model.cluster.gpu_model, provision_s, gpu_speed, capacity_window),
+        queues,
+        jobs,
+        settings,
     )
     return DynamicInput(world, int((trace.workload.num_gpu == 0).sum()), stack_policy)

@@ -23,6 +23,7 @@ import yaml
 
 from infra.spec import ClusterSpec
 from scheduler.autoscaling import CONFIGMAP as PRIORITY_CONFIGMAP
+from scheduler.provisioning import answer, retry_after
 from twin.autoscaler import provisioning as pr_rules
 from twin.autoscaler.fit import new_nodes, place, pod_requests, quantity, rejections, take
 from twin.autoscaler.groups import DELAY_AFTER_ADD_S, NODEGROUP_LABEL, NodeGroup, node_groups, priority_order
@@ -54,7 +55,7 @@ class Autoscaler:
         self.coming: list[Coming] = []
         self.last_scale_up = time.monotonic()  # the autoscaler's start counts as one (static_autoscaler.go)
         self.unneeded_since: dict[str, float] = {}
-        self.backoff: dict[str, float] = {}
+        self.not_found: dict[str, int] = {}  # per request, its `CapacityIsNotFound` answers in a row
         self.told: set[str] = set()
         self.seen: dict[str, dict[str, float]] = {}
         self.daemon_pods: list[dict[str, Any]] = []  # the DaemonSets' pod specs, read each pass
@@ -321,8 +322,8 @@ class Autoscaler:
             if pr_rules.booking_over(pr, now, self.scale):
                 self._patch(custom, pr, pr_rules.BOOKING_EXPIRED, "True")
         key = lambda pr: f"{pr['metadata']['namespace']}/{pr['metadata']['name']}"  # noqa: E731
-        initial = pr_rules.INITIAL_BACKOFF_S * self.scale
-        pr = next((p for p in listed if pr_rules.may_try(p, now, self.backoff.get(key(p), initial))), None)
+        pr = next((p for p in listed if pr_rules.may_try(
+            p, now, retry_after(max(self.not_found.get(key(p), 0), 1), self.scale))), None)  # fmt: skip
         if pr is None:
             return
         if not pr_rules.is_true(pr, "Accepted"):
@@ -338,18 +339,21 @@ class Autoscaler:
         free, sizes = self._free(nodes, pods), self._sizes(nodes)
         rooms = [dict(r) for group in free.values() for r in group]
         _count, left = new_nodes([pod_requests(s) for s in specs], rooms, {}, 0)
-        if left == 0:
-            self._patch(custom, pr, pr_rules.FOUND, "True")
-            return
-        plan = self._atomic(specs, nodes, free, sizes, self._priorities(core))
-        if plan is None:
-            self.backoff[key(pr)] = pr_rules.next_backoff(self.backoff.get(key(pr), initial), self.scale)
-            self._patch(custom, pr, pr_rules.NOT_FOUND, "False")
-            return
+        plan: dict[str, int] = {}
+
+        def scale_up() -> bool:
+            found = self._atomic(specs, nodes, free, sizes, self._priorities(core))
+            plan.update(found or {})
+            return found is not None
+
+        verdict = answer(left == 0, scale_up)
         for name, count in plan.items():
             self._add(self.groups[name], count, sizes, self._template(self.groups[name], nodes))
-        self.backoff.pop(key(pr), None)
-        self._patch(custom, pr, pr_rules.PROVISIONED, "True")
+        if verdict.provisioned:
+            self.not_found.pop(key(pr), None)
+        else:
+            self.not_found[key(pr)] = self.not_found.get(key(pr), 0) + 1
+        self._patch(custom, pr, *pr_rules.CONDITION[verdict])
 
     def _atomic(self, specs: list[dict[str, Any]], nodes: list[dict[str, Any]],
                 free: dict[str, list[dict[str, float]]], sizes: dict[str, set[str]],

@@ -4,12 +4,9 @@ Kueue's provisioning admission check creates one request of class `best-effort-a
 (kueue v0.19.2 pkg/controller/admissionchecks/provisioning) and admits when it is `Provisioned=True`.
 cluster-autoscaler, per loop, takes the first request it may try (processors/provreq/injector.go
 `GetPodsFromNextRequest`, `IsAvailableForProvisioning`): never one that `Failed` or is already `Provisioned`;
-one `Provisioned=False` again only after a back-off that starts at `--provisioning-request-initial-backoff-time`
-(1m) and doubles up to `--provisioning-request-max-backoff-time` (10m) (config/flags/flags.go:219-220). It marks
-it `Accepted`, and then (provisioningrequest/besteffortatomic/provisioning_class.go:90-170): every pod fits the
-cluster as it is → `Provisioned=True`, `CapacityIsFound`; a scale-up of all of them at once succeeds →
-`Provisioned=True`, `CapacityIsProvisioned`; otherwise `Provisioned=False`, `CapacityIsNotFound`, nothing added.
-A provisioned request keeps its capacity booked for 10 minutes, then gets `BookingExpired=True`,
+one `Provisioned=False` again only after its back-off. It marks it `Accepted`, and answers it. The answer and
+the back-off are the autoscaler's rules the dynamic simulator plays too (:mod:`scheduler.provisioning`, which
+cites them); here they become conditions. A provisioned request keeps its capacity booked for 10 minutes, then gets `BookingExpired=True`,
 `CapacityReservationTimeExpired` (processors/provreq/processor.go:41,97-108). Reasons and messages:
 provisioningrequest/conditions/conditions.go.
 """
@@ -20,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+from scheduler.provisioning import ATOMIC, RESERVATION_S, Answer
+
 ACCEPTED = ("Accepted", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler")
-FOUND = ("Provisioned", "CapacityIsFound", "Capacity is found in the cluster")
-PROVISIONED = ("Provisioned", "CapacityIsProvisioned", "Capacity is found in the cluster")
-NOT_FOUND = ("Provisioned", "CapacityIsNotFound", "Capacity is not found, CA will try to find it later.")
+FOUND = ("Provisioned", Answer.FOUND.value, "Capacity is found in the cluster")
+PROVISIONED = ("Provisioned", Answer.PROVISIONED.value, "Capacity is found in the cluster")
+NOT_FOUND = ("Provisioned", Answer.NOT_FOUND.value, "Capacity is not found, CA will try to find it later.")
 BOOKING_EXPIRED = ("BookingExpired", "CapacityReservationTimeExpired", "Capacity reservation time is expired")
-RESERVATION_S = 600.0
-INITIAL_BACKOFF_S = 60.0
-MAX_BACKOFF_S = 600.0
+CONDITION = {Answer.FOUND: (FOUND, "True"), Answer.PROVISIONED: (PROVISIONED, "True"),
+             Answer.NOT_FOUND: (NOT_FOUND, "False")}  # fmt: skip
 
 
 def _find(pr: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -58,10 +55,6 @@ def may_try(pr: Mapping[str, Any], now: datetime, backoff_s: float) -> bool:
     ):
         return False
     return _find(pr, "Provisioned") is None or since(pr, "Provisioned", now) > backoff_s
-
-
-def next_backoff(backoff_s: float, scale: float) -> float:
-    return min(2 * backoff_s, MAX_BACKOFF_S * scale)
 
 
 def booking_over(pr: Mapping[str, Any], now: datetime, scale: float) -> bool:

@@ -17,6 +17,8 @@ The rows, in the comparison's order:
 - **The stack**: its own queues under MostAllocated or fragmentation-aware placement.
 
 Every row keeps the stack's trace, GPU speeds and autoscaler; what a row changes is named in its description.
+A row that keeps the stack's queues keeps their ProvisioningRequest admission check; the rows that replace the
+queues (one node group, one queue for everyone) have none, as a cluster set up without the stack has none.
 """
 
 from __future__ import annotations
@@ -143,10 +145,13 @@ def one_node_group(world: World) -> World:
     cluster = Cluster.build([f"{biggest.name}-{i:04d}" for i in range(count)], [int(c.cpu_milli[first])] * count,
                             [int(c.memory_mib[first])] * count, [per_node] * count,
                             [biggest.name] * count)  # fmt: skip
-    pool = replace(biggest, nodes=tuple(range(count)), units_per_gpu=1, min_nodes=math.ceil(least / per_node))
+    # an ordinary group bought by the hour, scaled down after the stack's unneeded time, whatever the
+    # largest pool was (a capacity block, a Karpenter pool)
+    pool = replace(biggest, nodes=tuple(range(count)), units_per_gpu=1, min_nodes=math.ceil(least / per_node),
+                   unneeded_s=None, karpenter=False, window=None)  # fmt: skip
     queues = tuple(
         replace(q, flavors=(pool.name,), nominal={pool.name: round(team_gpus(world, q))},
-                borrowing_limit={pool.name: None}, lending_limit={})
+                borrowing_limit={pool.name: None}, lending_limit={}, checked=())
         for q in world.queues
     )  # fmt: skip
     wl = world.jobs.workload

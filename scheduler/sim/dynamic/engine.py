@@ -28,7 +28,12 @@ What each step models, and the upstream rule it follows:
 - **Placement**: each pod goes to the ready node of its admitted pool the placement policy scores highest
   (:mod:`~scheduler.sim.dynamic.placement`).
 - **Autoscaler**: with `autoscale`, pools start at `min_nodes`, grow for pods that find no room and shrink
-  when nodes stay empty (:mod:`~scheduler.sim.dynamic.autoscaler`).
+  when nodes stay empty, each pool by its own settings; a capacity block's nodes exist only inside its window
+  (:mod:`~scheduler.sim.dynamic.autoscaler`).
+- **ProvisioningRequests**: on a pool its ClusterQueue's admission check covers, a job that got quota keeps
+  it and is admitted (its pods created) only when the autoscaler's loop answers its request Provisioned; a
+  request answered `CapacityIsNotFound` is tried again after its back-off
+  (:mod:`~scheduler.sim.dynamic.provisioning`, by :mod:`scheduler.provisioning`'s rules).
 
 Beside this loop, as Kueue keeps its cache and preemption apart from its scheduling cycle (v0.19.2 pkg/cache,
 pkg/scheduler/preemption, pkg/scheduler/scheduler.go): :mod:`~scheduler.sim.dynamic.quota` (quota and its use,
@@ -51,6 +56,7 @@ import numpy as np
 
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
+from scheduler.provisioning import MAX_BACKOFF_S, answer, turn
 from scheduler.sim.dynamic.admitted import Admitted
 from scheduler.sim.dynamic.autoscaler import Autoscaler
 from scheduler.sim.dynamic.fair_preemption import select_fair_victims
@@ -58,12 +64,16 @@ from scheduler.sim.dynamic.fair_sharing import Entry, Shares, Tree
 from scheduler.sim.dynamic.model import World
 from scheduler.sim.dynamic.placement import Placement, unhostable
 from scheduler.sim.dynamic.preemption import Victim, Workloads, select_victims
+from scheduler.sim.dynamic.provisioning import PodAsk, Requests, Room, first_fit
 from scheduler.sim.dynamic.quota import Quota
 from scheduler.sim.dynamic.recorder import Recorder
 from scheduler.sim.dynamic.report import Result
 
-ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT, REQUEUE = range(6)
-WAITING, ADMITTED, RUNNING, DONE = range(4)
+ARRIVE, FINISH, NODE_READY, IDLE_CHECK, READY_TIMEOUT, REQUEUE, CA_LOOP, WINDOW_OPEN, WINDOW_CLOSE = range(9)
+# events that start something or change the nodes; the others (retries, timeouts) act on what these left
+LIVE = frozenset({ARRIVE, FINISH, NODE_READY, IDLE_CHECK, WINDOW_OPEN, WINDOW_CLOSE})
+# RESERVED: quota reserved, waiting for its ProvisioningRequest (Kueue's QuotaReserved, not yet Admitted)
+WAITING, RESERVED, ADMITTED, RUNNING, DONE = range(5)
 MAX_CYCLES = 20  # admission cycles at one instant
 
 
@@ -80,6 +90,7 @@ class _Job:
     first_start: float | None = None
     run: int = 0  # bumps on every admission, so stale FINISH/READY_TIMEOUT events are ignored
     placed: list[tuple[int, list[int]]] = field(default_factory=list)
+    via_request: bool = False  # admitted through a ProvisioningRequest (its pods are not regular pods to CA)
 
 
 class Simulation:
@@ -137,6 +148,12 @@ class Simulation:
         self.full: list[dict[int, int]] = [{} for _ in world.pools]
         self.pod_shape = self.placement.shapes.pod_shape.tolist()
         self.autoscaler = Autoscaler(world, self.node_pool, self.placement.changed)
+        self.checked = [{self.pool_index[n] for n in q.checked if n in self.pool_index} for q in world.queues]
+        self.requests = Requests()
+        self.ca_loop_due = False
+        self.live = 0  # LIVE events in the queue
+        self.last_live = 0.0  # when the last one was handled
+        self.window_closed = False
         self.unhostable = unhostable(world, self.allowed, self.flavors)
         self.recorder = Recorder(world, self, self.allowed, self.flavors)
         self.recorder.unhostable_jobs = self.unhostable
@@ -146,6 +163,11 @@ class Simulation:
         if world.settings.autoscale:
             for n in np.flatnonzero(self.ready):
                 self._schedule_idle_check(int(n), 0.0)
+        for p, pool in enumerate(world.pools):
+            if pool.window is not None:
+                self._push(pool.window[0], WINDOW_OPEN, p)
+                if pool.window[1] != float("inf"):
+                    self._push(pool.window[1], WINDOW_CLOSE, p)
 
     # ---- what the recorder (a RunView) and tests read ---------------------------------------------------
 
@@ -186,6 +208,7 @@ class Simulation:
         return self.quota.flavors
 
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
+        self.live += kind in LIVE
         heapq.heappush(self.events, (t, next(self.seq), kind, a, b))
 
     # ---- units ------------------------------------------------------------------------------------------
@@ -209,10 +232,15 @@ class Simulation:
     def run(self) -> Result:
         t = 0.0
         while self.events:
+            if self.window_closed and not self.live and self.events[0][0] - self.last_live > self._quiet_s():
+                break  # a capacity block ended and only retries went on for a whole retry cycle: no job can start
             t = self.events[0][0]
             self.recorder.advance(t)
             while self.events and self.events[0][0] == t:
                 _, _, kind, a, b = heapq.heappop(self.events)
+                if kind in LIVE:
+                    self.live -= 1
+                    self.last_live = t
                 self._handle(t, kind, a, b)
             self._admit(t)
             self._place(t)
@@ -221,6 +249,14 @@ class Simulation:
             self.recorder.sample(t)
             self.after_cycle(t)
         return self.recorder.result(t)
+
+    def _quiet_s(self) -> float:
+        """How long retries alone (timeouts, requeues, the autoscaler's loops) may go on before the run ends once
+        a capacity block has closed: long enough for any of them to have started a job that could start (it
+        would then have queued a job's end or a node's boot)."""
+        st = self.w.settings
+        timeout = st.pods_ready_timeout_s or 0.0
+        return 2 * timeout + MAX_BACKOFF_S + 2 * st.scan_interval_s + st.requeue_batch_s
 
     def after_cycle(self, t: float) -> None:
         """Called once the events of time ``t`` are handled; checks the invariants when asked to."""
@@ -248,7 +284,16 @@ class Simulation:
                 self.room[int(self.node_pool[a])] += 1
                 self._schedule_idle_check(a, t)
         elif kind == IDLE_CHECK:
-            self.autoscaler.idle_check(a, t)
+            again = self.autoscaler.idle_check(a, t)
+            if again is not None:
+                self._push(again, IDLE_CHECK, a)
+        elif kind == CA_LOOP:
+            self.ca_loop_due = False
+            self._ca_loop(t)
+        elif kind == WINDOW_OPEN:
+            self.dirty_pools.add(a)
+        elif kind == WINDOW_CLOSE:
+            self._close_window(a, t)
         elif kind == REQUEUE:
             self.requeue_due = False
             self.parked.clear()
@@ -424,9 +469,21 @@ class Simulation:
         self.holding(j, t, need)
         self.admitted_in[p].add(j)
         self.by_group[p].add(j, q, int(self.w.jobs.priority[j]), t)
-        self.pending[p].append(j)
-        self.dirty_pools.add(p)
         self.recorder.pending(j, +1, p)
+        job.via_request = p in self.checked[q]
+        if job.via_request:  # Kueue creates the request; the autoscaler's next loop sees it
+            job.state = RESERVED
+            self.requests.create(j)
+            self._schedule_ca_loop(t)
+        else:
+            self._admitted(j, t)
+
+    def _admitted(self, j: int, t: float) -> None:
+        """Job ``j`` is admitted on its reserved quota: its pods are created and wait to be placed."""
+        job = self.jobs[j]
+        job.state = ADMITTED
+        self.pending[job.pool].append(j)
+        self.dirty_pools.add(job.pool)
         timeout = self.w.settings.pods_ready_timeout_s
         if timeout is not None:
             self._push(t + timeout, READY_TIMEOUT, j, job.run)
@@ -436,6 +493,9 @@ class Simulation:
         job = self.jobs[j]
         if job.state == ADMITTED:
             self.pending[job.pool].remove(j)
+            self.recorder.pending(j, -1, job.pool)
+        elif job.state == RESERVED:  # Kueue deletes the job's ProvisioningRequest
+            self.requests.drop(j)
             self.recorder.pending(j, -1, job.pool)
         self._release(j, t)
         self._enqueue(j, t, key)
@@ -502,14 +562,102 @@ class Simulation:
             for j in jobs:
                 pods = int(self.w.jobs.pods[j])
                 want += self.units(j, p) * (pods - len(self.jobs[j].placed)) // max(pods, 1)
-            delay = self.w.pools[p].provision_s
-            for n in self.autoscaler.scale_up(p, want):
-                self._push(t + delay, NODE_READY, n)
+            self._provision(p, self.autoscaler.scale_up(p, want, t), t)
+
+    def _provision(self, p: int, nodes: list[int], t: float) -> None:
+        delay = self.w.pools[p].provision_s
+        for n in nodes:
+            self._push(t + delay, NODE_READY, n)
 
     def _schedule_idle_check(self, node: int, t: float) -> None:
         if not self.w.settings.autoscale:  # a fixed cluster keeps its nodes
             return
-        self._push(t + self.w.settings.scale_down_unneeded_s, IDLE_CHECK, node)
+        pool = self.w.pools[int(self.node_pool[node])]
+        after = self.w.unneeded_s(pool)
+        if pool.window is None and after != float("inf"):  # a block's nodes go when its window ends
+            self._push(t + after, IDLE_CHECK, node)
+
+    def _close_window(self, p: int, t: float) -> None:
+        """A capacity block ends: its nodes go, and the jobs with pods on them are evicted and queue again."""
+        self.window_closed = True
+        gone = set(self.autoscaler.members[p].tolist())
+        hit = [j for j in sorted(self.admitted_in[p]) if any(n in gone for n, _ in self.jobs[j].placed)]
+        for j in hit:
+            self.recorder.preempted(j, t)
+            self._evict(j, t, t)
+        for n in gone:
+            if self.ready[n] or self.provisioning[n]:
+                self.autoscaler.remove(n)
+        self.dirty_pools.add(p)
+
+    # ---- ProvisioningRequests ---------------------------------------------------------------------------
+
+    def _schedule_ca_loop(self, t: float) -> None:
+        """The autoscaler's next loop after ``t`` (its loops run every scan interval from the start)."""
+        if self.ca_loop_due:
+            return
+        every = self.w.settings.scan_interval_s
+        self.ca_loop_due = True
+        self._push((t // every + 1) * every, CA_LOOP, 0)
+
+    def _ca_loop(self, t: float) -> None:
+        """One loop of the autoscaler, as far as requests go: the first request it may try, served when the
+        wrapper orchestrator's turn is the requests' (regular pods that found no room take the other turns)."""
+        j = self.requests.next(t)
+        regular = any(not self.jobs[i].via_request for jobs in self.pending for i in jobs)
+        serve, self.requests.request_mode = turn(self.requests.request_mode, j is not None, regular)
+        if serve and j is not None:
+            self._answer(j, t)
+        if self.requests.open:
+            self._schedule_ca_loop(t)
+
+    def _answer(self, j: int, t: float) -> None:
+        """The autoscaler answers job ``j``'s request (all its pods or none): Provisioned, the job is admitted
+        (its pods wait for any nodes being added); not found, it is tried again after the back-off."""
+        p = self.jobs[j].pool
+        rooms = self._rooms(p)
+        first_fit(itertools.chain.from_iterable(self._asks(i) for i in self.pending[p]), rooms)
+        asks = self._asks(j)
+        added: list[int] = []
+
+        def scale_up() -> bool:
+            left = first_fit(asks, rooms)
+            if left and not self.autoscaler.can_add(p, t):
+                return False
+            cap = self.state.gpu_cap
+            c = self.w.cluster
+            for n in self.autoscaler.absent(p).tolist():
+                if not left:
+                    break
+                room: Room = ([int(c.cpu_milli[n]), int(c.memory_mib[n])], cap[n].tolist())
+                left = first_fit(left, [room])
+                added.append(n)
+            return not left
+
+        verdict = answer(not first_fit(asks, [(list(a), list(g)) for a, g in rooms]), scale_up)
+        if not verdict.provisioned:
+            self.requests.not_found(j, t)
+            return
+        self._provision(p, self.autoscaler.add(p, len(added), t), t)
+        self.requests.drop(j)
+        self._admitted(j, t)
+
+    def _rooms(self, p: int) -> list[Room]:
+        """Pool ``p`` as the autoscaler's snapshot holds it: each Ready node's free room, each coming node whole."""
+        s, c, a = self.state, self.w.cluster, self.autoscaler
+        rooms: list[Room] = []
+        for n in a.members[p].tolist():
+            if a.ready[n]:
+                rooms.append(([int(s.free_cpu[n]), int(s.free_mem[n])], s.free_gpu[n].tolist()))
+            elif a.provisioning[n]:
+                rooms.append(([int(c.cpu_milli[n]), int(c.memory_mib[n])], s.gpu_cap[n].tolist()))
+        return rooms
+
+    def _asks(self, j: int) -> list[PodAsk]:
+        """What each of job ``j``'s pods not yet placed asks for."""
+        wl = self.w.jobs.workload
+        ask = (int(wl.cpu_milli[j]), int(wl.memory_mib[j]), int(wl.num_gpu[j]), int(wl.gpu_milli[j]))
+        return [ask] * (int(self.w.jobs.pods[j]) - len(self.jobs[j].placed))
 
     # ---- invariants (tests) -----------------------------------------------------------------------------
 

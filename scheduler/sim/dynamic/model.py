@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.provisioning import SCAN_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,15 @@ class Pool:
     # the resource name Kueue counts the pool's quota in (nvidia.com/gpu, ...): fair sharing sums a node's
     # borrowing per resource name over flavors; "": the pool is a resource of its own
     resource: str = ""
+    # how long a node stays empty before it goes: the group's scale-down unneeded time (cluster-autoscaler),
+    # or the NodePool's consolidateAfter (Karpenter); None: `Settings.scale_down_unneeded_s`; inf: never
+    unneeded_s: float | None = None
+    # Karpenter's pool (consolidation, no cluster-autoscaler cool-down, no ProvisioningRequests) rather than a
+    # cluster-autoscaler node group
+    karpenter: bool = False
+    # a capacity block: (start, end) seconds on the run's clock; nodes exist only inside it, are never removed
+    # within it, and the block is paid for whole, every node for the whole window; None: bought by the hour
+    window: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,9 @@ class Queue:
     # of ``cohort`` when set (the ClusterQueue itself then weighs 1), else of the ClusterQueue
     weight: float = 1.0
     cohort: str = ""  # the team Cohort between the ClusterQueue and the root cohort; "": under the root
+    # the pools (flavors) the ClusterQueue's ProvisioningRequest admission check covers (`onFlavors`): a job
+    # given quota there is admitted only once its request is provisioned (scheduler.provisioning)
+    checked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,10 @@ class Settings:
     # pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod); 0: every waiting job is retried at once
     requeue_batch_s: float = 1.0
     scale_down_unneeded_s: float = 600.0  # cluster-autoscaler `--scale-down-unneeded-time`
+    # cluster-autoscaler `--scale-down-delay-after-add`: no node group shrinks this long after any scale-up
+    # (the autoscaler's start counts as one, core/static_autoscaler.go `isScaleDownInCooldown`); 0: none
+    scale_down_delay_after_add_s: float = 0.0
+    scan_interval_s: float = SCAN_INTERVAL_S  # cluster-autoscaler `--scan-interval`: its loop, for requests
     seed: int = 42
 
 
@@ -123,6 +140,10 @@ class World:
     def gpus_per_node(self, pool: Pool) -> int:
         """GPUs of the pool's largest node (0 for a pool without nodes)."""
         return int(self.cluster.num_gpu[list(pool.nodes)].max()) if pool.nodes else 0
+
+    def unneeded_s(self, pool: Pool) -> float:
+        """How long a node of ``pool`` stays empty before it goes (inf: never)."""
+        return self.settings.scale_down_unneeded_s if pool.unneeded_s is None else pool.unneeded_s
 
     def capacity_units(self, pool: Pool) -> int:
         """Quota units the pool holds with every node up: what a cohort can lend at most."""

@@ -18,7 +18,9 @@
   grow to. **Per pool**: the runs started there, the GPU-hours they ran and those over the pool's Ready
   GPU-hours, so a pool that never receives work shows as such.
 - **Preemptions** and the GPU-hours their runs had done, thrown away; `waitForPodsReady` evictions apart.
-- **Node-hours and cost**: Ready or provisioning nodes, integrated, at each pool's price per node-hour.
+- **Node-hours and cost**: Ready or provisioning nodes, integrated, at each pool's price per node-hour; a
+  capacity block is paid for whole: every node of the block for the part of its window the run covers, used or
+  not (Amazon EC2 Capacity Blocks for ML are paid up front for the reservation's duration).
 - **Share**: the GPU-hours each team ran over all teams', against its weight over all weights.
 
 The :class:`Recorder` integrates these between the engine's events and builds the :class:`Result`; it is told
@@ -36,12 +38,21 @@ import numpy as np
 
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
-from scheduler.sim.dynamic.model import World
+from scheduler.sim.dynamic.model import Pool, World
 from scheduler.sim.dynamic.report import PoolResult, Result, TeamResult
 
 HOUR = 3600.0
 TIMELINE_POINTS = 400
 SLOWDOWN_BOUND_S = 10.0  # bounded slowdown's threshold (Feitelson, "Metrics for parallel job scheduling")
+
+
+def _billed_s(pool: Pool, up_s: float, end: float) -> float:
+    """Node-seconds ``pool`` is paid for in a run ending at ``end``: the seconds its nodes were up, or for a
+    capacity block every node of the block over its window (as far as the run goes)."""
+    if pool.window is None:
+        return up_s
+    start, stop = pool.window
+    return len(pool.nodes) * max(0.0, min(stop, end) - max(start, 0.0))
 
 
 class RunView(Protocol):
@@ -426,10 +437,11 @@ class Recorder:
             for p, pool in enumerate(w.pools)
         )
         prices = [p.node_price_hour for p in w.pools]
+        billed = [_billed_s(pool, s, end) for pool, s in zip(w.pools, self.node_s.tolist(), strict=True)]
         cost = (
             None
             if all(p is None for p in prices)
-            else float(sum((p or 0.0) * s / HOUR for p, s in zip(prices, self.node_s, strict=True)))
+            else float(sum((p or 0.0) * s / HOUR for p, s in zip(prices, billed, strict=True)))
         )
         return Result(
             label=w.settings.policy,
