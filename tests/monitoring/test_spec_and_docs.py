@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError
-from infra.monitoring.alerts import RUNBOOK_DOC, alerts
+from infra.monitoring.alerts import alerts
+from infra.monitoring.runbook import RUNBOOK_DOC
 from infra.stackfile import parse_config
 from tests.conftest import ROOT
 from tests.monitoring.conftest import ops_spec
