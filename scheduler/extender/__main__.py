@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         "--metrics-port",
         type=int,
         default=0,
-        help="also serve GET /metrics (only) on this port of every interface, for a Prometheus (0: none)",
+        help="also serve GET /metrics (only) on this port, for a Prometheus (0: none)",
+    )
+    parser.add_argument(
+        "--metrics-host", default="", help="address of the --metrics-port listener (default: every interface)"
     )
     parser.add_argument(
         "--probe", metavar="PATH", help="GET PATH (/healthz, /readyz) on 127.0.0.1:PORT; exit 0 on 200"
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
 
     watch.start(view)
     if args.metrics_port:
-        scrape = make_server("", args.metrics_port, metrics_app(view), server_class=_Server)
+        scrape = make_server(args.metrics_host, args.metrics_port, metrics_app(view), server_class=_Server)
         threading.Thread(target=scrape.serve_forever, name="metrics", daemon=True).start()
     make_server(args.host, args.port, make_app(view), server_class=_Server).serve_forever()
 
