@@ -88,6 +88,7 @@ def secondary_scheduler_objects(policy: SchedulingPolicy, pools: Sequence[PoolVi
         modelled_pools(pools),
         shadow=policy.extender_shadow,
         dra_shares=bool(share_pools(pools)),
+        metrics=policy.metrics,
     )
 
 

@@ -46,7 +46,11 @@ def sidecar_args(kubectl: Kubectl) -> list[str]:
 
 
 def start_extender(plane: ControlPlane, kubectl: Kubectl, sup: Supervisor, folder: Path) -> Process:
+    """The extender with its sidecar's arguments; a scrape listener (``--metrics-port``) listens on loopback,
+    as every twin component does, where in the pod it listens on the pod network."""
     args = sidecar_args(kubectl)
+    if "--metrics-port" in args:
+        args += ["--metrics-host", "127.0.0.1"]
     port = int(args[args.index("--port") + 1])
     config = _service_account_kubeconfig(plane, kubectl, folder, SECONDARY_SCHEDULER_NAME)
     command = [sys.executable, "-m", "scheduler.extender", *args]

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.monitoring import extender
 from infra.monitoring import metrics as m
 from infra.monitoring.metrics import seconds
+from infra.monitoring.runbook import alert as _alert
 from infra.monitoring.usage import gpu_factors
 from infra.spec import ClusterSpec, Team
 
-RUNBOOK_DOC = "docs/operations.md"  # the runbook sections, in the gpufleet repository
 GPU_LABELS = "Hostname, gpu, UUID"
 # XIDs whose immediate action in NVIDIA's XID catalogue is a GPU reset, a node reboot or a hardware case rather
 # than restarting the application (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html,
@@ -42,27 +43,6 @@ GPU_LABELS = "Hostname, gpu, UUID"
 # 31, 43, 45: the job's own fault or exit) are on the dashboard only.
 HARDWARE_XIDS = (48, 64, 74, 94, 95, 119, 120)
 FALLEN_OFF_BUS_XID = 79
-
-
-def runbook(spec: ClusterSpec, name: str) -> dict[str, str]:
-    """`runbook_url` (an absolute URL, what Alertmanager and Grafana link) when `monitoring.runbookBaseUrl` is
-    set, else `runbook`: the section's path in the repository, which is not a URL and is not presented as one."""
-    base = spec.cluster.monitoring.runbook_base_url
-    if base:
-        return {"runbook_url": f"{base}#{name.lower()}"}
-    return {"runbook": f"{RUNBOOK_DOC}#{name.lower()}"}
-
-
-def _alert(
-    spec: ClusterSpec, name: str, expr: str, severity: str, summary: str, for_: str = "0m", **labels: str
-) -> dict[str, Any]:
-    return {
-        "alert": name,
-        "expr": expr,
-        "for": for_,
-        "labels": {"severity": severity, **labels},
-        "annotations": {"summary": summary, **runbook(spec, name)},
-    }
 
 
 def _xids(xids: tuple[int, ...]) -> str:
@@ -318,7 +298,7 @@ def rule_groups(spec: ClusterSpec) -> list[dict[str, Any]]:
     ]
     if units := gpu_unit_rules(spec):
         groups.append({"name": "gpufleet.gpu-units", "rules": units})
-    return groups
+    return groups + extender.rule_group(spec)
 
 
 def alerts(spec: ClusterSpec) -> list[dict[str, Any]]:

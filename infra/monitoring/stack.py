@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.monitoring import exporter
+from infra.monitoring import exporter, extender
 from infra.monitoring import metrics as m
 from infra.monitoring.alerts import rule_groups
 from infra.monitoring.dashboards import dashboards, to_json
@@ -451,6 +451,8 @@ def monitoring_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     # The binding names kube-prometheus-stack's Prometheus account: ours on install; on existing, that of the
     # stack released as `monitoring.release` in `monitoring.namespace` (docs/operations.md).
     objects = [prometheus_rule(spec), kueue_service_monitor(spec), kueue_metrics_reader_binding(spec)]
+    if extender.scraped(spec):
+        objects.append(extender.pod_monitor(spec, {**MANAGED_BY, **release_labels(spec)}))
     if mon.grafana:
         objects += dashboard_configmaps(spec)
     return objects

@@ -1,5 +1,5 @@
 """Run the extender: ``python -m scheduler.extender [--port 8888] [--trace pods.csv] [--replicas N] [--pools A,B]
-[--dra-shares]``.
+[--dra-shares] [--metrics-port 8889]``.
 
 Serves the WSGI app with the standard library's threading WSGI server (one thread per request; the view is
 locked) and keeps the view from the API server (the in-cluster service account, or $KUBECONFIG outside a cluster).
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import threading
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIServer, make_server
 
-from scheduler.extender.app import make_app
+from scheduler.extender.app import make_app, metrics_app
 from scheduler.extender.view import ExtenderView
 
 
@@ -63,6 +64,15 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
         "the nodes' devices' free shares",
     )
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="also serve GET /metrics (only) on this port, for a Prometheus (0: none)",
+    )
+    parser.add_argument(
+        "--metrics-host", default="", help="address of the --metrics-port listener (default: every interface)"
+    )
+    parser.add_argument(
         "--probe", metavar="PATH", help="GET PATH (/healthz, /readyz) on 127.0.0.1:PORT; exit 0 on 200"
     )
     args = parser.parse_args(argv)
@@ -84,6 +94,9 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - runs a se
     from scheduler.extender import watch
 
     watch.start(view)
+    if args.metrics_port:
+        scrape = make_server(args.metrics_host, args.metrics_port, metrics_app(view), server_class=_Server)
+        threading.Thread(target=scrape.serve_forever, name="metrics", daemon=True).start()
     make_server(args.host, args.port, make_app(view), server_class=_Server).serve_forever()
 
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from scheduler.extender import wire
 from scheduler.extender.metrics import registry
@@ -30,6 +30,26 @@ def _reply(start: StartResponse, status: str, body: Any) -> Iterable[bytes]:
     )
     start(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
     return [data]
+
+
+def _metrics_reply(metrics: CollectorRegistry, start: StartResponse) -> Iterable[bytes]:
+    data = generate_latest(metrics)
+    start("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def metrics_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+    """The WSGI callable of the pod-network listener (``--metrics-port``): ``GET /metrics`` and nothing else,
+    so a Prometheus scrapes the view while no other pod can reach filter or prioritize."""
+    metrics = registry(view)
+
+    def app(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
+        method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/").rstrip("/")
+        if method == "GET" and path == "/metrics":
+            return _metrics_reply(metrics, start)
+        return _reply(start, "404 Not Found", {"Error": f"only GET /metrics here, not {method} {path!r}"})
+
+    return app
 
 
 def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
@@ -48,9 +68,7 @@ def make_app(view: ExtenderView) -> Callable[[dict[str, Any], StartResponse], It
                         "moved": view.moved}  # fmt: skip
             return _reply(start, "200 OK" if ready else "503 Service Unavailable", body)
         if method == "GET" and path == "/metrics":
-            data = generate_latest(metrics)
-            start("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(data)))])
-            return [data]
+            return _metrics_reply(metrics, start)
         verbs = {"/filter", "/prioritize"}
         if path not in verbs:
             return _reply(start, "404 Not Found", {"Error": f"no such verb {path!r}"})

@@ -9,8 +9,10 @@ pod's loopback only. Why a sidecar and not a Deployment behind a Service:
   extender counts a pod on the node it is about to be bound to at once, before its watch sees the Binding;
   behind a Service each call may reach another replica, whose view never counted the pods in flight. Only the scheduler replica holding the leader lease schedules, and
   it reaches exactly its own sidecar; the standby's sidecar keeps a warm view for a failover.
-- **Reachable only by the scheduler.** The extender answers on 127.0.0.1 inside the pod, so no other pod can
-  feed it pods to count; no Service, no port on the pod network.
+- **Reachable only by the scheduler.** The extender answers filter and prioritize on 127.0.0.1 inside the pod,
+  so no other pod can feed it pods to count; no Service. With monitoring on, a second listener on the pod
+  network serves ``GET /metrics`` and nothing else (container port ``metrics``), which the stack's PodMonitor
+  scrapes (infra.monitoring.extender): it reads the view, never changes it.
 - **The scheduler's own rights.** It runs as the pod's ServiceAccount, `gpu-binpack`, whose
   `system:kube-scheduler` role already lists and watches nodes and pods, and ResourceSlices and ResourceClaims
   where DRA is on (kubernetes v1.36.4 plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go), which the
@@ -35,6 +37,8 @@ NAME = "gpufleet-extender"
 CONTAINER = "extender"
 PORT = 8888
 URL = f"http://127.0.0.1:{PORT}"  # the sidecar, on the pod's loopback
+METRICS_PORT = 8889  # GET /metrics only, on every interface of the pod (--metrics-port)
+METRICS_PORT_NAME = "metrics"  # the container port a PodMonitor names
 
 
 def image_problem(image: str) -> str | None:
@@ -59,10 +63,12 @@ def extender_container(
     pools: Sequence[str] | None = None,
     shadow: bool = False,
     dra_shares: bool = False,
+    metrics: bool = False,
 ) -> dict[str, Any]:
     """The sidecar container; ``image`` is a pinned reference (a tag or digest, never latest); ``pools``: the
     pool labels whose GPU pods make its expected workload (None: every node with GPUs it models);
-    ``dra_shares``: a pool shares its GPUs through DRA, whose slices and claims the extender reads."""
+    ``dra_shares``: a pool shares its GPUs through DRA, whose slices and claims the extender reads;
+    ``metrics``: a Prometheus scrapes it, so ``/metrics`` is also served on the pod network, at a named port."""
     problem = image_problem(image)
     if problem:
         raise ValueError(problem)
@@ -75,13 +81,15 @@ def extender_container(
         args.append("--shadow")
     if dra_shares:
         args.append("--dra-shares")
+    if metrics:
+        args += ["--metrics-port", str(METRICS_PORT)]
 
     def probe(path: str) -> dict[str, Any]:
         return {
             "exec": {"command": ["python", "-m", "scheduler.extender", "--probe", path, "--port", str(PORT)]}
         }
 
-    return {
+    container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image,
         "args": args,
@@ -90,6 +98,9 @@ def extender_container(
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": restricted_security_context(),
     }
+    if metrics:
+        container["ports"] = [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}]
+    return container
 
 
 def fragmentation_aware(
@@ -99,6 +110,7 @@ def fragmentation_aware(
     pools: Sequence[str] | None = None,
     shadow: bool = False,
     dra_shares: bool = False,
+    metrics: bool = False,
 ) -> list[dict[str, Any]]:
     """``placement.strategy: FragmentationAware``: the secondary scheduler's objects
     (:func:`scheduler.placement.secondary_scheduler`) with its configuration calling the extender
@@ -126,6 +138,6 @@ def fragmentation_aware(
     config = yaml.safe_load(data[CONFIG_FILE])
     data[CONFIG_FILE] = dump_text(with_extender(config, URL, [] if dra_shares else managed_resources))
     deployments[0]["spec"]["template"]["spec"]["containers"].append(
-        extender_container(image, pools=pools, shadow=shadow, dra_shares=dra_shares)
+        extender_container(image, pools=pools, shadow=shadow, dra_shares=dra_shares, metrics=metrics)
     )
     return out

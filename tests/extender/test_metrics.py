@@ -137,3 +137,40 @@ def test_filter_and_prioritize_on_the_wire_still_answer_in_shadow_mode() -> None
     view = view_with_pods(shadow=True)
     result = view.filter(wire.parse_args({"Pod": pod("one", "1", gpus=1, pool="h100"), "NodeNames": NAMES}))
     assert sorted(result["NodeNames"]) == NAMES  # filter still keeps out nodes without room; both have room
+
+
+def test_the_pod_network_listener_serves_the_metrics_and_no_verb() -> None:
+    """``--metrics-port``'s app, served over real HTTP on loopback: the same series as the verbs' listener, and
+    404 for filter and prioritize, so a pod that reaches the scrape port cannot feed the view pods."""
+    import threading
+    import urllib.error
+    import urllib.request
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from scheduler.extender.__main__ import _Server
+    from scheduler.extender.app import metrics_app
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    view = view_with_pods(shadow=True)
+    call(make_app(view), "prioritize", {"Pod": pod("one", "1", gpus=1, pool="h100"), "NodeNames": NAMES})
+    server = make_server("127.0.0.1", 0, metrics_app(view), server_class=_Server, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as reply:
+            body = reply.read().decode()
+        served = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                  for f in text_string_to_metric_families(body) for s in f.samples}  # fmt: skip
+        assert served == scrape(make_app(view))
+        assert served[("gpufleet_extender_disagreements_total", ())] == 1.0
+        for verb in ("filter", "prioritize"):
+            request = urllib.request.Request(f"{base}/{verb}", data=b"{}", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()

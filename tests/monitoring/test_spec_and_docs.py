@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError
-from infra.monitoring.alerts import RUNBOOK_DOC, alerts
+from infra.monitoring.alerts import alerts
+from infra.monitoring.runbook import RUNBOOK_DOC
 from infra.stackfile import parse_config
 from tests.conftest import ROOT
 from tests.monitoring.conftest import ops_spec
@@ -146,7 +147,9 @@ def test_the_docs_alertmanager_example_is_valid_and_routes_every_severity() -> N
 def test_every_alert_has_a_runbook_section() -> None:
     text = DOC.read_text()
     headings = {h.strip().lower() for h in re.findall(r"^### (\w+)$", text, flags=re.M)}
-    for rule in alerts(ops_spec()):
+    from tests.monitoring.test_extender_monitoring import stack
+
+    for rule in alerts(ops_spec()) + alerts(stack("FragmentationAware")):  # the extender's alert too
         assert rule["alert"].lower() in headings
         assert rule["annotations"]["runbook"] == f"{RUNBOOK_DOC}#{rule['alert'].lower()}"
     assert (ROOT / RUNBOOK_DOC).is_file()
