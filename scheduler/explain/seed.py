@@ -374,8 +374,8 @@ def streams_of(
         name = str(q["metadata"]["name"])
         status = q.get("status", {}) or {}
         counts = ("admittedWorkloads", "reservingWorkloads", "pendingWorkloads")
-        usage = [float(str(r.get("total", 0))) for f in status.get("flavorsUsage", []) or []
-                 for r in f.get("resources", []) or []]  # fmt: skip
+        usage = [_units(r.get("total", 0)) for f in status.get("flavorsUsage", []) or []
+                 for r in f.get("resources", []) or [] if resources.get(str(f["name"])) == r["name"]]  # fmt: skip
         busy = any(int(status.get(k, 0) or 0) for k in counts) or any(u > 0 for u in usage)
         theirs = sum(queues[name].nominal.get(p, 0) for p in used)
         if name in own or not busy or not theirs or not mine:

@@ -317,7 +317,10 @@ def test_other_teams_that_show_work_submit_at_the_teams_rate_scaled_by_quota(
     compiled: list[dict[str, Any]],
 ) -> None:
     recent = [submitted_job(f"s{i}", 40 - 10 * i, gpus=8) for i in range(5)]  # 4 after the oldest, over 40 s
-    state = seed(live(compiled, recent, [], nlp_used=8))
+    now = live(compiled, recent, [], nlp_used=8)
+    nlp_status = next(q for q in now.cluster_queues if q["metadata"]["name"] == "nlp")["status"]
+    nlp_status["flavorsUsage"].append({"name": "gpu-cores", "resources": [{"name": "memory", "total": "8Gi"}]})
+    state = seed(now)
     mine, nlp = state.streams
     assert (mine.name, nlp.name) == ("vision", "nlp")
     assert nlp.rate_per_s == pytest.approx(mine.rate_per_s * 16 / 16) and mine.rate_per_s == pytest.approx(
