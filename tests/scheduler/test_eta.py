@@ -319,7 +319,9 @@ def test_other_teams_that_show_work_submit_at_the_teams_rate_scaled_by_quota(
     recent = [submitted_job(f"s{i}", 40 - 10 * i, gpus=8) for i in range(5)]  # 4 after the oldest, over 40 s
     now = live(compiled, recent, [], nlp_used=8)
     nlp_status = next(q for q in now.cluster_queues if q["metadata"]["name"] == "nlp")["status"]
-    nlp_status["flavorsUsage"].append({"name": "gpu-cores", "resources": [{"name": "memory", "total": "8Gi"}]})
+    nlp_status["flavorsUsage"].append(
+        {"name": "gpu-cores", "resources": [{"name": "memory", "total": "8Gi"}]}
+    )
     state = seed(now)
     mine, nlp = state.streams
     assert (mine.name, nlp.name) == ("vision", "nlp")
