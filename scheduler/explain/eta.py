@@ -5,6 +5,11 @@ A run's clock starts now: admitted work arrives at 0 and holds its quota for its
 work follows in Kueue's order a millisecond apart (so each is tried in that order), and the job's start is
 when every pod of it runs (``Simulation.jobs[j].first_start``). When nothing is unknown the runs agree and
 one is made.
+
+Later submissions (``Seed.streams``) are drawn afresh in every run, seeded by the run: each stream's Poisson
+arrivals over its horizon (at most MAX_ARRIVALS of them), each a shape drawn from the stream's, after
+the seeded work. A run stops once the job runs, since nothing later changes its first start; with later
+arrivals the runs differ, so all `runs` are made.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.explain.durations import HISTORY, NO_HISTORY_S, SIMILAR_AT_LEAST, Finished, draw, history_for
-from scheduler.explain.seed import OTHERS, Entry, Seed
+from scheduler.explain.seed import OTHERS, Entry, Seed, Stream
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic.engine import Simulation
 from scheduler.sim.dynamic.model import Jobs, Pool, World
@@ -24,6 +29,8 @@ from scheduler.sim.dynamic.model import Jobs, Pool, World
 RUNS = 20
 STEP_S = 0.001  # between waiting jobs' arrivals: Kueue's order kept as arrival order
 NODE_CPU_MILLI, NODE_MEMORY_MIB = 10**6, 10**7  # GPUs are what the estimate counts; CPU and memory never bind
+MAX_ARRIVALS = 200  # later submissions of a stream in one run, at most
+LATER = "later"  # the entries standing for later submissions: `later/<stream>/<n>`
 
 
 @dataclass(frozen=True)
@@ -39,8 +46,11 @@ class Estimate:
     unseen: tuple[str, ...]
 
 
-def world_of(seed: Seed, durations: Sequence[float], seed_value: int = 0) -> World:
-    """One simulator input: the seed with every entry's remaining time fixed to `durations`."""
+def world_of(
+    seed: Seed, durations: Sequence[float], seed_value: int = 0, later: Sequence[tuple[float, Entry]] = ()
+) -> World:
+    """One simulator input: the seed with every entry's remaining time fixed to `durations`, and `later`
+    (arrival in seconds from now, entry) submitted after it, their times last in `durations`."""
     names: list[str] = []
     units: list[int] = []
     models: list[str] = []
@@ -55,9 +65,11 @@ def world_of(seed: Seed, durations: Sequence[float], seed_value: int = 0) -> Wor
     cluster = Cluster.build(
         names, [NODE_CPU_MILLI] * len(names), [NODE_MEMORY_MIB] * len(names), units, models
     )
-    entries = seed.entries
     queue_index = {q.name: i for i, q in enumerate(seed.queues)}
-    arrival = [0.0 if e.pool else STEP_S * (k + 1) for k, e in enumerate(entries)]
+    arrival = [0.0 if e.pool else STEP_S * (k + 1) for k, e in enumerate(seed.entries)]
+    after = STEP_S * (len(seed.entries) + 1)  # later work keeps behind the seeded order
+    arrival += [after + t for t, _ in later]
+    entries = [*seed.entries, *(e for _, e in later)]
     workload = Workload.build([1] * len(entries), [1] * len(entries), [e.units for e in entries],
                               [MILLI] * len(entries), ["|".join(e.pools) for e in entries])  # fmt: skip
     jobs = Jobs(
@@ -90,9 +102,45 @@ def _draws(entries: Sequence[Entry], history: Sequence[Finished], rng: np.random
     return out
 
 
-def start_in(seed: Seed, target: int, durations: Sequence[float], seed_value: int = 0) -> float | None:
-    """Seconds from now until every pod of entry `target` runs, in one run; None if it never starts."""
-    sim = Simulation(world_of(seed, durations, seed_value))
+def arrivals(streams: Sequence[Stream], history: Sequence[Finished], prior: Sequence[float],
+             rng: np.random.Generator) -> list[tuple[float, Entry, float]]:  # fmt: skip
+    """One run's later submissions, in arrival order: (seconds from now, entry, its run), each stream's
+    Poisson arrivals over its horizon (at most MAX_ARRIVALS), each a shape of the stream drawn at
+    random, its run its hint or deadline, else drawn as an unknown one of its pool and GPUs."""
+    out = []
+    for stream in streams:
+        t = 0.0
+        for n in range(MAX_ARRIVALS):
+            t += float(rng.exponential(1.0 / stream.rate_per_s))
+            if t > stream.horizon_s:
+                break
+            s = stream.shapes[int(rng.integers(len(stream.shapes)))]
+            durations, _ = history_for(history, s.pools[0] if len(s.pools) == 1 else "", s.pods * s.units)
+            run = draw(s.remaining, durations or prior, rng)
+            out.append((t, Entry(f"{LATER}/{stream.name}/{n}", s.queue, s.pools, s.pods, s.units, s.priority,
+                                 s.remaining), run))  # fmt: skip
+    return sorted(out, key=lambda a: a[0])
+
+
+class _UntilStarted(Simulation):
+    """A run that stops once job `target` has started: later events cannot change its first start."""
+
+    def __init__(self, world: World, target: int) -> None:
+        super().__init__(world)
+        self.target = target
+
+    def after_cycle(self, t: float) -> None:
+        if self.jobs[self.target].first_start is not None:
+            self.events.clear()
+
+
+def start_in(seed: Seed, target: int, durations: Sequence[float], seed_value: int = 0,
+             later: Sequence[tuple[float, Entry, float]] = ()) -> float | None:  # fmt: skip
+    """Seconds from now until every pod of entry `target` runs, in one run with `later` submitted after the
+    seeded work; None if it never starts."""
+    world = world_of(seed, [*durations, *(run for _, _, run in later)], seed_value,
+                     [(t, e) for t, e, _ in later])  # fmt: skip
+    sim = _UntilStarted(world, target)
     sim.run()
     return sim.jobs[target].first_start
 
@@ -101,11 +149,13 @@ def estimate(seed: Seed, target: int, history: Sequence[Finished], runs: int = R
     """p50 and p90 of the target's start over `runs` draws of the unknown remaining times (one run when none
     is unknown), with what the seeding and the draws assumed."""
     unknown = [e for e in seed.entries if e.remaining.known is None]
-    runs = runs if unknown else 1
+    runs = runs if unknown or seed.streams else 1
+    prior = hinted(seed.entries) if not history else []
     starts: list[float] = []
     never = 0
     for r in range(runs):
-        found = start_in(seed, target, _draws(seed.entries, history, np.random.default_rng(r)), r)
+        later = arrivals(seed.streams, history, prior, np.random.default_rng([r, 1]))
+        found = start_in(seed, target, _draws(seed.entries, history, np.random.default_rng(r)), r, later)
         if found is None:
             never += 1
         else:

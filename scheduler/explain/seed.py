@@ -8,6 +8,14 @@ ClusterQueue's `status.flavorsUsage` (their Workloads are not readable), so it b
 held for a remaining time drawn like any unknown one; their waiting work is only a count
 (`status.pendingWorkloads`), so it becomes that many jobs the size of the team's usual pod, ahead of the team's.
 
+Work not yet submitted is modelled too (`streams`): the team's own submissions over a recent window (its Jobs'
+creationTimestamps, their pods x GPUs, priority classes and hints) give a Poisson rate and the shapes a later
+job is drawn from; another team's submissions cannot be read, so a ClusterQueue of the cohort that shows work
+(admitted, reserving or waiting) is taken to submit jobs of the team's own shapes at the team's rate scaled by
+its share of nominal quota (quotas are sized to a team's demand), and one that shows none, nothing. A rate
+seen over the last T seconds is taken to hold for the next T, no longer: the estimate does not extrapolate a
+burst into a day of submissions that would starve a large job forever.
+
 Everything counts in Kueue's units of each pool's GPU resource (a time-sliced pool's shares are its units), so
 a pool here has one unit per "GPU" and a pod takes its request of the flavor's resource.
 """
@@ -26,6 +34,9 @@ from scheduler.explain.reasons import GPU_PREFIX
 from scheduler.sim.dynamic.model import Queue, Settings
 
 NODE_GPUS = 8  # the GPUs of a node when nodes cannot be read (the common 8-GPU server)
+SUBMISSION_WINDOW_S = 3600.0  # the team's submissions a rate is learnt from: those of the last hour,
+SUBMISSIONS = 20  # at most the last this many of them,
+MIN_SUBMISSIONS = 3  # and at least this many (fewer: no later arrivals are modelled, and the answer says so)
 OTHERS = "other"  # the entries standing for another team's admitted work: `other/<queue>/<n>`
 
 
@@ -75,9 +86,33 @@ class Seed:
     settings: Settings
     assumed: tuple[str, ...] = ()
     unseen: tuple[str, ...] = field(default=())
+    streams: tuple[Stream, ...] = ()  # later arrivals; () when the team's recent submissions are too few
 
     def index(self, name: str) -> int:
         return next(i for i, e in enumerate(self.entries) if e.name == name)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A job a stream may submit: its queue, pools, pods x units, priority and what is known of its run."""
+
+    queue: str
+    pools: tuple[str, ...]
+    pods: int
+    units: int
+    priority: int
+    remaining: Remaining
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Later submissions to one ClusterQueue: Poisson at `rate_per_s` for the next `horizon_s`, each job one
+    of `shapes` at random."""
+
+    name: str
+    rate_per_s: float
+    shapes: tuple[Shape, ...]
+    horizon_s: float
 
 
 class SeedError(ValueError):
@@ -270,6 +305,116 @@ def others_waiting(
             for i in range(count)]  # fmt: skip
 
 
+def submitted(live: Live) -> list[tuple[float, Mapping[str, Any]]]:
+    """The team's Jobs created in the last SUBMISSION_WINDOW_S, at most the last SUBMISSIONS of them, as
+    (seconds ago, Job), oldest first."""
+    out = []
+    for j in live.jobs:
+        stamp = (j.get("metadata") or {}).get("creationTimestamp")
+        if stamp:
+            ago = (live.now - parse_time(str(stamp))).total_seconds()
+            if 0.0 <= ago <= SUBMISSION_WINDOW_S:
+                out.append((ago, j))
+    return sorted(out, key=lambda a: -a[0])[-SUBMISSIONS:]
+
+
+def rate_of(ages: Sequence[float]) -> float:
+    """Submissions per second from their ages (seconds ago, any order): the n - 1 that followed the oldest over
+    the time since it (the oldest opens the window, so it is not counted); 0 below MIN_SUBMISSIONS."""
+    if len(ages) < MIN_SUBMISSIONS or max(ages) <= 0:
+        return 0.0
+    return (len(ages) - 1) / max(ages)
+
+
+def shape_of(
+    job: Mapping[str, Any], live: Live, queues: Mapping[str, Queue], resources: Mapping[str, str]
+) -> Shape | None:
+    """A submitted Job as the shape of a later one (None: it asks no GPUs, or of no queue of the team's)."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    cq = live.local_queues.get(str(labels.get("kueue.x-k8s.io/queue-name", "default")))
+    if cq is None or cq not in queues:
+        return None
+    spec = job.get("spec", {}) or {}
+    template = spec.get("template", {}) or {}
+    resource, units = _pod_units(template)
+    pools = _allowed(template, queues[cq], resources, resource) if units else ()
+    if not pools:
+        return None
+    value = int(live.priority_classes.get(str(labels.get("kueue.x-k8s.io/priority-class")), 0))
+    try:
+        remaining = remaining_of(job, 0.0)
+    except ValueError:  # a bad hint on a past job says nothing of later ones
+        remaining = Remaining(None, "history")
+    return Shape(cq, pools, int(spec.get("parallelism") or 1), units, value, remaining)
+
+
+def streams_of(
+    live: Live,
+    queues: Mapping[str, Queue],
+    resources: Mapping[str, str],
+    own: set[str],
+    cohort: Sequence[Mapping[str, Any]],
+) -> tuple[tuple[Stream, ...], str]:
+    """Later submissions (the module docstring says how they are modelled), and the sentence that says so."""
+    recent = submitted(live)
+    shapes = tuple(s for _, j in recent if (s := shape_of(j, live, queues, resources)) is not None)
+    rate = rate_of([a for a, _ in recent])
+    if not shapes or rate <= 0.0:
+        return (), (
+            f"later submissions: none modelled (your team submitted {_jobs(len(recent))} in the last "
+            f"{SUBMISSION_WINDOW_S / 60:.0f} min; {MIN_SUBMISSIONS} are needed to learn a rate), so every start "
+            "is as if nothing else were submitted"
+        )
+    span = max(a for a, _ in recent)  # the rate is taken to hold as long again as it has been seen
+    streams = [Stream(live.namespace, rate, shapes, span)]
+    used = {p for s in shapes for p in s.pools}  # quota compared in the pools the team's jobs use
+    mine = sum(queues[q].nominal.get(p, 0) for q in own if q in queues for p in used)
+    scaled = []
+    for q in cohort:
+        name = str(q["metadata"]["name"])
+        status = q.get("status", {}) or {}
+        counts = ("admittedWorkloads", "reservingWorkloads", "pendingWorkloads")
+        usage = [_units(r.get("total", 0)) for f in status.get("flavorsUsage", []) or []
+                 for r in f.get("resources", []) or [] if resources.get(str(f["name"])) == r["name"]]  # fmt: skip
+        busy = any(int(status.get(k, 0) or 0) for k in counts) or any(u > 0 for u in usage)
+        theirs = sum(queues[name].nominal.get(p, 0) for p in used)
+        if name in own or not busy or not theirs or not mine:
+            continue
+        shaped = []
+        for s in shapes:
+            pools = tuple(
+                f for f in queues[name].flavors if resources.get(f) in {resources.get(p) for p in s.pools}
+            )
+            kept = tuple(p for p in s.pools if p in pools) or pools
+            if kept:
+                shaped.append(Shape(name, kept, s.pods, s.units, s.priority, s.remaining))
+        if shaped:
+            streams.append(Stream(name, rate * theirs / mine, tuple(shaped), span))
+            scaled.append(f"{name} {theirs}")
+    said = (
+        f"later submissions: your team's {_jobs(len(recent))} of the last {_human_s(span)} (one every "
+        f"{_human_s(1 / rate)}) go on for as long again, a Poisson stream of the same shapes, priorities and hints"
+    )
+    if scaled:
+        said += (
+            f"; other teams' queues that show work ({', '.join(scaled)} GPUs of quota, against your {mine}) are "
+            "taken to submit jobs like yours at your rate scaled by their quota"
+        )
+    return tuple(streams), said
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+def _human_s(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def cohort_of(live: Live) -> tuple[set[str], list[Mapping[str, Any]]]:
     """The team's ClusterQueues' names and every ClusterQueue sharing their cohort tree (by name)."""
     by_name = {str(q["metadata"]["name"]): q for q in live.cluster_queues}
@@ -327,8 +472,9 @@ def seed(live: Live, extra: Entry | None = None) -> Seed:
     gpu_queues = sorted(q for q in own if queues[q].flavors)
     settings = settings_of(next(q for q in cohort if q["metadata"]["name"] == (
         extra.queue if extra else (gpu_queues or sorted(own))[0])))  # fmt: skip
+    streams, streams_said = streams_of(live, queues, resources, own, cohort)
     return Seed(pools, tuple(queues.values()), tuple([*admitted, *others, *waiting]), settings,
-                tuple(assumed), tuple(unseen))  # fmt: skip
+                tuple([*assumed, streams_said]), tuple(unseen), streams)  # fmt: skip
 
 
 def manifest_entry(manifest: Mapping[str, Any], live: Live) -> Entry:

@@ -5,6 +5,7 @@ metal stack's own compiled ClusterQueues: h100 is 4 hosts x 8 GPUs, vision and n
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,9 +26,9 @@ from scheduler.explain.durations import (
     parse_duration,
     remaining_of,
 )
-from scheduler.explain.eta import estimate, start_in
+from scheduler.explain.eta import MAX_ARRIVALS, arrivals, estimate, start_in
 from scheduler.explain.quota import cohort_parents
-from scheduler.explain.seed import Live, SeedError, manifest_entry, seed
+from scheduler.explain.seed import Live, SeedError, manifest_entry, rate_of, seed
 from tests.conftest import load_example
 from tests.scheduler.helpers import of_kind
 
@@ -262,3 +263,84 @@ def test_without_finished_jobs_the_teams_hints_stand_in_for_unknown_runs(
     state = seed(live(compiled, blind, [workload(blind[0], admitted_ago=0), workload(blind[1])], nlp_used=16))
     found = estimate(state, state.index("job-next"), [], runs=5)
     assert found.p50_s is not None and found.p50_s >= NO_HISTORY_S - 60
+
+
+def submitted_job(name: str, ago: float, *, hint: str = "60s", gpus: int = 1) -> dict[str, Any]:
+    """A Job of vision created `ago` seconds before now."""
+    out = job(name, hint=hint, gpus=gpus)
+    out["metadata"]["creationTimestamp"] = stamp(ago)
+    return out
+
+
+def test_the_submission_rate_counts_the_jobs_after_the_oldest_over_the_time_since_it() -> None:
+    assert rate_of([50.0, 0.0, 25.0]) == pytest.approx(2 / 50)
+    assert rate_of([10.0, 5.0]) == 0.0  # too few to learn a rate from
+
+
+def test_a_stream_of_small_later_jobs_delays_a_large_borrowing_one(compiled: list[dict[str, Any]]) -> None:
+    """vision runs 8 GPUs for 100 s and asks for 24 (its 16 and 8 borrowed from idle nlp): alone it starts when
+    its running job ends. Its team submitted a 1-GPU job of 60 s every ~5.6 s over the last 50 s; under
+    BestEffortFIFO each later one fits beside the running job and is admitted while the large one waits, so
+    the large one starts later."""
+    running = job("run", hint="100s")
+    recent = [submitted_job(f"s{i}", 50 - 5 * i) for i in range(10)]  # 9 after the oldest, over 50 s
+    big = job("big", hint="10m", pods=3)
+    alone = seed(live(compiled, [running], [workload(running, admitted_ago=0)]), None)
+    state_alone = seed(live(compiled, [running], [workload(running, admitted_ago=0)]),
+                       manifest_entry(big, live(compiled, [running], [])))  # fmt: skip
+    assert not alone.streams and not state_alone.streams
+    assert any(
+        "later submissions: none modelled (your team submitted 0 jobs" in a for a in state_alone.assumed
+    )
+    without = estimate(state_alone, len(state_alone.entries) - 1, [], runs=5)
+    assert without.p50_s is not None and 100 <= without.p50_s <= 102 and without.runs == 1
+
+    now = live(compiled, [running, *recent], [workload(running, admitted_ago=0)])
+    state = seed(now, manifest_entry(big, now))
+    (stream,) = state.streams  # nlp shows no work: no stream of its own
+    assert stream.rate_per_s == pytest.approx(9 / 50)
+    assert {(s.queue, s.pools, s.pods, s.units, s.remaining.known) for s in stream.shapes} == {
+        ("vision", ("h100",), 1, 1, 60.0)
+    }
+    assert stream.horizon_s == 50.0  # as long again as the rate has been seen
+    assert any("your team's 10 jobs of the last 50 s (one every 6 s) go on for as long again" in a
+               for a in state.assumed)  # fmt: skip
+    found = estimate(state, len(state.entries) - 1, [], runs=10)
+    assert found.runs == 10
+    # it needs all of vision's 24 (16 and 8 borrowed): it starts once the last small job of the stream's 50 s
+    # ends, 60 s after it arrived (and Kueue's 1 s requeue batch)
+    assert found.p50_s is not None and found.p90_s is not None
+    assert without.p50_s + 1 < found.p50_s <= found.p90_s <= 50 + 60 + 2
+
+
+def test_other_teams_that_show_work_submit_at_the_teams_rate_scaled_by_quota(
+    compiled: list[dict[str, Any]],
+) -> None:
+    recent = [submitted_job(f"s{i}", 40 - 10 * i, gpus=8) for i in range(5)]  # 4 after the oldest, over 40 s
+    now = live(compiled, recent, [], nlp_used=8)
+    nlp_status = next(q for q in now.cluster_queues if q["metadata"]["name"] == "nlp")["status"]
+    nlp_status["flavorsUsage"].append(
+        {"name": "gpu-cores", "resources": [{"name": "memory", "total": "8Gi"}]}
+    )
+    state = seed(now)
+    mine, nlp = state.streams
+    assert (mine.name, nlp.name) == ("vision", "nlp")
+    assert nlp.rate_per_s == pytest.approx(mine.rate_per_s * 16 / 16) and mine.rate_per_s == pytest.approx(
+        0.1
+    )
+    assert {(s.queue, s.pools, s.units) for s in nlp.shapes} == {("nlp", ("h100",), 8)}
+    assert any("other teams' queues that show work (nlp 16 GPUs of quota, against your 16)" in a
+               for a in state.assumed)  # fmt: skip
+
+
+def test_every_run_draws_its_own_arrivals_over_the_horizon(compiled: list[dict[str, Any]]) -> None:
+    recent = [submitted_job(f"s{i}", 40 - 10 * i) for i in range(5)]
+    (stream,) = seed(live(compiled, recent, [])).streams
+    first, again, other = (arrivals([stream], [], [], np.random.default_rng([r, 1])) for r in (0, 0, 1))
+    assert [t for t, _, _ in first] == [t for t, _, _ in again] != [t for t, _, _ in other]
+    times = [t for t, _, _ in first]
+    assert times == sorted(times) and times[-1] <= stream.horizon_s == 40.0
+    assert all(run == 60.0 and e.name.startswith("later/vision/") for _, e, run in first)
+    long = replace(stream, horizon_s=10**6)  # 0.1 a second for ~11 days: capped
+    times = [t for t, _, _ in arrivals([long], [], [], np.random.default_rng([0, 1]))]
+    assert len(times) == MAX_ARRIVALS and 8 < float(np.mean(np.diff([0.0, *times]))) < 12  # gaps of mean 10 s
