@@ -47,6 +47,14 @@ class TopologyMisfit:
     fits: int
     unit: str  # "pod" or "slice"
 
+    @property
+    def together(self) -> str:
+        """The answer's words for what fits together: "(only 1 of its 2 pods fit in any one)"."""
+        some = (
+            f"only {self.fits} of its {self.wanted}" if self.fits else f"none of its {self.wanted or 'the'}"
+        )
+        return f"({some} {self.unit}s fit in any one)"
+
 
 def topology_misfit(message: str) -> TopologyMisfit | None:
     """The first topology that could not hold the pod set, as a QuotaReserved message names it."""

@@ -78,15 +78,10 @@ def second_pass_said(workload: Mapping[str, Any], events: Sequence[Mapping[str, 
 
 
 def _misfit_answer(misfit: TopologyMisfit, note: str) -> Answer:
-    some = (
-        f"only {misfit.fits} of its {misfit.wanted}"
-        if misfit.fits
-        else f"none of its {misfit.wanted or 'the'}"
-    )
     return Answer(
         Reason.TOPOLOGY,
         f"your quota is there and its nodes are provisioned, but no domain of topology {misfit.topology} has room "
-        f"for all its {misfit.unit}s together ({some} {misfit.unit}s fit in any one): Kueue's topology-aware "
+        f"for all its {misfit.unit}s together {misfit.together}: Kueue's topology-aware "
         f"placement{note}",
         "fewer pods per gang, a preferred rather than required topology level, or wait for jobs in one domain "
         "to end; nodes just provisioned for it may still be joining",

@@ -122,15 +122,10 @@ def explain(
         return backoff
     misfit = topology_misfit(message)
     if misfit is not None:
-        some = (
-            f"only {misfit.fits} of its {misfit.wanted}"
-            if misfit.fits
-            else f"none of its {misfit.wanted or 'the'}"
-        )
         return Answer(
             Reason.TOPOLOGY,
             f"your quota is there, but no domain of topology {misfit.topology} has room for all its "
-            f"{misfit.unit}s together ({some} {misfit.unit}s fit in any one): Kueue's topology-aware placement",
+            f"{misfit.unit}s together {misfit.together}: Kueue's topology-aware placement",
             "fewer pods per gang, a preferred rather than required topology level, or wait for jobs in one "
             "domain to end",
         )
