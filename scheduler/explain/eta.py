@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.explain.durations import HISTORY, NO_HISTORY_S, SIMILAR_AT_LEAST, Finished, draw, history_for
-from scheduler.explain.seed import OTHERS, Entry, Seed, Stream
+from scheduler.explain.seed import OTHERS, Entry, Seed, Stream, human_time, job_count
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic.engine import Simulation
 from scheduler.sim.dynamic.model import Jobs, Pool, World
@@ -172,10 +172,6 @@ def estimate(seed: Seed, target: int, history: Sequence[Finished], runs: int = R
     )
 
 
-def _jobs(n: int) -> str:
-    return f"{n} job" if n == 1 else f"{n} jobs"
-
-
 def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
     """What the draws assumed, in the team's words: how many jobs' times came from hints, deadlines, history."""
     ahead = [e for i, e in enumerate(seed.entries) if i != target and not e.name.startswith(OTHERS + "/")]
@@ -184,7 +180,7 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
                           ("deadline", "its activeDeadlineSeconds")):  # fmt: skip
         n = sum(1 for e in ahead if e.remaining.source == source)
         if n:
-            out.append(f"{_jobs(n)} of your team timed by {words}")
+            out.append(f"{job_count(n)} of your team timed by {words}")
     blind = [e for e in ahead if e.remaining.source == "history"]
     running = sum(1 for e in blind if e.pool)
     kinds = " and ".join(k for k in (f"{running} running" if running else "",
@@ -193,29 +189,21 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
     prior = hinted(seed.entries) if not history else []
     if blind and prior:
         out.append(f"{kinds} {noun} without a duration hint, and your team has no finished job to learn from: "
-                   f"the remaining time was drawn from your team's {_jobs(len(prior))} with a hint "
-                   f"(median {_human(float(np.median(prior)))})")  # fmt: skip
+                   f"the remaining time was drawn from your team's {job_count(len(prior))} with a hint "
+                   f"(median {human_time(float(np.median(prior)))})")  # fmt: skip
     elif blind and not history:
         out.append(f"{kinds} {noun} without a duration hint, and your team has no finished job to learn from: "
-                   f"each was taken to run {_human(NO_HISTORY_S)} in all")  # fmt: skip
+                   f"each was taken to run {human_time(NO_HISTORY_S)} in all")  # fmt: skip
     elif blind:
         recent = [f.seconds for f in history][-HISTORY:]
         out.append(f"{kinds} {noun} without a duration hint: the remaining time was drawn from your team's last "
-                   f"{len(recent)} finished jobs (median {_human(float(np.median(recent)))}; the same pool and "
+                   f"{len(recent)} finished jobs (median {human_time(float(np.median(recent)))}; the same pool and "
                    f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
     if not history and prior and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
-                   f"run as long as your team's {_jobs(len(prior))} with a hint "
-                   f"(median {_human(float(np.median(prior)))})")  # fmt: skip
+                   f"run as long as your team's {job_count(len(prior))} with a hint "
+                   f"(median {human_time(float(np.median(prior)))})")  # fmt: skip
     elif not history and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
-                   f"end in {_human(NO_HISTORY_S)}")  # fmt: skip
+                   f"end in {human_time(NO_HISTORY_S)}")  # fmt: skip
     return out
-
-
-def _human(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -361,7 +361,7 @@ def streams_of(
     rate = rate_of([a for a, _ in recent])
     if not shapes or rate <= 0.0:
         return (), (
-            f"later submissions: none modelled (your team submitted {_jobs(len(recent))} in the last "
+            f"later submissions: none modelled (your team submitted {job_count(len(recent))} in the last "
             f"{SUBMISSION_WINDOW_S / 60:.0f} min; {MIN_SUBMISSIONS} are needed to learn a rate), so every start "
             "is as if nothing else were submitted"
         )
@@ -392,8 +392,8 @@ def streams_of(
             streams.append(Stream(name, rate * theirs / mine, tuple(shaped), span))
             scaled.append(f"{name} {theirs}")
     said = (
-        f"later submissions: your team's {_jobs(len(recent))} of the last {_human_s(span)} (one every "
-        f"{_human_s(1 / rate)}) go on for as long again, a Poisson stream of the same shapes, priorities and hints"
+        f"later submissions: your team's {job_count(len(recent))} of the last {human_time(span)} (one every "
+        f"{human_time(1 / rate)}) go on for as long again, a Poisson stream of the same shapes, priorities and hints"
     )
     if scaled:
         said += (
@@ -403,11 +403,13 @@ def streams_of(
     return tuple(streams), said
 
 
-def _jobs(n: int) -> str:
+def job_count(n: int) -> str:
+    """ "1 job", "3 jobs": counts in the answer's words."""
     return f"{n} job" if n == 1 else f"{n} jobs"
 
 
-def _human_s(seconds: float) -> str:
+def human_time(seconds: float) -> str:
+    """Seconds as the answer says them: "45 s", "12 min", "3.5 h"."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:
