@@ -58,22 +58,23 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    netns.loopback_up()
-    netns.private_etc(folder)
-    spec = load_stack(Path(args.stack_file))
-    options = TwinOptions(
-        spec,
-        folder,
-        args.minor,
-        parse_nodes(args.nodes),
-        args.bare,
-        api_port=entry.port,
-        monitoring=args.monitoring,
-        time_scale=args.time_scale,
-    )
-    twin = Twin(options, say)
-    start = time.monotonic()
-    try:
+    twin: Twin | None = None
+    try:  # a stop signal from here on, start-up's first steps included, ends in the handlers below
+        netns.loopback_up()
+        netns.private_etc(folder)
+        spec = load_stack(Path(args.stack_file))
+        options = TwinOptions(
+            spec,
+            folder,
+            args.minor,
+            parse_nodes(args.nodes),
+            args.bare,
+            api_port=entry.port,
+            monitoring=args.monitoring,
+            time_scale=args.time_scale,
+        )
+        twin = Twin(options, say)
+        start = time.monotonic()
         twin.up()
         netns.forward(entry.listener, entry.port)
         assert twin.plane and twin.tools
@@ -112,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as stopped:
         return 128 + stopped.signum
     finally:
-        say("twin: stopping ...")
-        twin.down()
+        if twin is not None:
+            say("twin: stopping ...")
+            twin.down()
 
 
 if __name__ == "__main__":

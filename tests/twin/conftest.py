@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.errors import ToolMissing
+from infra.errors import CheckFailed, ToolMissing
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
 from tests.support import require
@@ -56,11 +56,33 @@ def start_twin(
     spec = load_stack(path)
     toolchain(minor or spec.cluster.kubernetes_version)
     folder = tmp.mktemp(f"twin-{spec.stack}")
-    log = (folder.parent / f"{folder.name}.out").open("wb")
-    return launch.start(
-        path, spec, folder / "twin", minor=minor, nodes=nodes, bare=bare, monitoring=monitoring,
-        time_scale=time_scale, stdout=log, lock=folder.parent / f"{folder.name}.lock", say=lambda _line: None,
-    )  # fmt: skip
+    out = folder.parent / f"{folder.name}.out"
+    log = out.open("wb")
+    try:
+        return launch.start(
+            path, spec, folder / "twin", minor=minor, nodes=nodes, bare=bare, monitoring=monitoring,
+            time_scale=time_scale, stdout=log, lock=folder.parent / f"{folder.name}.lock", say=lambda _line: None,
+        )  # fmt: skip
+    except CheckFailed as exc:
+        # CI keeps only what pytest prints: the session's own words and the last component log it wrote
+        raise CheckFailed(
+            f"{exc}\n{last_lines(out)}\n{last_lines(*latest_log(folder / 'twin' / 'logs'))}"
+        ) from None
+
+
+def last_lines(*paths: Path, count: int = 30) -> str:
+    """The end of a file, headed by its name, for a failure message."""
+    return "\n".join(
+        f"--- {path.name} (last {count} lines)\n"
+        + "\n".join(path.read_text(errors="replace").splitlines()[-count:])
+        for path in paths
+    )
+
+
+def latest_log(logs: Path) -> list[Path]:
+    """The component log written last: the one a failed start most likely ended in."""
+    found = sorted(logs.glob("*.log"), key=lambda p: p.stat().st_mtime) if logs.is_dir() else []
+    return found[-1:]
 
 
 @pytest.fixture(scope="session")
