@@ -20,7 +20,7 @@ from scheduler.fgd.shapes import build_shapes, target_workload
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
 from scheduler.sim.policies import Context, Policy, make_policy
-from scheduler.sim.policies.base import score_nodes
+from scheduler.sim.policies.base import feasible, score_nodes
 
 
 def unhostable(world: World, allowed: list[list[int]], flavors: list[list[int]]) -> set[int]:
@@ -171,11 +171,16 @@ class Placement:
 
     def _rescore(self, s: int, nodes: np.ndarray, share: bool) -> np.ndarray:
         """Score shape ``s`` again on ``nodes`` (changed since their last scoring) into its kept scores; return
-        them. Their stale marks are left: a later :meth:`scores` over them only scores them again alike."""
+        them (-1 where the shape does not fit, without asking the policy). Their stale marks are left: a later
+        :meth:`scores` over them only scores them again alike."""
         score, gpu, _, _ = self.score_cache[s]
-        got, share_gpu = score_nodes(self.policy, s, nodes, self.static, share)
-        score[nodes] = got
-        gpu[nodes] = share_gpu if share_gpu is not None else 0
+        fit = feasible(self.state, self.shapes, s, nodes)
+        score[nodes[~fit]] = -1  # what scoring them would give; most pods that find no room find it here
+        nodes = nodes[fit]
+        if len(nodes):
+            got, share_gpu = score_nodes(self.policy, s, nodes, self.static, share)
+            score[nodes] = got
+            gpu[nodes] = share_gpu if share_gpu is not None else 0
         return score
 
     @staticmethod
