@@ -140,15 +140,18 @@ class Placement:
         lowest index among equals (as ``argmax`` over ``nodes`` picks), or -1 when none fits.
 
         The (shape, pool) heap holds (-score, node) for feasible nodes; the pool's nodes changed since it last
-        looked are scored again and pushed; an entry whose score is no longer the node's is dropped when it
-        comes to the top. A new set of Ready nodes (readiness changed) builds the heap afresh."""
+        looked are scored again and pushed (a node turning Ready is among them); an entry whose score is no
+        longer the node's, or whose node is no longer Ready, is dropped when it comes to the top."""
         log = self._changed_in(p)
         kept = self.heaps.get((s, p))
-        if kept is None or kept.nodes is not nodes:
+        if kept is None:
             score, _ = self.scores(s, nodes, share)
             kept = _Best(nodes, self._members(p, nodes), self._entries(score, nodes), len(log))
             self.heaps[(s, p)] = kept
-        elif kept.seen < len(log):
+        elif kept.nodes is not nodes:
+            # readiness changed: a node that left fails the test at the top, one that came is among the changed
+            kept.nodes, kept.members = nodes, self._members(p, nodes)
+        if kept.seen < len(log):
             members = kept.members
             touched = sorted({n for n in log[kept.seen :] if n in members})  # the changed nodes of ``nodes``
             kept.seen = len(log)
@@ -160,11 +163,11 @@ class Placement:
                         heapq.heappush(kept.heap, (-got, node))
                 if len(kept.heap) > 2 * len(nodes) + 64:  # mostly dropped entries: keep the live ones
                     kept.heap = self._entries(score, nodes)
-        heap = kept.heap
+        heap, members = kept.heap, kept.members
         score = self.score_cache[s][0]
         while heap:
             neg, node = heap[0]
-            if score[node] == -neg:
+            if node in members and score[node] == -neg:
                 return node
             heapq.heappop(heap)
         return -1
