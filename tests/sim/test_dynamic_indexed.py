@@ -5,8 +5,11 @@ same engine with the straightforward scans the indexes replace:
 - victims chosen by classifying and sorting every admitted job of the pool (Kueue's classical preemption as
   written in v0.19.2 `preemption.go` / `common/ordering.go`), not by the per-(queue, priority) index;
 - placement that tries every pending job of a pool again at every instant, not only after room grew, and
-  chooses each pod's node over a whole-cluster column;
-- blocked-while-idle that sorts the demand groups and asks every "could a node run it" afresh at every step.
+  chooses each pod's node over a whole-cluster column, not from the (pod shape, pool) heap;
+- blocked-while-idle that sorts the demand groups, walks every group and asks every "could a node run it" of
+  the pool's Ready nodes afresh at every step, not reusing the last step's matches nor passing over groups.
+
+The heap's every answer is also checked against the argmax of freshly computed scores over the pool.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
 from scheduler.sim.dynamic.quota import Quota
 from scheduler.sim.dynamic.recorder import Recorder
+from scheduler.sim.policies.base import score_nodes
 
 
 def scanned_victims(
@@ -92,14 +96,27 @@ def scanned_victims(
 
 
 class ScanningRecorder(Recorder):
-    """Blocked-while-idle with nothing kept between steps."""
+    """Blocked-while-idle with nothing kept between steps: every group walked, every fit asked of the nodes."""
 
     def advance(self, t: float) -> None:
-        self._order = None
-        self._fits.clear()
-        self._fits_ready = -1
+        self._matched_at = (-1, -1, -1)
         self._idle_ready = -1
         super().advance(t)
+
+    def _match(self, idle: list[float]) -> list[tuple[int, float, bool]]:
+        matched = []
+        for key in sorted(self.demand, key=lambda k: len(k[1])):
+            q, pools, need = key
+            left = self.demand[key]
+            for p in pools:
+                if left <= 1e-9:
+                    break
+                take = min(left, idle[p])
+                if take > 0:
+                    idle[p] -= take
+                    left -= take
+                    matched.append((q, take, bool(self._fit_mask(self._ready_in[p], need).any())))
+        return matched
 
 
 class Scanning(Traced):
@@ -166,6 +183,37 @@ def loaded_world(seed: int, policy: str, autoscale: bool, threshold: int | None)
         borrow_within_cohort_max_priority=threshold,
     )
     return World(c, pools, queues, jobs, settings)
+
+
+class Checked(Traced):
+    """Each answer of the (pod shape, pool) heap compared with the argmax of fresh scores over the pool's Ready
+    nodes (the highest score, the lowest node index among equals; -1 when no node fits)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.answers: list[int] = []
+        heap_best = self.placement.best
+
+        def best(s: int, p: int, nodes: np.ndarray, share: bool) -> int:
+            got = heap_best(s, p, nodes, share)
+            score, _ = score_nodes(self.placement.policy, s, nodes, self.placement.static, share)
+            i = int(score.argmax())
+            assert got == (int(nodes[i]) if score[i] >= 0 else -1)
+            self.answers.append(got)
+            return got
+
+        self.placement.best = best  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    ("seed", "policy", "autoscale"),
+    [(1, "MostAllocated", False), (2, "MostAllocated", True), (3, "FGD", False)],
+)
+def test_each_heap_answer_is_the_pools_best_node(seed: int, policy: str, autoscale: bool) -> None:
+    sim = Checked(loaded_world(seed, policy, autoscale, None))
+    sim.run()
+    # asked often, with room and without
+    assert len(sim.answers) > 300 and sim.answers.count(-1) > 10 and len(set(sim.answers) - {-1}) > 5
 
 
 @pytest.mark.parametrize(

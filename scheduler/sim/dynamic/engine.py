@@ -539,7 +539,7 @@ class Simulation:
         job = self.jobs[j]
         pods = int(self.w.jobs.pods[j])
         before = len(job.placed)
-        no_room = self.placement.place(j, job.placed, nodes)
+        no_room = self.placement.place(j, job.placed, job.pool, nodes)
         for node, _ in job.placed[before:]:
             self.autoscaler.busy(node)
         if len(job.placed) < pods:

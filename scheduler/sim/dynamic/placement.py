@@ -4,10 +4,14 @@
   (the same policies and scoring code as the placement replay, ``scheduler.sim.policies``).
 
 Scores are kept per pod shape over the whole cluster and recomputed only for nodes that changed since (a
-policy scores each node on its own state, as the placement replay's score matrix relies on too).
+policy scores each node on its own state, as the placement replay's score matrix relies on too). For a policy
+that takes the highest score, each (pod shape, pool) also keeps its feasible nodes in a heap by (score, node
+index), fed from the pool's changed nodes, so a pod's node is found without looking at the rest of the pool.
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -16,7 +20,7 @@ from scheduler.fgd.shapes import build_shapes, target_workload
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
 from scheduler.sim.policies import Context, Policy, make_policy
-from scheduler.sim.policies.base import score_nodes
+from scheduler.sim.policies.base import feasible, score_nodes
 
 
 def unhostable(world: World, allowed: list[list[int]], flavors: list[list[int]]) -> set[int]:
@@ -74,25 +78,33 @@ class Placement:
         # keeps its position in the log.
         self.changed: list[int] = []
         self.score_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = {}
+        self.is_share = self.shapes.is_share.tolist()
+        self.node_pool = np.full(c.size, -1, dtype=np.int64)
+        for i, pool in enumerate(world.pools):
+            self.node_pool[list(pool.nodes)] = i
+        # ``changed`` split by pool (up to ``_split``), for the heaps below
+        self.pool_changed: list[list[int]] = [[] for _ in world.pools]
+        self._split = 0
+        self.heaps: dict[tuple[int, int], _Best] = {}
+        self._member_sets: dict[int, tuple[np.ndarray, frozenset[int]]] = {}
 
-    def place(self, j: int, placed: list[tuple[int, list[int]]], nodes: np.ndarray) -> bool:
-        """Place job ``j``'s pods not yet in ``placed`` on ``nodes`` (Ready, of its pool), one by one, each on
-        the node the policy chooses, while one fits; each placed pod is added to ``placed``. True when it
-        stopped because no node of ``nodes`` has room for the next pod (not because the policy declined
-        one that has)."""
+    def place(self, j: int, placed: list[tuple[int, list[int]]], p: int, nodes: np.ndarray) -> bool:
+        """Place job ``j``'s pods not yet in ``placed`` on ``nodes`` (the Ready nodes of pool ``p``, ascending),
+        one by one, each on the node the policy chooses, while one fits; each placed pod is added to
+        ``placed``. True when it stopped because no node of ``nodes`` has room for the next pod (not because
+        the policy declined one that has)."""
         s = int(self.shapes.pod_shape[j])
         cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])
         milli = int(self.shapes.gpu_milli[s])
-        share = bool(self.shapes.is_share[s])
+        share = self.is_share[s]
         while len(placed) < int(self.w.jobs.pods[j]) and len(nodes):
-            score, gpu = self.scores(s, nodes, share)
             if self.plain_choice:  # the highest score, the first node of ``nodes`` among equals
-                among = score[nodes]
-                best = int(among.argmax())
-                if among[best] < 0:
+                node = self.best(s, p, nodes, share)
+                if node < 0:
                     return True
-                node = int(nodes[best])
+                gpu = self.score_cache[s][1]
             else:
+                score, gpu = self.scores(s, nodes, share)
                 # these policies choose over the whole cluster's column (RoundRobin keeps its turn by node index)
                 column = np.full(self.w.cluster.size, -1, dtype=np.int64)
                 column[nodes] = score[nodes]
@@ -123,6 +135,86 @@ class Placement:
                 emptied.append(node)
         return emptied
 
+    def best(self, s: int, p: int, nodes: np.ndarray, share: bool) -> int:
+        """The node of ``nodes`` (the Ready nodes of pool ``p``, ascending) with shape ``s``'s highest score, the
+        lowest index among equals (as ``argmax`` over ``nodes`` picks), or -1 when none fits.
+
+        The (shape, pool) heap holds (-score, node) for feasible nodes; the pool's nodes changed since it last
+        looked are scored again and pushed (a node turning Ready is among them); an entry whose score is no
+        longer the node's, or whose node is no longer Ready, is dropped when it comes to the top."""
+        log = self._changed_in(p)
+        kept = self.heaps.get((s, p))
+        if kept is None:
+            score, _ = self.scores(s, nodes, share)
+            kept = _Best(nodes, self._members(p, nodes), self._entries(score, nodes), len(log))
+            self.heaps[(s, p)] = kept
+        elif kept.nodes is not nodes:
+            # readiness changed: a node that left fails the test at the top, one that came is among the changed
+            kept.nodes, kept.members = nodes, self._members(p, nodes)
+        if kept.seen < len(log):
+            members = kept.members
+            touched = sorted({n for n in log[kept.seen :] if n in members})  # the changed nodes of ``nodes``
+            kept.seen = len(log)
+            if touched:
+                at = np.array(touched, dtype=np.int64)
+                score = self._rescore(s, at, share)
+                for node, got in zip(touched, score[at].tolist(), strict=True):
+                    if got >= 0:
+                        heapq.heappush(kept.heap, (-got, node))
+                if len(kept.heap) > 2 * len(nodes) + 64:  # mostly dropped entries: keep the live ones
+                    kept.heap = self._entries(score, nodes)
+        heap, members = kept.heap, kept.members
+        score = self.score_cache[s][0]
+        while heap:
+            neg, node = heap[0]
+            if node in members and score[node] == -neg:
+                return node
+            heapq.heappop(heap)
+        return -1
+
+    def _rescore(self, s: int, nodes: np.ndarray, share: bool) -> np.ndarray:
+        """Score shape ``s`` again on ``nodes`` (changed since their last scoring) into its kept scores; return
+        them (-1 where the shape does not fit, without asking the policy). Their stale marks are left: a later
+        :meth:`scores` over them only scores them again alike."""
+        score, gpu, _, _ = self.score_cache[s]
+        fit = feasible(self.state, self.shapes, s, nodes)
+        score[nodes[~fit]] = -1  # what scoring them would give; most pods that find no room find it here
+        nodes = nodes[fit]
+        if len(nodes):
+            got, share_gpu = score_nodes(self.policy, s, nodes, self.static, share)
+            score[nodes] = got
+            gpu[nodes] = share_gpu if share_gpu is not None else 0
+        return score
+
+    @staticmethod
+    def _entries(score: np.ndarray, nodes: np.ndarray) -> list[tuple[int, int]]:
+        """A heap of (-score, node) over the feasible ones of ``nodes``."""
+        among = score[nodes]
+        fit = among >= 0
+        heap = list(zip((-among[fit]).tolist(), nodes[fit].tolist(), strict=True))
+        heapq.heapify(heap)
+        return heap
+
+    def _members(self, p: int, nodes: np.ndarray) -> frozenset[int]:
+        """``nodes`` (pool ``p``'s Ready nodes) as a set, built once per set of Ready nodes."""
+        hit = self._member_sets.get(p)
+        if hit is None or hit[0] is not nodes:
+            hit = (nodes, frozenset(nodes.tolist()))
+            self._member_sets[p] = hit
+        return hit[1]
+
+    def _changed_in(self, p: int) -> list[int]:
+        """Pool ``p``'s entries of ``changed``, in order (``changed`` is split by pool as far as it goes)."""
+        changed = self.changed
+        if self._split < len(changed):
+            new = changed[self._split :]
+            logs = self.pool_changed
+            for node, pool in zip(new, self.node_pool[new].tolist(), strict=True):
+                if pool >= 0:
+                    logs[pool].append(node)
+            self._split = len(changed)
+        return self.pool_changed[p]
+
     def scores(self, s: int, nodes: np.ndarray, share: bool) -> tuple[np.ndarray, np.ndarray]:
         """Shape ``s``'s scores (-1: infeasible) and sharing GPU choices (0 where none), indexed by node, up to
         date on ``nodes``: only nodes never scored or changed since their last scoring are scored again."""
@@ -147,3 +239,15 @@ class Placement:
             gpu[todo] = share_gpu if share_gpu is not None else 0
             stale[todo] = False
         return score, gpu
+
+
+class _Best:
+    """A (pod shape, pool) heap: the Ready nodes it was built over (as an array and a set), (-score, node)
+    entries, and how far into the pool's changed nodes it has looked."""
+
+    __slots__ = ("heap", "members", "nodes", "seen")
+
+    def __init__(
+        self, nodes: np.ndarray, members: frozenset[int], heap: list[tuple[int, int]], seen: int
+    ) -> None:
+        self.nodes, self.members, self.heap, self.seen = nodes, members, heap, seen

@@ -30,6 +30,7 @@ allocation and which nodes are up).
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -129,12 +130,23 @@ class Recorder:
         self._fits_ready = -1  # the ready_version ``_fits`` holds for
         self._fits_seen = 0  # the entries of ``changed`` ``_stamp`` has seen
         self._stamp = [-1] * world.cluster.size  # per node: its last entry in ``changed``
+        self._node_pool = view.node_pool.tolist()
+        # per pool: the positions in ``changed`` of its nodes' entries (as far as ``_sync_fits`` has seen)
+        self._pool_pos: list[list[int]] = [[] for _ in world.pools]
         self._idle = [0.0] * len(world.pools)  # free GPUs of each pool's Ready nodes
         self._idle_ready = -1
         self._idle_seen = 0
         # the demand groups in the order blocked-while-idle walks them (fewest pools first, then insertion
         # order); None when a group came or went since
         self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
+        self._masks: list[int] = []  # per group of ``_order``: its pools as bits
+        self._pool_bits: dict[tuple[int, ...], int] = {}
+        # The last walk's matched GPUs, in walk order: (queue, GPUs, a node could have run it), and what it
+        # holds for: the demand's version, the entries of ``changed`` and the ready_version it saw. The same
+        # demand on the same nodes matches alike, so a step with neither changed adds the same amounts.
+        self._matched: list[tuple[int, float, bool]] = []
+        self._matched_at = (-1, -1, -1)
+        self._demand_version = 0
         n_pools = len(world.pools)
         self.pool_runs = [0] * n_pools
         self.pool_gpu_s = [0.0] * n_pools
@@ -220,9 +232,13 @@ class Recorder:
         if self._fits_ready != view.ready_version:
             self._fits.clear()
             self._fits_ready = view.ready_version
-        stamp = self._stamp
+        stamp, node_pool, pool_pos = self._stamp, self._node_pool, self._pool_pos
         for i in range(self._fits_seen, len(changed)):
-            stamp[changed[i]] = i
+            node = changed[i]
+            stamp[node] = i
+            pool = node_pool[node]
+            if pool >= 0:
+                pool_pos[pool].append(i)
         self._fits_seen = len(changed)
 
     def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
@@ -242,10 +258,13 @@ class Recorder:
             if got and stamp[witness] < at:
                 return True
             if not got:
-                if at == now:
+                pos = self._pool_pos[p]
+                first = bisect.bisect_left(pos, at)
+                if first == len(pos):  # none of the pool's nodes changed since
+                    self._fits[key] = (False, -1, now)
                     return False
-                nodes = np.unique(np.array(changed[at:now], dtype=np.int64))
-                nodes = nodes[(view.node_pool[nodes] == p) & view.ready[nodes]]
+                nodes = np.array(sorted({changed[i] for i in pos[first:]}), dtype=np.int64)
+                nodes = nodes[view.ready[nodes]]
                 ok = self._fit_mask(nodes, need)
                 fit = bool(ok.any())
                 self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
@@ -270,6 +289,7 @@ class Recorder:
     # ---- demand -------------------------------------------------------------------------------------
 
     def _demand(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], gpus: float) -> None:
+        self._demand_version += 1
         had = key in self.demand
         left = self.demand[key] + gpus
         if left > 1e-9:
@@ -345,25 +365,58 @@ class Recorder:
             if not any(x > 0 for x in idle):  # nothing idle: nothing blocked while idle
                 self.last = t
                 return
-            if self._order is None:
-                self._order = sorted(self.demand, key=lambda k: len(k[1]))
-            self._sync_fits()
-            demand, blocked, fits = self.demand, self.blocked, self._node_fits
-            for key in self._order:
-                q, pools, need = key
-                left = demand[key]
-                for p in pools:
-                    if left <= 1e-9:
-                        break
-                    free = idle[p]
-                    take = free if free < left else left  # min(left, free), the first of equals
-                    if take > 0:
-                        idle[p] -= take
-                        left -= take
-                        blocked[q] += take * dt
-                        if fits(p, need):
-                            self.blocked_policy += take * dt
+            seen = (self._demand_version, len(view.changed), view.ready_version)
+            if seen != self._matched_at:
+                self._matched = self._match(idle)
+                self._matched_at = seen
+            blocked = self.blocked
+            for q, take, fit in self._matched:
+                blocked[q] += take * dt
+                if fit:
+                    self.blocked_policy += take * dt
         self.last = t
+
+    def _match(self, idle: list[float]) -> list[tuple[int, float, bool]]:
+        """The waiting demand matched to ``idle`` (each pool's idle GPUs, used up here) greedily, groups restricted
+        to fewer pools first: (queue, GPUs, could a Ready node of the pool run one of its pods) per match, in
+        order. A group none of whose pools has GPUs left is passed over, and the walk stops when none has."""
+        if self._order is None:
+            self._order = sorted(self.demand, key=lambda k: len(k[1]))
+            bits = self._pool_bits
+            for _, pools, _ in self._order:
+                if pools not in bits:
+                    bits[pools] = sum(1 << p for p in set(pools))
+            self._masks = [bits[k[1]] for k in self._order]
+        self._sync_fits()
+        live = 0
+        for p, x in enumerate(idle):
+            if x > 0:
+                live |= 1 << p
+        demand, fits, known, stamp = self.demand, self._node_fits, self._fits, self._stamp
+        matched = []
+        for key, mask in zip(self._order, self._masks, strict=True):
+            if not mask & live:
+                continue
+            q, pools, need = key
+            left = demand[key]
+            for p in pools:
+                if left <= 1e-9:
+                    break
+                free = idle[p]
+                take = free if free < left else left  # min(left, free), the first of equals
+                if take > 0:
+                    idle[p] -= take
+                    left -= take
+                    hit = known.get((p, need))  # a yes whose node is unchanged, without the call
+                    if hit is not None and hit[0] and stamp[hit[1]] < hit[2]:
+                        matched.append((q, take, True))
+                    else:
+                        matched.append((q, take, fits(p, need)))
+                    if not idle[p] > 0:
+                        live &= ~(1 << p)
+            if not live:
+                break
+        return matched
 
     def sample(self, t: float) -> None:
         alloc = self.view.state.allocated_gpu_milli / MILLI

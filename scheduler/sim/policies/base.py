@@ -100,6 +100,18 @@ class Batch:
         return self.req_num_gpu * self.req_gpu_milli
 
 
+def feasible(state: ClusterState, shapes: Shapes, s: int, nodes: np.ndarray) -> np.ndarray:
+    """Which of ``nodes`` shape ``s`` fits on (:class:`Batch`'s ``feasible``, without gathering a batch): a
+    caller that only needs to know can skip scoring the nodes where it does not."""
+    _, _, k, d = shapes.requests[s]
+    ok = (state.free_res[nodes, :2] >= shapes.cpu_mem[s]).all(axis=1)
+    if shapes.restricted[s]:
+        ok &= shapes.node_ok[s][nodes]
+    if k:
+        ok &= (state.free_gpu[nodes] >= d).sum(axis=1) >= k
+    return np.asarray(ok)
+
+
 def make_batch(ctx: Context, s: int, nodes: np.ndarray) -> Batch:
     """Gather node state for shape ``s`` and compute feasibility."""
     return Batch(ctx, s, nodes)
