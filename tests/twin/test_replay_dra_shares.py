@@ -12,7 +12,7 @@ placements made (`ctx.state`, the GPUs its first-fit rule takes), with what the 
   extender (`--dra-shares`) learns, the shares of the claims allocated so far and the one pending.
 
 The real scheduler must bind every pod to one of the simulator's best-scored nodes, and find no node exactly
-when the simulator finds none. The tolerance is the tie: kube-scheduler picks at random among its best nodes,
+when the simulator finds none; with FragmentationAware some pods must go where MostAllocated alone would not. The tolerance is the tie: kube-scheduler picks at random among its best nodes,
 the simulator the first in its seed's rank. Every bound pod's claim must carry an allocation on the pod's node
 with the shares asked, on the devices the simulator's first-fit rule takes.
 """
@@ -39,8 +39,13 @@ CLAIMS = frozenset({POOL})
 SEED = 42
 CLUSTER = Cluster.build(
     ["dra-a", "dra-b", "dra-c", "dra-d"],
-    [24000, 32000, 48000, 64000],
-    [98304, 131072, 196608, 262144],
+    [
+        64000,
+        48000,
+        32000,
+        24000,
+    ],  # MostAllocated fills the last by name first; the extender breaks ties by name
+    [262144, 196608, 131072, 98304],
     [4, 4, 4, 4],
     [POOL] * 4,
 )
@@ -61,12 +66,13 @@ class Checked(TwinPolicy):
         super().__init__(twin, CLAIMS, {POOL: PER_GPU})
         self.profile = profile
         self.steps: list[tuple[int, list[int]]] = []  # (the twin's node, the simulator's best), -1/[]: none
+        self.packed: list[list[int]] = []  # the best nodes of the profile alone (MostAllocated)
         self.shares: list[int] = []  # the claims allocated so far, in shares
 
-    def expected(self, s: int) -> np.ndarray:
+    def expected(self, s: int, profile: str) -> np.ndarray:
         ctx = self.ctx
         milli = int(ctx.shapes.gpu_milli[s])
-        if self.profile == "FragmentationAware":
+        if profile == "FragmentationAware":
             target = share_target([*self.shares, milli * PER_GPU // MILLI], PER_GPU)
             models = sorted(set(ctx.cluster.gpu_model))
             frag = NodeFragmentation(ctx.state, target, ctx.shapes.node_model, models)
@@ -80,10 +86,13 @@ class Checked(TwinPolicy):
         return np.where(batch.feasible, score, -1)
 
     def choose_node(self, column: np.ndarray, s: int) -> int:
-        scores = self.expected(s)
-        best = np.flatnonzero(scores == scores.max()).tolist() if scores.max() >= 0 else []
+        best, packed = (
+            np.flatnonzero(scores == scores.max()).tolist() if scores.max() >= 0 else []
+            for scores in (self.expected(s, self.profile), self.expected(s, "MostAllocated"))
+        )
         node = super().choose_node(column, s)
         self.steps.append((node, best))
+        self.packed.append(packed)
         if node >= 0:
             self.shares.append(int(self.ctx.shapes.gpu_milli[s]) * PER_GPU // MILLI)
         return node
@@ -119,6 +128,12 @@ def test_the_allocator_takes_the_shares_on_the_simulators_best_node(profile: str
     # a few dozen pods, some of which find no room (the protocol asks 1.3x the GPUs)
     assert len(policy.steps) >= 24 and 0 < len(bound) < len(policy.steps), policy.steps
     assert not off, f"pods the real scheduler placed off the simulator's best nodes: {off}"
+    if (
+        profile == "FragmentationAware"
+    ):  # the extender changed where pods went: the profile alone packs elsewhere
+        moved = [i for i, ((node, _), packed) in enumerate(zip(policy.steps, policy.packed, strict=True))
+                 if node >= 0 and node not in packed]  # fmt: skip
+        assert moved, "every pod went where MostAllocated alone would have put it"
 
     # every bound pod's claim was allocated by the scheduler, on the pod's node, with the shares it asked
     allocated = {}
