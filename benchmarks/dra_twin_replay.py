@@ -15,7 +15,8 @@ of reach on a small machine: ``--nodes N`` takes a seeded sample of the trace's 
 inflates the trace to 1.3x that sample's GPUs; pods naming a GPU model the sample lacks fail in both).
 The devices' product names are the trace's model names and their memory nominal (no claim asks memory).
 
-Usage: python benchmarks/dra_twin_replay.py [--workload default] [--nodes 60] [--seed 42] [--json FILE]
+Usage: python benchmarks/dra_twin_replay.py [--workload default] [--nodes 60] [--seed 42] [--gpu-only]
+[--json FILE]
 (the traces from GPUFLEET_SHARED or ../shared; needs the twin's 1.36 toolchain). Measured in
 docs/simulation.md ("GPU shares through DRA, through the real scheduler").
 """
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=60)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--profiles", default="MostAllocated,FragmentationAware")
+    parser.add_argument(
+        "--gpu-only", action="store_true", help="leave the CPU-only pods out, as a stack's GPU taint does"
+    )
     parser.add_argument("--json", default="")
     args = parser.parse_args(argv)
     from benchmarks.fgd_reproduction import shared_dir
@@ -69,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     traces = shared_dir() / "traces" / "alibaba-gpu-v2023"
     cluster = sample(read_nodes(str(traces / "openb_node_list_gpu_node.csv")), args.nodes, args.seed)
     pods = in_shares(read_pods(str(traces / f"openb_pod_list_{args.workload}.csv")))
+    if args.gpu_only:
+        pods = pods.take(np.flatnonzero(pods.num_gpu > 0))
     models = sorted({str(m) for m in cluster.gpu_model})
     units = dict.fromkeys(models, SHARES)
     claims = frozenset(models)
@@ -106,9 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"nodes": args.nodes, "seed": args.seed, "rows": rows}, indent=1)
-        )
+        setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only}
+        Path(args.json).write_text(json.dumps({**setup, "rows": rows}, indent=1))
     return 0
 
 
