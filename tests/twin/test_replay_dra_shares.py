@@ -19,6 +19,10 @@ with the shares asked, on the devices the simulator's first-fit rule takes.
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +35,8 @@ from scheduler.fgd.shares import share_target
 from scheduler.sim import run_one
 from scheduler.sim.policies import Context, make_policy
 from scheduler.sim.policies.base import Batch
-from tests.twin.conftest import toolchain
+from tests.conftest import ROOT
+from tests.twin.conftest import stack_variant, toolchain
 from twin.replay import ReplayTwin, TwinPolicy
 
 POOL, PER_GPU = "l40s", 8
@@ -155,3 +160,35 @@ def test_the_allocator_takes_the_shares_on_the_simulators_best_node(profile: str
                   share_rule="first-fit")  # fmt: skip
     print(f"{profile}: twin {result.unallocated(100):.2f} % unallocated, {result.failed} failed; "  # type: ignore[attr-defined]
           f"simulator {sim.unallocated(100):.2f} %, {sim.failed} failed")  # fmt: skip
+
+
+def test_invoke_simulate_twin_replays_a_stack_of_dra_shares_through_claims(
+    shared_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`invoke simulate --stack --twin` on metal with both pools at `dra-shares`: the share rule the stack replay
+    decides (first-fit) drives the twin too, whose pods claim, and the report counts the claims."""
+    import yaml
+
+    toolchain("1.36")
+    config = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())["config"]
+    pools = [{k: v for k, v in p.items() if k != "sharing"} | {"sharing": "dra-shares"}
+             for p in config["gpufleet:nodePools"]]  # fmt: skip
+    cluster = {**config["gpufleet:cluster"], "kubernetesVersion": "1.36"}
+    path = stack_variant(tmp_path_factory, "metal", "metal-all-shares", cluster=cluster, nodePools=pools)
+    out = tmp_path_factory.mktemp("simulate")
+    pods = shared_dir / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
+    argv = [sys.executable, "-m", "invoke", "simulate", "--stack", str(path), "--twin", "--seeds", "42",
+            "--pods", str(pods), "--json", str(out / "runs.json"), "--out", str(out / "sim")]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    simulated = {r["policy"]: r for r in json.loads((out / "runs.json").read_text())}
+    real = {r["policy"]: r for r in json.loads((out / "runs.twin.json").read_text())}
+    assert set(simulated) == {"FGD", "MostAllocated"} and set(real) == {"MostAllocated", "FragmentationAware"}
+    report = (out / "sim" / "report.md").read_text()
+    counted = re.findall(r"0 of (\d+) claiming pods got other GPUs", report)
+    assert len(counted) == 2 and all(int(n) > 0 for n in counted), report
+    for twin_name, sim_name in (("MostAllocated", "MostAllocated"), ("FragmentationAware", "FGD")):
+        assert abs(real[twin_name]["allocated"][100] - simulated[sim_name]["allocated"][100]) <= 0.5, (
+            real,
+            simulated,
+        )
