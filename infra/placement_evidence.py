@@ -10,8 +10,10 @@ MostAllocated through the real scheduler: whole GPUs on identical nodes are what
 weighted 10 already packs best-fit, and a time-sliced replica's GPU is the device plugin's choice, not the
 scheduler's, so FGD and MostAllocated mostly pick the same nodes there. FGD's gains (the paper's) come where
 the scheduler chooses the GPU fraction: on gpufleet's layouts that is DRA shares, which the extender scores by FGD
-over the devices' free shares (`--dra-shares`), shown pod by pod on the twin but not yet replayed on a trace
-through the real scheduler, so its gain there is the simulator's.
+over the devices' free shares (`--dra-shares`), shown pod by pod on the twin; replayed through the real
+scheduler only on one seed of a 60-node sample of openb (docs/simulation.md, "GPU shares through DRA, through
+the real scheduler"), where with GPU pods only it was not ahead of MostAllocated, so its gain there is the
+simulator's and that sample is not in this table of means over seeds.
 """
 
 from __future__ import annotations

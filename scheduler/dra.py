@@ -71,23 +71,39 @@ def device_class() -> dict[str, Any]:
     }
 
 
-def claim_template(namespace: str, shares: int) -> dict[str, Any]:
-    """A claim for `shares` shares of one GPU; its memory request is left at the driver's default (0): memory
-    is a placement hint the scheduler counts, not a limit (docs/scheduling.md, GPU shares through DRA)."""
+def claim_spec(shares: int, count: int = 1) -> dict[str, Any]:
+    """A claim's spec for ``count`` GPUs of the class, ``shares`` shares of each (all of a device's shares:
+    the device, as a whole-GPU claim); its memory request is left at the driver's default (0): memory is a
+    placement hint the scheduler counts, not a limit (docs/scheduling.md, GPU shares through DRA)."""
     request = {
         "name": REQUEST,
         "exactly": {
             "deviceClassName": DEVICE_CLASS,
             "allocationMode": "ExactCount",
-            "count": 1,
+            "count": count,
             "capacity": {"requests": {SHARES: str(shares)}},
         },
     }
+    return {"devices": {"requests": [request]}}
+
+
+def claim_template(namespace: str, shares: int) -> dict[str, Any]:
+    """A template of claims for `shares` shares of one GPU (:func:`claim_spec`)."""
     return {
         "apiVersion": API,
         "kind": "ResourceClaimTemplate",
         "metadata": metadata(template_name(shares), namespace),
-        "spec": {"spec": {"devices": {"requests": [request]}}},
+        "spec": {"spec": claim_spec(shares)},
+    }
+
+
+def resource_claim(namespace: str, name: str, shares: int, count: int = 1) -> dict[str, Any]:
+    """A named claim of :func:`claim_spec` (one pod's, made by hand rather than from a template)."""
+    return {
+        "apiVersion": API,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": claim_spec(shares, count),
     }
 
 

@@ -54,6 +54,21 @@ def _device(node: str, minor: int, product: str, memory_mib: int, shares: int) -
     }
 
 
+def node_slice(node: str, gpus: int, product: str, memory_mib: int, shares: int) -> dict[str, Any]:
+    """The one ResourceSlice of a node whose ``gpus`` GPUs are each a device of ``shares`` shares."""
+    return {
+        "apiVersion": API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [_device(node, i, product, memory_mib, shares) for i in range(gpus)],
+        },
+    }
+
+
 def resource_slices(spec: ClusterSpec, nodes: list[TwinNode]) -> list[dict[str, Any]]:
     """One ResourceSlice per node of a DRA-shared pool, every GPU of the node a shareable device."""
     pools = {p.name: p for p in spec.node_pools if p.sharing.dra_shares}
@@ -63,21 +78,8 @@ def resource_slices(spec: ClusterSpec, nodes: list[TwinNode]) -> list[dict[str, 
         if pool is None or pool.sharing.dra_shares is None:
             continue
         model = catalog.GPU_MODELS[pool.gpu_model or ""]
-        devices = [
-            _device(node.name, i, model.product, model.memory_gib * 1024, pool.sharing.dra_shares.shares)
-            for i in range(pool.gpus_per_node or 0)
-        ]
+        shares = pool.sharing.dra_shares.shares
         out.append(
-            {
-                "apiVersion": API,
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{node.name}-{DRIVER}"},
-                "spec": {
-                    "driver": DRIVER,
-                    "nodeName": node.name,
-                    "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1},
-                    "devices": devices,
-                },
-            }
+            node_slice(node.name, pool.gpus_per_node or 0, model.product, model.memory_gib * 1024, shares)
         )
     return out

@@ -11,6 +11,14 @@ GPU capacity, nodes in the seed's rank): :class:`TwinPolicy` places each pod by 
 waiting until the real scheduler has bound it (or marked it Unschedulable), then reads which node it got. Which
 GPU a time-sliced replica takes is the device plugin's rule (`distributed`), as in the as-deployed replay; the
 simulator's metrics are computed from those placements, so the two replays are compared on one measure.
+
+A pool whose shares are DRA claims (`sharing: dra-shares`) is replayed on Kubernetes 1.36, whose scheduler
+allocates claims with consumable capacity (DRAConsumableCapacity, beta and on by default in 1.36): its nodes
+advertise no GPU resource but publish the NVIDIA DRA driver's ResourceSlice (`twin.dra`), and each pod routed
+there is created with a ResourceClaim of its own asking the shares the stack replay gives it (a whole GPU: all
+of a device's shares, one device per GPU). :class:`TwinPolicy` reads back the node and the devices the
+allocator gave; the simulator's metrics still take the GPU from its own first-fit rule, and the policy counts
+the pods whose devices differ from it. FragmentationAware runs the extender with `--dra-shares`, as deployed.
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from infra.errors import Interrupted
+from infra.errors import ConfigError, Interrupted
 from infra.versions import KUEUE_VERSION
-from scheduler.fgd.model import Cluster, Workload
+from scheduler.fgd.frag import ShareRule
+from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.policies.base import Batch, Policy
 from scheduler.sim.policies.fgd_extender import node_object, pod_object
 from twin import netns
@@ -45,12 +54,15 @@ PROFILES = ("MostAllocated", "FragmentationAware")
 NAMESPACE = "team-sim"  # the simulator's pod objects' namespace
 EXTENDER_PORT = 8888
 MINOR = "1.35"
+DRA_MINOR = "1.36"  # consumable capacity (several claims on one device) is on by default from 1.36
+CLAIM = "gpu"  # the pod's name for its claim (spec.resourceClaims[].name)
 
 
-def scheduler_config(profile: str) -> dict[str, Any]:
+def scheduler_config(profile: str, dra_shares: bool = False) -> dict[str, Any]:
     """The gpu-binpack configuration the stacks deploy (scheduler.placement.scheduler_config_file), for a
     cluster with time-sliced GPUs: MostAllocated with the GPU weight on both GPU resources, every feasible node
-    scored, plus the extender for FragmentationAware."""
+    scored, plus the extender for FragmentationAware; with ``dra_shares`` the extender manages no resource by
+    name, so the scheduler calls it for the pods that claim shares too (scheduler.extender.manifests)."""
     from scheduler.extender.manifests import URL
     from scheduler.model import PoolView, SchedulingPolicy
     from scheduler.placement import scheduler_config_file, with_extender
@@ -63,7 +75,7 @@ def scheduler_config(profile: str) -> dict[str, Any]:
     policy = SchedulingPolicy(placement_strategy=profile, platform="existing", kueue_version=KUEUE_VERSION)  # type: ignore[arg-type]
     config = scheduler_config_file(policy, pools)
     if profile == "FragmentationAware":
-        config = with_extender(config, URL, covered_gpu_resources(pools))
+        config = with_extender(config, URL, [] if dra_shares else covered_gpu_resources(pools))
     return config
 
 
@@ -77,11 +89,14 @@ def local_run(config: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
     return out
 
 
-def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]]:
+def replay_nodes(
+    cluster: Cluster, units: dict[str, int], claims: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
     """Kwok nodes of the simulator's stack cluster (`gpu_model` is the pool's name, and its pool label): a
     whole-GPU pool's nodes advertise `nvidia.com/gpu`, a sharing pool's only `nvidia.com/gpu.shared` (GPUs x
-    units), as the device plugin does with renameByDefault (a node never offers both)."""
-    from scheduler.labels import GPU_RESOURCE, POOL_LABEL
+    units), as the device plugin does with renameByDefault (a node never offers both); a pool of DRA
+    ``claims`` neither (its GPUs are the devices of its ResourceSlice)."""
+    from scheduler.labels import GPU_RESOURCE, POOL_LABEL, SHARED_GPU_RESOURCE
 
     out = []
     rows = zip(
@@ -90,9 +105,16 @@ def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]
     for i, (name, cpu, mem, gpus, model) in enumerate(rows):
         per_gpu = units.get(str(model), 1)
         node = node_object(str(name), int(cpu), int(mem), int(gpus), str(model), per_gpu)
-        if per_gpu > 1:
-            for key in ("allocatable", "capacity"):
-                node["status"][key].pop(GPU_RESOURCE, None)
+        gone = (
+            (GPU_RESOURCE, SHARED_GPU_RESOURCE)
+            if str(model) in claims
+            else (GPU_RESOURCE,)
+            if per_gpu > 1
+            else ()
+        )
+        for key in ("allocatable", "capacity"):
+            for resource in gone:
+                node["status"][key].pop(resource, None)
         node["metadata"]["labels"][POOL_LABEL] = str(model)
         node["metadata"]["labels"][KWOK_LABEL] = KWOK_VALUE
         node["metadata"]["labels"]["kubernetes.io/hostname"] = str(name)
@@ -101,6 +123,67 @@ def replay_nodes(cluster: Cluster, units: dict[str, int]) -> list[dict[str, Any]
         node["status"]["addresses"] = [{"type": "InternalIP", "address": f"10.240.{i // 250}.{i % 250 + 1}"}]
         out.append(node)
     return out
+
+
+Devices = dict[str, tuple[str, int]]  # pool -> its GPUs' product name and memory (MiB), for the slices
+
+
+def catalog_devices(gpu_models: dict[str, str]) -> Devices:
+    """Each pool's GPU, from its GPU model in the catalog."""
+    from infra import catalog
+
+    return {
+        pool: (catalog.GPU_MODELS[m].product, catalog.GPU_MODELS[m].memory_gib * 1024)
+        for pool, m in gpu_models.items()
+        if m in catalog.GPU_MODELS
+    }
+
+
+def replay_slices(
+    cluster: Cluster, units: dict[str, int], claims: frozenset[str], devices: Devices
+) -> list[dict[str, Any]]:
+    """The DRA driver's ResourceSlice of every node of a pool of ``claims`` (``devices``: each pool's GPU
+    product and memory; a claim here asks shares only, so neither decides a placement)."""
+    from twin.dra import node_slice
+
+    out = []
+    for name, gpus, pool in zip(cluster.names, cluster.num_gpu, cluster.gpu_model, strict=True):
+        if str(pool) in claims:
+            product, memory_mib = devices[str(pool)]
+            out.append(node_slice(str(name), int(gpus), product, memory_mib, units[str(pool)]))
+    return out
+
+
+def pod_claim(pod: dict[str, Any], shares: int, count: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``pod`` asking its GPUs through a ResourceClaim of its own (named after it) instead of a GPU resource,
+    and that claim: ``count`` devices, ``shares`` shares of each."""
+    from scheduler.dra import resource_claim
+    from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
+
+    name = pod["metadata"]["name"]
+    containers = []
+    for c in pod["spec"]["containers"]:
+        res = c.get("resources") or {}
+        limits = {
+            k: v for k, v in (res.get("limits") or {}).items() if k not in (GPU_RESOURCE, SHARED_GPU_RESOURCE)
+        }
+        containers.append({**c, "resources": {**res, "limits": limits, "claims": [{"name": CLAIM}]}})
+    spec = {
+        **pod["spec"],
+        "containers": containers,
+        "resourceClaims": [{"name": CLAIM, "resourceClaimName": name}],
+    }
+    return {**pod, "spec": spec}, resource_claim(NAMESPACE, name, shares, count)
+
+
+def claim_devices(claim: dict[str, Any]) -> list[str] | None:
+    """The devices an allocated claim got, in its results' order; None while it has no allocation."""
+    from scheduler.dra import DRIVER
+
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        return None
+    return [r["device"] for r in allocation["devices"]["results"] if r["driver"] == DRIVER]
 
 
 # ---- inside the twin's namespace -----------------------------------------------------------------------
@@ -126,6 +209,9 @@ def session(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", default="")
     parser.add_argument("--extender-shadow", action="store_true", help="run the extender with --shadow")
     parser.add_argument("--scheduler-config", default="", help="a KubeSchedulerConfiguration (JSON) to run")
+    parser.add_argument(
+        "--slices", default="", help="JSON list of ResourceSlices: the nodes' GPUs are DRA shares"
+    )
     # listening sockets on the machine's loopback for the scheduler's metrics and the extender's /readyz, so
     # the launcher can wait until both have taken in the pods it created
     parser.add_argument("--scheduler-fd", type=int, default=-1)
@@ -136,10 +222,11 @@ def session(argv: list[str] | None = None) -> int:
     from twin.kubectl import Kubectl
 
     netns.loopback_up()
-    tools = locate(MINOR, lambda _line: None)
+    minor = DRA_MINOR if args.slices else MINOR
+    tools = locate(minor, lambda _line: None)
     sup = Supervisor(folder)
     try:
-        plane = start_control_plane(tools, sup, folder, MINOR, entry.port)
+        plane = start_control_plane(tools, sup, folder, minor, entry.port)
         kubectl = Kubectl(tools["kubectl"], plane.admin)
         start_kwok(tools["kwok"], tools.data["stages"], plane.admin, sup, folder)
         nodes = json.loads(Path(args.nodes).read_text())
@@ -148,6 +235,13 @@ def session(argv: list[str] | None = None) -> int:
         names = {n["metadata"]["name"] for n in nodes}
         wait_until(lambda: names <= schedulable_nodes(kubectl), f"{len(names)} nodes Ready and untainted",
                    None, 300)  # fmt: skip
+        if args.slices:
+            from scheduler.dra import device_class
+
+            slices = json.loads(Path(args.slices).read_text())
+            kubectl.apply([device_class()])
+            for start in range(0, len(slices), 200):
+                kubectl.apply(slices[start : start + 200])
         kubectl.run("create", "namespace", NAMESPACE)
         wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", NAMESPACE, check=False)),
                    "the default ServiceAccount", None, 60)  # fmt: skip
@@ -165,12 +259,18 @@ def session(argv: list[str] | None = None) -> int:
                 extender += ["--trace", args.trace]
             if args.extender_shadow:
                 extender.append("--shadow")
+            if args.slices:
+                extender.append("--dra-shares")
             proc = sup.start("extender", extender, env={"KUBECONFIG": str(plane.admin)})
             wait_until(lambda: http_ok(f"http://127.0.0.1:{EXTENDER_PORT}/readyz"), "the extender", proc, 300)
         import yaml
 
         given = args.scheduler_config
-        chosen = json.loads(Path(given).read_text()) if given else scheduler_config(args.profile)
+        chosen = (
+            json.loads(Path(given).read_text())
+            if given
+            else scheduler_config(args.profile, bool(args.slices))
+        )
         config = folder / "gpu-binpack.yaml"
         config.write_text(yaml.safe_dump(local_run(chosen, folder / "scheduler.kubeconfig")))
         sched_port = free_port()
@@ -206,22 +306,25 @@ class ReplayTwin:
     scheduler_port: int = 0  # its gpu-binpack's secure port, on this machine's loopback
     extender_port: int = 0  # its extender's port (FragmentationAware), on this machine's loopback
     _core: Any = None
+    _custom: Any = None
     _pods: int = 0
 
     @classmethod
     def start(
         cls, cluster: Cluster, units: dict[str, int], profile: str, folder: Path, *,
         target: Workload | None = None, config: dict[str, Any] | None = None, shadow: bool = False,
+        claims: frozenset[str] = frozenset(), devices: Devices | None = None,
     ) -> ReplayTwin:  # fmt: skip
         """A replay twin of `cluster`; with FragmentationAware the extender's expected workload is `target` (the
         simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`, or without it
         learned from the twin's pods; `shadow`: the extender scores without deciding (`--shadow`). `config`: the
         KubeSchedulerConfiguration gpu-binpack runs (default: :func:`scheduler_config` of `profile`), e.g. one
-        read back from a stack's rendered ConfigMap."""
+        read back from a stack's rendered ConfigMap. ``claims``: the pools whose shares are DRA claims
+        (``devices``: each one's GPU product and memory), published as ResourceSlices on Kubernetes 1.36."""
         netns.check_namespaces()
         netns.clear_folder(folder)
         nodes = folder / "nodes.json"
-        nodes.write_text(json.dumps(replay_nodes(cluster, units)))
+        nodes.write_text(json.dumps(replay_nodes(cluster, units, claims)))
         ready = folder / "ready.json"
         ready.unlink(missing_ok=True)
         listener = netns.listen()
@@ -233,6 +336,10 @@ class ReplayTwin:
             argv += ["--scheduler-config", str(given)]
         if shadow:
             argv.append("--extender-shadow")
+        slices = replay_slices(cluster, units, claims, devices or {})
+        if slices:
+            (folder / "slices.json").write_text(json.dumps(slices))
+            argv += ["--slices", str(folder / "slices.json")]
         if target is not None and profile == "FragmentationAware":
             trace = folder / "target.csv"
             rows = zip(
@@ -280,6 +387,52 @@ class ReplayTwin:
 
             self._core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
         return self._core
+
+    def custom(self) -> Any:
+        if self._custom is None:
+            from kubernetes import client, config
+
+            api = config.new_client_from_config(config_file=str(self.kubeconfig))
+            self._custom = client.CustomObjectsApi(api)
+        return self._custom
+
+    def claims(self) -> list[dict[str, Any]]:
+        """The replay's ResourceClaims as the API server has them."""
+        from scheduler.dra import API
+
+        group, version = API.split("/")
+        listed = self.custom().list_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims")
+        return list(listed["items"])
+
+    def claim(self, name: str) -> dict[str, Any]:
+        from scheduler.dra import API
+
+        group, version = API.split("/")
+        return dict(
+            self.custom().get_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims", name)
+        )
+
+    def place_claiming(
+        self, pod: dict[str, Any], claim: dict[str, Any], timeout: float = 60
+    ) -> tuple[str | None, list[str]]:
+        """Create ``claim`` and ``pod`` (which uses it), wait as :meth:`place` does, and read the devices the
+        allocator gave the claim (the scheduler writes the allocation before it binds). An unschedulable pod's
+        claim is deleted with it."""
+        from scheduler.dra import API
+
+        group, version = API.split("/")
+        self.custom().create_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims", claim)
+        node = self.place(pod, timeout)
+        name = claim["metadata"]["name"]
+        if node is None:
+            self.custom().delete_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims", name)
+            return None, []
+        devices = claim_devices(self.claim(name))
+        if devices is None:
+            raise RuntimeError(
+                f"pod {pod['metadata']['name']} was bound to {node} but its claim has no allocation"
+            )
+        return node, devices
 
     def place(self, pod: dict[str, Any], timeout: float = 60) -> str | None:
         """Create `pod` and wait until the scheduler bound it (its node) or found no node for it (None)."""
@@ -350,15 +503,26 @@ class ReplayTwin:
 
 
 class TwinPolicy(Policy):
-    """Places every pod through a replay twin's real scheduler (the feasibility filter is kube-scheduler's)."""
+    """Places every pod through a replay twin's real scheduler (the feasibility filter is kube-scheduler's).
+
+    ``claims``/``units``: the pools whose shares are DRA claims and each pool's shares per GPU; a pod routed to
+    them asks its GPUs through a claim. Which devices the allocator gave it is compared with the GPUs the
+    simulator's first-fit rule takes (the metrics keep the simulator's): ``claimed`` pods, ``devices_differ``."""
 
     name = "Twin"
 
-    def __init__(self, twin: ReplayTwin) -> None:
+    def __init__(
+        self, twin: ReplayTwin, claims: frozenset[str] = frozenset(), units: dict[str, int] | None = None
+    ) -> None:
         super().__init__()
         self.twin = twin
+        self.claim_pools = claims
+        self.units = units or {}
         self.seconds = 0.0  # spent in the real scheduler (create, bind, read back)
         self.placed_pods = 0
+        self.claimed = 0
+        self.devices_differ = 0
+        self._devices: list[int] = []  # the last claiming pod's devices, as GPU indices of its node
         self._names: dict[str, int] = {}
 
     def bind(self, ctx: Any) -> None:
@@ -374,16 +538,53 @@ class TwinPolicy(Policy):
         c, m, k, d = sh.requests[s]
         self.placed_pods += 1
         pod = pod_object(f"pod-{self.placed_pods:07d}", c, m, k, d, sh.spec[s])
+        asked = self.claim_of(str(sh.spec[s]), k, d)
         start = time.perf_counter()
-        node = self.twin.place(pod)
+        self._devices = []
+        if asked is None:
+            node = self.twin.place(pod)
+        else:
+            node, devices = self.twin.place_claiming(*pod_claim(pod, *asked))
+            self._devices = [int(str(dev).rsplit("-", 1)[1]) for dev in devices]  # twin.dra's gpu-<minor>
         self.seconds += time.perf_counter() - start
         return -1 if node is None else self._names[node]
 
+    def claim_of(self, pools: str, num_gpu: int, gpu_milli: int) -> tuple[int, int] | None:
+        """(shares per device, devices) of the claim a pod routed to ``pools`` asks, or None: it asks a GPU
+        resource. A share asks the shares its routed milli covers (the stack replay rounds it up to whole
+        shares), a whole GPU every share of a device. A pod that names no pool may go to any."""
+        routed = [p for p in pools.split("|") if p] or sorted({str(m) for m in self.ctx.cluster.gpu_model})
+        if not num_gpu or not set(routed) <= self.claim_pools:
+            return None
+        per_gpu = self.units[routed[0]]
+        if gpu_milli >= MILLI:
+            return per_gpu, num_gpu
+        return max(1, -(-gpu_milli * per_gpu // MILLI)), 1
 
-def twin_policy(label: str, twin: ReplayTwin) -> TwinPolicy:
+    def choose_gpus(self, node: int, s: int, share_gpu: int) -> list[int]:
+        gpus = super().choose_gpus(node, s, share_gpu)
+        if self._devices:
+            self.claimed += 1
+            self.devices_differ += sorted(self._devices) != sorted(gpus)
+        return gpus
+
+
+def twin_policy(
+    label: str, twin: ReplayTwin, claims: frozenset[str] = frozenset(), units: dict[str, int] | None = None
+) -> TwinPolicy:
     """A TwinPolicy named for the report (`gpu-binpack`, `FragmentationAware`)."""
     cls = type(f"Twin{label}", (TwinPolicy,), {"name": label})
-    return cls(twin)
+    return cls(twin, claims, units)
+
+
+def mixed_pods(workload: Workload, claims: frozenset[str], pools: set[str]) -> int:
+    """Pods routed both to pools of claims and to pools of GPU resources (``pools``: every pool, where a pod
+    names none): a real pod asks one or the other."""
+    out = 0
+    for spec, k in zip(workload.gpu_spec, workload.num_gpu, strict=True):
+        routed = {p for p in str(spec).split("|") if p} or pools
+        out += bool(k) and bool(routed & claims) and not routed <= claims
+    return out
 
 
 if __name__ == "__main__":
@@ -396,6 +597,8 @@ class TwinRun:
 
     result: Any  # scheduler.sim.RunResult
     pods_per_second: float
+    claimed: int = 0  # pods that asked their GPUs through a DRA claim
+    devices_differ: int = 0  # of those, the ones the allocator gave other GPUs than the simulator's first fit
 
 
 def replay_stack(
@@ -406,20 +609,34 @@ def replay_stack(
     seeds: list[int],
     folder: Path,
     on_done: Any = None,
+    *,
+    share_rule: ShareRule = "distributed",
+    claims: frozenset[str] = frozenset(),
+    gpu_models: dict[str, str] | None = None,
 ) -> list[TwinRun]:
-    """Every (profile, seed) replay on a fresh replay twin (the protocol's pods never leave), in order."""
+    """Every (profile, seed) replay on a fresh replay twin (the protocol's pods never leave), in order.
+    ``share_rule``: who picks a share's GPU on the stack (infra.simulate.stack.share_rule); ``claims``: the
+    pools whose shares are DRA claims (``gpu_models``: their GPU models)."""
     from scheduler.sim import run_one
 
+    mixed = mixed_pods(workload, claims, {str(m) for m in cluster.gpu_model})
+    if mixed:
+        raise ConfigError(
+            f"--twin: {mixed} pods may go both to pools of DRA shares and to pools of GPU resources, which no "
+            "one real pod can ask; give the whole-GPU pods a pool of their own kind"
+        )
     out = []
     for profile in profiles:
         for seed in seeds:
-            twin = ReplayTwin.start(cluster, units, profile, folder / f"{profile}-{seed}", target=workload)
+            twin = ReplayTwin.start(cluster, units, profile, folder / f"{profile}-{seed}", target=workload,
+                                    claims=claims, devices=catalog_devices(gpu_models or {}))  # fmt: skip
             try:
-                policy = twin_policy(profile, twin)
-                result = run_one(cluster, workload, policy, seed, share_rule="distributed")
+                policy = twin_policy(profile, twin, claims, units)
+                result = run_one(cluster, workload, policy, seed, share_rule=share_rule)
             finally:
                 twin.stop()
-            run = TwinRun(result, round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0)
+            rate = round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0
+            run = TwinRun(result, rate, policy.claimed, policy.devices_differ)
             out.append(run)
             if on_done is not None:
                 on_done(run)

@@ -72,6 +72,10 @@ def twin_rows(runs: Sequence[Any], results: Sequence[RunResult]) -> list[list[st
             )
     for policy, label in SIM_AS.items():
         sims = [r for r in results if r.policy == policy]
+        if (
+            not sims and policy == "FGD-Extender"
+        ):  # on DRA claims the simulator's FGD is the extender's scoring
+            sims = [r for r in results if r.policy == "FGD"]
         if sims:
             rows.append(
                 [

@@ -99,15 +99,24 @@ def progress(bar: Any, job: Any, total: int) -> Callable[[Any], None]:
 
 
 def twin_notes(runs: list[Any]) -> list[str]:
-    """The report's lines for the real scheduler's replays (means over the seeds)."""
+    """The report's lines for the real scheduler's replays (means over the seeds); with DRA claims, how many
+    pods claimed and how many the allocator gave other GPUs than the simulator's first fit (summed)."""
     out = []
     for profile in ("MostAllocated", "FragmentationAware"):
         mine = [r for r in runs if r.result.policy == profile]
         if mine:
+            claimed = sum(r.claimed for r in mine)
+            devices = (
+                f"; {sum(r.devices_differ for r in mine)} of {claimed} claiming pods got other GPUs than the "
+                "simulator's first fit"
+                if claimed
+                else ""
+            )
             out.append(
                 f"through the real scheduler (twin), {profile}: unallocated GPU % @100 "
                 f"{mean(r.result.unallocated(100) for r in mine):.2f}, failed pods "
                 f"{mean(r.result.failed for r in mine):.1f}, {mean(r.pods_per_second for r in mine):.1f} pods/s"
+                f"{devices}"
             )
     return out
 
@@ -220,7 +229,8 @@ def simulate_placement(
                 )
                 twin_runs = twin_replay(
                     cluster, model.units, workload, profiles, seed_list, build / name / "sim" / "twin",
-                    on_done=lambda _r: bar.advance(job),
+                    on_done=lambda _r: bar.advance(job), share_rule=rule, claims=model.claims,
+                    gpu_models=model.gpu_models,
                 )  # fmt: skip
     except (sim.TraceError, sim.UnknownPolicyError) as exc:
         raise ConfigError(str(exc)) from None

@@ -55,6 +55,7 @@ class StackModel:
     strategy: str
     weights: dict[str, int] = field(default_factory=dict)  # NodeResourcesFit params as sent
     claims: frozenset[str] = frozenset()  # pools whose shares are DRA claims (as many shares as a pod asks)
+    gpu_models: dict[str, str] = field(default_factory=dict)  # pool -> its GPU model in the catalog
 
 
 @dataclass(frozen=True)
@@ -177,10 +178,17 @@ def stack_model(spec: ClusterSpec) -> StackModel:
         itype = catalog.CATALOG[system.instance_type]
         cpu_pool = (system.max_size * itype.vcpus * 1000, system.max_size * itype.memory_gib * 1024)
     strategy, weights = placement_profile(spec)
+    claims = frozenset(p.name for p in spec.node_pools if p.sharing.dra_shares)
+    if routable and set(routable) <= claims:
+        # kube-scheduler's NodeResourcesFit counts DRA devices only where a DeviceClass maps them to an extended
+        # resource (DRAExtendedResource, kubernetes v1.36.4 pkg/scheduler/framework/plugins/noderesources/fit.go);
+        # a claim for shares names no resource, so where every GPU pod claims, the profile scores CPU and memory
+        weights = {**weights, "gpu": 0, "shared": 0}
     return StackModel(
         cluster=_nodes(spec, by_pool=True),
         units={p.name: _units(p) for p in spec.node_pools},
-        claims=frozenset(p.name for p in spec.node_pools if p.sharing.dra_shares),
+        claims=claims,
+        gpu_models={p.name: p.gpu_model or "" for p in spec.node_pools},
         routable=routable,
         cpu_pool=cpu_pool,
         strategy=strategy,

@@ -107,3 +107,17 @@ def test_invoke_simulate_replays_a_dra_stack_with_the_allocator_rule(tmp_path: P
     for r in runs:
         by.setdefault(r["policy"], []).append(r["allocated"][100])
     assert sum(by["FGD"]) >= sum(by["MostAllocated"])
+
+
+def test_where_every_gpu_pod_claims_the_profile_scores_only_cpu_and_memory() -> None:
+    """NodeResourcesFit counts no claim: a stack whose GPU pools are all claims sends GPU weights that count
+    nothing; one with a pool of whole GPUs beside them keeps its GPU weight there."""
+    mixed = stack_model(_stack())  # type: ignore[arg-type]
+    config = copy.deepcopy(yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())["config"])
+    config["gpufleet:cluster"]["kubernetesVersion"] = "1.36"
+    for pool in config["gpufleet:nodePools"]:
+        pool["sharing"] = "dra-shares"
+    claims_only = stack_model(parse_config(config, "test"))
+    assert mixed.weights["gpu"] == 10 and mixed.weights["cpu"] == 1
+    assert claims_only.weights == {**mixed.weights, "gpu": 0, "shared": 0}
+    assert claims_only.claims == {"h100", "l40s"} and claims_only.gpu_models["h100"] == "H100"

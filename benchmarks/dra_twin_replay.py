@@ -1,0 +1,121 @@
+"""The openb trace on GPU shares through DRA, replayed through the real scheduler: the path of
+`benchmarks/dra_shares.py` (every GPU a DRA device of 8 shares, a fractional ask the fewest shares that cover
+it, a whole GPU all of a device's shares) on a replay twin (`twin.replay`: Kubernetes 1.36, the driver's
+ResourceSlices, a ResourceClaim per pod, the gpu-binpack profile and for FragmentationAware the extender with
+`--dra-shares`), beside the in-process simulator on the same nodes, pods and seed under the allocator's
+first-fit rule.
+
+The simulator's MostAllocated runs with the weights the profile really has on claims: NodeResourcesFit counts
+no claim, so only CPU and memory are scored (``gpu=0, shared=0``; infra.simulate.stack.stack_model). The
+simulator's FGD is the extender's scoring with the trace as its target; the extender on claims learns its
+target from the claims instead (scheduler.extender.shares).
+
+A replay twin places one pod at a time, so the whole openb cluster (1,213 nodes, some 10,000 pods a run) is out
+of reach on a small machine: ``--nodes N`` takes a seeded sample of the trace's GPU nodes (the protocol then
+inflates the trace to 1.3x that sample's GPUs; pods naming a GPU model the sample lacks fail in both).
+The devices' product names are the trace's model names and their memory nominal (no claim asks memory).
+
+Usage: python benchmarks/dra_twin_replay.py [--workload default] [--nodes 60] [--seed 42] [--gpu-only]
+[--json FILE]
+(the traces from GPUFLEET_SHARED or ../shared; needs the twin's 1.36 toolchain). Measured in
+docs/simulation.md ("GPU shares through DRA, through the real scheduler").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.dra_shares import SHARES, in_shares  # noqa: E402
+from scheduler.fgd.model import Cluster  # noqa: E402
+from scheduler.sim import read_nodes, read_pods, run_one  # noqa: E402
+
+NOMINAL_MEMORY_MIB = 16384
+
+
+def sample(cluster: Cluster, nodes: int, seed: int) -> Cluster:
+    """``nodes`` of the cluster's, drawn without replacement with ``seed``, in their original order."""
+    keep = np.sort(
+        np.random.default_rng(seed).choice(cluster.size, size=min(nodes, cluster.size), replace=False)
+    )
+    return Cluster.build(
+        [str(cluster.names[i]) for i in keep],
+        [int(cluster.cpu_milli[i]) for i in keep],
+        [int(cluster.memory_mib[i]) for i in keep],
+        [int(cluster.num_gpu[i]) for i in keep],
+        [str(cluster.gpu_model[i]) for i in keep],
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", default="default")
+    parser.add_argument("--nodes", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--profiles", default="MostAllocated,FragmentationAware")
+    parser.add_argument(
+        "--gpu-only", action="store_true", help="leave the CPU-only pods out, as a stack's GPU taint does"
+    )
+    parser.add_argument("--json", default="")
+    args = parser.parse_args(argv)
+    from benchmarks.fgd_reproduction import shared_dir
+    from twin.replay import ReplayTwin, twin_policy
+
+    traces = shared_dir() / "traces" / "alibaba-gpu-v2023"
+    cluster = sample(read_nodes(str(traces / "openb_node_list_gpu_node.csv")), args.nodes, args.seed)
+    pods = in_shares(read_pods(str(traces / f"openb_pod_list_{args.workload}.csv")))
+    if args.gpu_only:
+        pods = pods.take(np.flatnonzero(pods.num_gpu > 0))
+    models = sorted({str(m) for m in cluster.gpu_model})
+    units = dict.fromkeys(models, SHARES)
+    claims = frozenset(models)
+    devices = {m: (m, NOMINAL_MEMORY_MIB) for m in models}
+    print(f"{cluster.size} nodes, {int(cluster.num_gpu.sum())} GPUs ({', '.join(models)}); seed {args.seed}")
+    rows = []
+    sims = {"MostAllocated": ("MostAllocated", {"gpu": 0, "shared": 0}), "FragmentationAware": ("FGD", None)}
+    for profile in [p for p in args.profiles.split(",") if p]:
+        policy_name, params = sims[profile]
+        sim = run_one(cluster, pods, policy_name, args.seed, params=params, share_rule="first-fit")
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.monotonic()
+            twin = ReplayTwin.start(
+                cluster, units, profile, Path(tmp), target=pods, claims=claims, devices=devices
+            )
+            try:
+                policy = twin_policy(profile, twin, claims, units)
+                real = run_one(cluster, pods, policy, args.seed, share_rule="first-fit")
+            finally:
+                twin.stop()
+            wall = time.monotonic() - started
+        row = {
+            "profile": profile,
+            "simulator_policy": policy_name,
+            "pods": int(policy.placed_pods),
+            "twin_unallocated": round(real.unallocated(100), 2),
+            "sim_unallocated": round(sim.unallocated(100), 2),
+            "twin_failed": int(real.failed),
+            "sim_failed": int(sim.failed),
+            "pods_per_second": round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0,
+            "claimed": policy.claimed,
+            "devices_differ": policy.devices_differ,
+            "wall_s": round(wall),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.json:
+        setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only}
+        Path(args.json).write_text(json.dumps({**setup, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
