@@ -40,6 +40,7 @@ import numpy as np
 
 from infra.errors import ConfigError, Interrupted
 from infra.versions import KUEUE_VERSION
+from scheduler.dra import API
 from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.policies.base import Batch, Policy
@@ -56,6 +57,8 @@ EXTENDER_PORT = 8888
 MINOR = "1.35"
 DRA_MINOR = "1.36"  # consumable capacity (several claims on one device) is on by default from 1.36
 CLAIM = "gpu"  # the pod's name for its claim (spec.resourceClaims[].name)
+# where the replay's ResourceClaims are, as the custom-objects client names them: group, version, namespace, plural
+CLAIMS_AT = (*API.split("/"), NAMESPACE, "resourceclaims")
 
 
 def scheduler_config(profile: str, dra_shares: bool = False) -> dict[str, Any]:
@@ -398,19 +401,11 @@ class ReplayTwin:
 
     def claims(self) -> list[dict[str, Any]]:
         """The replay's ResourceClaims as the API server has them."""
-        from scheduler.dra import API
-
-        group, version = API.split("/")
-        listed = self.custom().list_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims")
+        listed = self.custom().list_namespaced_custom_object(*CLAIMS_AT)
         return list(listed["items"])
 
     def claim(self, name: str) -> dict[str, Any]:
-        from scheduler.dra import API
-
-        group, version = API.split("/")
-        return dict(
-            self.custom().get_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims", name)
-        )
+        return dict(self.custom().get_namespaced_custom_object(*CLAIMS_AT, name))
 
     def place_claiming(
         self, pod: dict[str, Any], claim: dict[str, Any], timeout: float = 60
@@ -418,14 +413,11 @@ class ReplayTwin:
         """Create ``claim`` and ``pod`` (which uses it), wait as :meth:`place` does, and read the devices the
         allocator gave the claim (the scheduler writes the allocation before it binds). An unschedulable pod's
         claim is deleted with it."""
-        from scheduler.dra import API
-
-        group, version = API.split("/")
-        self.custom().create_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims", claim)
+        self.custom().create_namespaced_custom_object(*CLAIMS_AT, claim)
         node = self.place(pod, timeout)
         name = claim["metadata"]["name"]
         if node is None:
-            self.custom().delete_namespaced_custom_object(group, version, NAMESPACE, "resourceclaims", name)
+            self.custom().delete_namespaced_custom_object(*CLAIMS_AT, name)
             return None, []
         devices = claim_devices(self.claim(name))
         if devices is None:

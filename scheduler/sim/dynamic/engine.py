@@ -104,7 +104,7 @@ class Simulation:
         self.node_pool = np.full(c.size, -1, dtype=np.int64)
         for i, pool in enumerate(world.pools):
             self.node_pool[list(pool.nodes)] = i
-        self.placement = Placement(world)
+        self.placement = Placement(world, self.node_pool)
         self.speed = [p.speed for p in world.pools]  # a job runs duration / speed in the pool
         self.quota = Quota.of(world, self.pool_index)
         self.shares = Shares(Tree.of(world), self.quota) if world.settings.fair_sharing else None

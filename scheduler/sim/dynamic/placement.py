@@ -58,7 +58,7 @@ def unhostable(world: World, allowed: list[list[int]], flavors: list[list[int]])
 class Placement:
     """The cluster's live allocation, the placement policy, and each pod shape's scores kept up to date."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, node_pool: np.ndarray) -> None:
         c, jobs = world.cluster, world.jobs
         self.w = world
         self.state = ClusterState(c)
@@ -79,9 +79,7 @@ class Placement:
         self.changed: list[int] = []
         self.score_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = {}
         self.is_share = self.shapes.is_share.tolist()
-        self.node_pool = np.full(c.size, -1, dtype=np.int64)
-        for i, pool in enumerate(world.pools):
-            self.node_pool[list(pool.nodes)] = i
+        self.node_pool = node_pool  # each node's pool index (-1: none), the engine's
         # ``changed`` split by pool (up to ``_split``), for the heaps below
         self.pool_changed: list[list[int]] = [[] for _ in world.pools]
         self._split = 0
