@@ -7,8 +7,10 @@ first-fit rule.
 
 The simulator's MostAllocated runs with the weights the profile really has on claims: NodeResourcesFit counts
 no claim, so only CPU and memory are scored (``gpu=0, shared=0``; infra.simulate.stack.stack_model). The
-simulator's FGD is the extender's scoring with the trace as its target; the extender on claims learns its
-target from the claims instead (scheduler.extender.shares).
+simulator's FGD is the extender's scoring with the trace as its target, which the twin's extender is given
+(``--trace``, as a deployment configures it). Beside FragmentationAware runs the deployed extender's own verbs
+in-process on the same claims (``FGD-Extender-DRA``, scheduler.sim.policies.extender_claims): shares, claims
+for several whole GPUs and CPU-only pods all scored by it.
 
 A replay twin places one pod at a time, so the whole openb cluster (1,213 nodes, some 10,000 pods a run) is out
 of reach on a small machine: ``--nodes N`` takes a seeded sample of the trace's GPU nodes (the protocol then
@@ -38,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.dra_shares import SHARES, in_shares  # noqa: E402
 from scheduler.fgd.model import Cluster  # noqa: E402
 from scheduler.sim import read_nodes, read_pods, run_one  # noqa: E402
+from scheduler.sim.policies.extender_claims import ExtenderClaimsPolicy  # noqa: E402
 
 NOMINAL_MEMORY_MIB = 16384
 
@@ -82,9 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{cluster.size} nodes, {int(cluster.num_gpu.sum())} GPUs ({', '.join(models)}); seed {args.seed}")
     rows = []
     sims = {"MostAllocated": ("MostAllocated", {"gpu": 0, "shared": 0}), "FragmentationAware": ("FGD", None)}
+    in_process = {"FragmentationAware": ExtenderClaimsPolicy}
     for profile in [p for p in args.profiles.split(",") if p]:
         policy_name, params = sims[profile]
         sim = run_one(cluster, pods, policy_name, args.seed, params=params, share_rule="first-fit")
+        extender = in_process.get(profile)
+        ext = (
+            run_one(cluster, pods, extender(SHARES), args.seed, share_rule="first-fit") if extender else None
+        )
         with tempfile.TemporaryDirectory() as tmp:
             started = time.monotonic()
             twin = ReplayTwin.start(
@@ -102,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             "pods": int(policy.placed_pods),
             "twin_unallocated": round(real.unallocated(100), 2),
             "sim_unallocated": round(sim.unallocated(100), 2),
+            "extender_in_process_unallocated": round(ext.unallocated(100), 2) if ext else None,
             "twin_failed": int(real.failed),
             "sim_failed": int(sim.failed),
             "pods_per_second": round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0,
