@@ -8,9 +8,10 @@ first-fit rule.
 The simulator's MostAllocated runs with the weights the profile really has on claims: NodeResourcesFit counts
 no claim, so only CPU and memory are scored (``gpu=0, shared=0``; infra.simulate.stack.stack_model). The
 simulator's FGD is the extender's scoring with the trace as its target, which the twin's extender is given
-(``--trace``, as a deployment configures it). Beside FragmentationAware runs the deployed extender's own verbs
+(``--trace``, the extender's option for a known workload). Beside FragmentationAware runs the deployed extender's own verbs
 in-process on the same claims (``FGD-Extender-DRA``, scheduler.sim.policies.extender_claims): shares, claims
-for several whole GPUs and CPU-only pods all scored by it.
+for several whole GPUs and CPU-only pods all scored by it. ``--learned-target`` gives the extender no trace (as
+a stack renders it): it learns its target from the claims and their pods' CPU, on the twin and in-process.
 
 A replay twin places one pod at a time, so the whole openb cluster (1,213 nodes, some 10,000 pods a run) is out
 of reach on a small machine: ``--nodes N`` takes a seeded sample of the trace's GPU nodes (the protocol then
@@ -18,7 +19,7 @@ inflates the trace to 1.3x that sample's GPUs; pods naming a GPU model the sampl
 The devices' product names are the trace's model names and their memory nominal (no claim asks memory).
 
 Usage: python benchmarks/dra_twin_replay.py [--workload default] [--nodes 60] [--seed 42] [--gpu-only]
-[--json FILE]
+[--learned-target] [--json FILE]
 (the traces from GPUFLEET_SHARED or ../shared; needs the twin's 1.36 toolchain). Measured in
 docs/simulation.md ("GPU shares through DRA, through the real scheduler").
 """
@@ -68,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-only", action="store_true", help="leave the CPU-only pods out, as a stack's GPU taint does"
     )
+    parser.add_argument(
+        "--learned-target",
+        action="store_true",
+        help="give the extender no trace: it learns its target from the claims, as a stack renders it",
+    )
     parser.add_argument("--json", default="")
     args = parser.parse_args(argv)
     from benchmarks.fgd_reproduction import shared_dir
@@ -90,13 +96,15 @@ def main(argv: list[str] | None = None) -> int:
         policy_name, params = sims[profile]
         sim = run_one(cluster, pods, policy_name, args.seed, params=params, share_rule="first-fit")
         extender = in_process.get(profile)
-        ext = (
-            run_one(cluster, pods, extender(SHARES), args.seed, share_rule="first-fit") if extender else None
-        )
+        ext = None
+        if extender is not None:
+            own = extender(SHARES, not args.learned_target)
+            ext = run_one(cluster, pods, own, args.seed, share_rule="first-fit")
         with tempfile.TemporaryDirectory() as tmp:
             started = time.monotonic()
+            target = None if args.learned_target else pods
             twin = ReplayTwin.start(
-                cluster, units, profile, Path(tmp), target=pods, claims=claims, devices=devices
+                cluster, units, profile, Path(tmp), target=target, claims=claims, devices=devices
             )
             try:
                 policy = twin_policy(profile, twin, claims, units)
@@ -121,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
-        setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only}
+        setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only,
+                 "learned_target": args.learned_target}  # fmt: skip
         Path(args.json).write_text(json.dumps({**setup, "rows": rows}, indent=1))
     return 0
 

@@ -15,7 +15,8 @@ allocation reserved for the pod (``status.reservedFor``) confirms it, and an unc
 the view's. A claim for several devices is assumed on the first that many with room, as the allocator takes
 them. The target (FGD's expected workload) is the extender's configured trace (``--trace``) when it has one,
 the same target the simulator's FGD uses; else it is learned: the asks (shares, devices) of the class's
-claims still waiting for an allocation and of the last ``window`` allocated.
+claims still waiting for an allocation and of the last ``window`` allocated, each with the CPU of the pod that
+uses it (once a verb saw that pod), as the trace's shapes carry their pods' CPU.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class ShareBook:
         self.consumption: dict[tuple[str, str], Consumption] = {}
         self.asked: dict[tuple[str, str], Ask | None] = {}  # each claim's ask of the class
         self.assumed: dict[str, Assumed] = {}
-        self.recent: deque[Ask] = deque(maxlen=window)
+        self.recent: deque[tuple[Ask, int]] = deque(maxlen=window)  # with the CPU of the claim's pod
+        self.cpu: dict[tuple[str, str], int] = {}  # each claim's pod's CPU (milli), once a verb saw the pod
         self._counted: set[tuple[str, str]] = set()  # allocated claims already in `recent`
         self._base: dict[str, NodeShares] | None = None  # slices less the allocated claims
         self._free: dict[str, NodeShares] | None = None  # and less the assumed shares
@@ -136,7 +138,7 @@ class ShareBook:
                 self.assumed.pop(uid, None)
             if ask is not None and key not in self._counted:
                 self._counted.add(key)
-                self.recent.append(ask)
+                self.recent.append((ask, self.cpu.get(key, 0)))
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         key = _key(claim)
@@ -145,6 +147,7 @@ class ShareBook:
         self.pending.discard(key)
         self.consumption.pop(key, None)
         self.asked.pop(key, None)
+        self.cpu.pop(key, None)
         self._counted.discard(key)
 
     def retain_claims(self, keys: set[tuple[str, str]]) -> None:
@@ -153,6 +156,7 @@ class ShareBook:
             self.pending.discard(key)
             self.consumption.pop(key, None)
             self.asked.pop(key, None)
+            self.cpu.pop(key, None)
             self._counted.discard(key)
         self._changed()
 
@@ -183,6 +187,13 @@ class ShareBook:
                 return None
             total = (ask[0], ask[1] + (total[1] if total else 0))
         return total
+
+    def note_cpu(self, pod: Mapping[str, Any], cpu_milli: int) -> None:
+        """The CPU of the pod that uses its claims: the learned target's shapes carry it, as the trace's do."""
+        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        for name in pod_claim_names(pod):
+            if (namespace, name) in self.claims:
+                self.cpu[(namespace, name)] = cpu_milli
 
     def assume(self, uid: str, node: str, ask: Ask, now: float) -> None:
         """Count the pod's ``ask`` on ``node``'s first devices with room for it (the allocator's first fit) as
@@ -224,16 +235,16 @@ class ShareBook:
         return self._free
 
     def target(self, asking: Ask | None = None) -> TargetWorkload:
-        """The configured target; else the pending claims' shares and the recently allocated ones, the pod
-        asking when nothing is known."""
+        """The configured target; else the pending claims' asks and the recently allocated ones with their
+        pods' CPU, the pod asking when nothing is known."""
         if self.expected is not None:
             return self.expected
-        asks = list(self.recent)
-        asks += [a for key in self.pending if (a := self.asked.get(key)) is not None]
-        if not asks and asking is not None:
-            asks = [asking]
+        known = list(self.recent)
+        known += [(a, self.cpu.get(key, 0)) for key in self.pending if (a := self.asked.get(key)) is not None]
+        if not known and asking is not None:
+            known = [(asking, 0)]
         per_gpu = max((r.per_gpu for r in self.free().values()), default=1)
-        return share_target(asks, per_gpu)
+        return share_target([a for a, _ in known], per_gpu, [c for _, c in known])
 
     def scores(
         self,

@@ -498,6 +498,7 @@ class ExtenderView:
             if uid and len(passed) == 1:  # the scheduler binds it there without asking prioritize
                 self.assume(uid, passed[0], req, learn=learn)
                 if self.shares is not None and (ask := self.shares.pod_ask(args.pod)) is not None:
+                    self.shares.note_cpu(args.pod, req.cpu_milli)
                     self.shares.assume(uid, passed[0], ask, time.monotonic())
             return wire.filter_result(args, passed, failed, {})
 
@@ -538,6 +539,8 @@ class ExtenderView:
         (the nodes' free CPU and memory from the view), the best node assumed to take them on the devices the
         allocator will give."""
         assert self.shares is not None
+        if ask is not None:
+            self.shares.note_cpu(args.pod, req.cpu_milli)
         names = args.node_names
         st = built.state
         known = [n for n in names if n in built.index]

@@ -221,6 +221,23 @@ def test_a_pod_without_gpus_or_claims_is_scored_by_what_its_cpu_does_to_the_shar
     assert view.placement("cpu") is not None and view.placement("cpu")[0] == SHARE_NODES[0]  # type: ignore[index]
 
 
+def test_the_learned_target_carries_the_cpu_of_the_pods_that_claim(cluster: Any) -> None:
+    """Without a trace the target is learned from the claims: each a shape of its shares with the CPU of the pod
+    that uses it, once a verb saw that pod (two cores for share_pod's), kept when the claim is allocated."""
+    view = ready_view(cluster, [claim("a-gpu", 2), claim("b-gpu", 4)])
+    got = priorities(view, share_pod("a", 2), SHARE_NODES)
+    assert view.shares is not None
+
+    def shapes() -> list[tuple[int, int]]:
+        target = view.shares.target()  # type: ignore[union-attr]
+        return sorted(zip(target.gpu_milli.tolist(), target.cpu.tolist(), strict=True))
+
+    assert shapes() == [(250, 2000), (500, 0)]  # b's pod is not seen yet
+    node = max(got, key=got.__getitem__)
+    apply_claim_event(view, "MODIFIED", claim("a-gpu", 2, node, "gpu-0", pod_uid="a"))
+    assert shapes() == [(250, 2000), (500, 0)]
+
+
 def test_a_share_pod_whose_claim_is_not_listed_yet_is_scored_as_a_cpu_pod(cluster: Any) -> None:
     view = ready_view(cluster, [])
     got = priorities(view, share_pod("early", 2), SHARE_NODES)
