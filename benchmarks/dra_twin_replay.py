@@ -7,16 +7,19 @@ first-fit rule.
 
 The simulator's MostAllocated runs with the weights the profile really has on claims: NodeResourcesFit counts
 no claim, so only CPU and memory are scored (``gpu=0, shared=0``; infra.simulate.stack.stack_model). The
-simulator's FGD is the extender's scoring with the trace as its target; the extender on claims learns its
-target from the claims instead (scheduler.extender.shares).
+simulator's FGD is the extender's scoring with the trace as its target, which the twin's extender is given
+(``--trace``, the extender's option for a known workload). Beside FragmentationAware runs the deployed extender's own verbs
+in-process on the same claims (``FGD-Extender-DRA``, scheduler.sim.policies.extender_claims): shares, claims
+for several whole GPUs and CPU-only pods all scored by it. ``--learned-target`` gives the extender no trace (as
+a stack renders it): it learns its target from the claims and their pods' CPU, on the twin and in-process.
 
 A replay twin places one pod at a time, so the whole openb cluster (1,213 nodes, some 10,000 pods a run) is out
-of reach on a small machine: ``--nodes N`` takes a seeded sample of the trace's GPU nodes (the protocol then
+of reach on a small machine (``--no-twin --nodes 1213`` runs it in-process only): ``--nodes N`` takes a seeded sample of the trace's GPU nodes (the protocol then
 inflates the trace to 1.3x that sample's GPUs; pods naming a GPU model the sample lacks fail in both).
 The devices' product names are the trace's model names and their memory nominal (no claim asks memory).
 
 Usage: python benchmarks/dra_twin_replay.py [--workload default] [--nodes 60] [--seed 42] [--gpu-only]
-[--json FILE]
+[--learned-target] [--no-twin] [--json FILE]
 (the traces from GPUFLEET_SHARED or ../shared; needs the twin's 1.36 toolchain). Measured in
 docs/simulation.md ("GPU shares through DRA, through the real scheduler").
 """
@@ -36,8 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dra_shares import SHARES, in_shares  # noqa: E402
-from scheduler.fgd.model import Cluster  # noqa: E402
+from scheduler.fgd.model import Cluster, Workload  # noqa: E402
 from scheduler.sim import read_nodes, read_pods, run_one  # noqa: E402
+from scheduler.sim.policies.extender_claims import ExtenderClaimsPolicy  # noqa: E402
 
 NOMINAL_MEMORY_MIB = 16384
 
@@ -56,6 +60,41 @@ def sample(cluster: Cluster, nodes: int, seed: int) -> Cluster:
     )
 
 
+def replay_twin(
+    cluster: Cluster,
+    pods: Workload,
+    profile: str,
+    args: argparse.Namespace,
+    units: dict[str, int],
+    claims: frozenset[str],
+    devices: dict[str, tuple[str, int]],
+) -> dict[str, object]:
+    """The replay through a twin's real scheduler: its figures and what its claims got."""
+    from twin.replay import ReplayTwin, twin_policy
+
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.monotonic()
+        target = None if args.learned_target else pods
+        twin = ReplayTwin.start(
+            cluster, units, profile, Path(tmp), target=target, claims=claims, devices=devices
+        )
+        try:
+            policy = twin_policy(profile, twin, claims, units)
+            real = run_one(cluster, pods, policy, args.seed, share_rule="first-fit")
+        finally:
+            twin.stop()
+        wall = time.monotonic() - started
+    return {
+        "pods": int(policy.placed_pods),
+        "twin_unallocated": round(real.unallocated(100), 2),
+        "twin_failed": int(real.failed),
+        "pods_per_second": round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0,
+        "claimed": policy.claimed,
+        "devices_differ": policy.devices_differ,
+        "wall_s": round(wall),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", default="default")
@@ -65,10 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-only", action="store_true", help="leave the CPU-only pods out, as a stack's GPU taint does"
     )
+    parser.add_argument(
+        "--learned-target",
+        action="store_true",
+        help="give the extender no trace: it learns its target from the claims, as a stack renders it",
+    )
+    parser.add_argument(
+        "--no-twin", action="store_true", help="the simulator and the in-process extender only (any --nodes)"
+    )
     parser.add_argument("--json", default="")
     args = parser.parse_args(argv)
     from benchmarks.fgd_reproduction import shared_dir
-    from twin.replay import ReplayTwin, twin_policy
 
     traces = shared_dir() / "traces" / "alibaba-gpu-v2023"
     cluster = sample(read_nodes(str(traces / "openb_node_list_gpu_node.csv")), args.nodes, args.seed)
@@ -82,37 +128,29 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{cluster.size} nodes, {int(cluster.num_gpu.sum())} GPUs ({', '.join(models)}); seed {args.seed}")
     rows = []
     sims = {"MostAllocated": ("MostAllocated", {"gpu": 0, "shared": 0}), "FragmentationAware": ("FGD", None)}
+    in_process = {"FragmentationAware": ExtenderClaimsPolicy}
     for profile in [p for p in args.profiles.split(",") if p]:
         policy_name, params = sims[profile]
         sim = run_one(cluster, pods, policy_name, args.seed, params=params, share_rule="first-fit")
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.monotonic()
-            twin = ReplayTwin.start(
-                cluster, units, profile, Path(tmp), target=pods, claims=claims, devices=devices
-            )
-            try:
-                policy = twin_policy(profile, twin, claims, units)
-                real = run_one(cluster, pods, policy, args.seed, share_rule="first-fit")
-            finally:
-                twin.stop()
-            wall = time.monotonic() - started
+        extender = in_process.get(profile)
+        ext = None
+        if extender is not None:
+            own = extender(SHARES, not args.learned_target)
+            ext = run_one(cluster, pods, own, args.seed, share_rule="first-fit")
         row = {
             "profile": profile,
             "simulator_policy": policy_name,
-            "pods": int(policy.placed_pods),
-            "twin_unallocated": round(real.unallocated(100), 2),
             "sim_unallocated": round(sim.unallocated(100), 2),
-            "twin_failed": int(real.failed),
+            "extender_in_process_unallocated": round(ext.unallocated(100), 2) if ext else None,
             "sim_failed": int(sim.failed),
-            "pods_per_second": round(policy.placed_pods / policy.seconds, 1) if policy.seconds else 0.0,
-            "claimed": policy.claimed,
-            "devices_differ": policy.devices_differ,
-            "wall_s": round(wall),
         }
+        if not args.no_twin:
+            row |= replay_twin(cluster, pods, profile, args, units, claims, devices)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
-        setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only}
+        setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only,
+                 "learned_target": args.learned_target}  # fmt: skip
         Path(args.json).write_text(json.dumps({**setup, "rows": rows}, indent=1))
     return 0
 

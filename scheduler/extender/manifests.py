@@ -119,7 +119,8 @@ def fragmentation_aware(
     With ``dra_shares`` the extender manages no resource by name: kube-scheduler calls an extender with
     ``managedResources`` only for pods whose containers ask for one of them (kubernetes v1.36.4
     pkg/scheduler/extender.go ``IsInterested``), and a pod claiming GPU shares asks for none, so it is called
-    for every pod and passes the ones it does not model through unscored.
+    for every pod: it filters no pod with neither a GPU resource nor a claim, and scores it by FGD as the
+    simulator does.
 
     The EKS control plane accepts only a NodeResourcesFit scoring strategy, not extenders, so on every
     platform the extender is called by the secondary scheduler that team pods name.

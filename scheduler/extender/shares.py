@@ -12,8 +12,11 @@ the simulator's first-fit scoring).
 Between the verb that chose a node and the allocation showing in the claim, the pod's shares are *assumed* on
 the device the allocator will take (the node's first with room), as the view assumes whole GPUs; the claim's
 allocation reserved for the pod (``status.reservedFor``) confirms it, and an unconfirmed assumption lapses with
-the view's. The target (FGD's expected workload) is the shares of the class's claims still waiting for an
-allocation and of the last ``window`` allocated.
+the view's. A claim for several devices is assumed on the first that many with room, as the allocator takes
+them. The target (FGD's expected workload) is the extender's configured trace (``--trace``) when it has one,
+the same target the simulator's FGD uses; else it is learned: the asks (shares, devices) of the class's
+claims still waiting for an allocation and of the last ``window`` allocated, each with the CPU of the pod that
+uses it (once a verb saw that pod), as the trace's shapes carry their pods' CPU.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ import numpy as np
 from scheduler.dra import DEVICE_CLASS
 from scheduler.fgd.shapes import TargetWorkload
 from scheduler.fgd.shares import (
+    Ask,
     Consumption,
     NodeShares,
     SliceDevices,
     claim_consumption,
     combine,
-    requested_shares,
+    requested,
     share_cluster,
     share_scores,
     share_target,
@@ -44,7 +48,7 @@ from scheduler.fgd.shares import (
 @dataclass(frozen=True)
 class Assumed:
     node: str
-    device: str
+    devices: tuple[str, ...]
     shares: int
     since: float
 
@@ -84,14 +88,18 @@ class ShareBook:
     """ResourceSlices, ResourceClaims, assumed shares and recently allocated ones; not thread-safe on its own
     (the :class:`~scheduler.extender.view.ExtenderView` holds its lock around every call)."""
 
-    def __init__(self, window: int = 1000, device_class: str = DEVICE_CLASS):
+    def __init__(
+        self, window: int = 1000, device_class: str = DEVICE_CLASS, expected: TargetWorkload | None = None
+    ):
         self.device_class = device_class
+        self.expected = expected  # a configured target (the extender's --trace): then nothing is learned
         self.slices: dict[str, SliceDevices] = {}  # parsed once, when the watch delivers them
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
         self.consumption: dict[tuple[str, str], Consumption] = {}
-        self.asked: dict[tuple[str, str], int | None] = {}  # each claim's shares of the class
+        self.asked: dict[tuple[str, str], Ask | None] = {}  # each claim's ask of the class
         self.assumed: dict[str, Assumed] = {}
-        self.recent: deque[int] = deque(maxlen=window)
+        self.recent: deque[tuple[Ask, int]] = deque(maxlen=window)  # with the CPU of the claim's pod
+        self.cpu: dict[tuple[str, str], int] = {}  # each claim's pod's CPU (milli), once a verb saw the pod
         self._counted: set[tuple[str, str]] = set()  # allocated claims already in `recent`
         self._base: dict[str, NodeShares] | None = None  # slices less the allocated claims
         self._free: dict[str, NodeShares] | None = None  # and less the assumed shares
@@ -120,7 +128,7 @@ class ShareBook:
         key = _key(claim)
         self.claims[key] = claim
         self.consumption[key] = claim_consumption(claim)
-        shares = self.asked[key] = requested_shares(claim, self.device_class)
+        ask = self.asked[key] = requested(claim, self.device_class)
         self._changed()
         if not is_allocated(claim):
             self.pending.add(key)
@@ -128,9 +136,9 @@ class ShareBook:
             self.pending.discard(key)
             for uid in reserved_for(claim):  # the allocation now counts what was assumed
                 self.assumed.pop(uid, None)
-            if shares is not None and key not in self._counted:
+            if ask is not None and key not in self._counted:
                 self._counted.add(key)
-                self.recent.append(shares)
+                self.recent.append((ask, self.cpu.get(key, 0)))
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         key = _key(claim)
@@ -139,6 +147,7 @@ class ShareBook:
         self.pending.discard(key)
         self.consumption.pop(key, None)
         self.asked.pop(key, None)
+        self.cpu.pop(key, None)
         self._counted.discard(key)
 
     def retain_claims(self, keys: set[tuple[str, str]]) -> None:
@@ -147,6 +156,7 @@ class ShareBook:
             self.pending.discard(key)
             self.consumption.pop(key, None)
             self.asked.pop(key, None)
+            self.cpu.pop(key, None)
             self._counted.discard(key)
         self._changed()
 
@@ -164,26 +174,37 @@ class ShareBook:
             (namespace, n) in self.claims for n in names
         )
 
-    def pod_shares(self, pod: Mapping[str, Any]) -> int | None:
-        """The shares a pod claims of the class (summed over its claims); None when it claims none of them
-        or its claims are not in the book yet."""
+    def pod_ask(self, pod: Mapping[str, Any]) -> Ask | None:
+        """What a pod claims of the class: its claims' devices (of one share size; None when they differ), or
+        None when it claims none of them or its claims are not in the book yet."""
         namespace = str((pod.get("metadata") or {}).get("namespace", ""))
-        total = None
+        total: Ask | None = None
         for name in pod_claim_names(pod):
-            shares = self.asked.get((namespace, name))
-            if shares is not None:
-                total = (total or 0) + shares
+            ask = self.asked.get((namespace, name))
+            if ask is None:
+                continue
+            if total is not None and total[0] != ask[0]:
+                return None
+            total = (ask[0], ask[1] + (total[1] if total else 0))
         return total
 
-    def assume(self, uid: str, node: str, shares: int, now: float) -> None:
-        """Count ``shares`` of ``node``'s first device with room for them as the pod's, until its claim shows
-        the allocation."""
+    def note_cpu(self, pod: Mapping[str, Any], cpu_milli: int) -> None:
+        """The CPU of the pod that uses its claims: the learned target's shapes carry it, as the trace's do."""
+        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        for name in pod_claim_names(pod):
+            if (namespace, name) in self.claims:
+                self.cpu[(namespace, name)] = cpu_milli
+
+    def assume(self, uid: str, node: str, ask: Ask, now: float) -> None:
+        """Count the pod's ``ask`` on ``node``'s first devices with room for it (the allocator's first fit) as
+        the pod's, until its claim shows the allocation."""
         row = self.free().get(node)
         if not uid or row is None:
             return
-        room = [d for d, f in zip(row.devices, row.free, strict=True) if f >= shares]
-        if room:
-            self.assumed[uid] = Assumed(node, room[0], shares, now)
+        shares, count = ask
+        room = [d for d, f in zip(row.devices, row.free, strict=True) if f >= shares][:count]
+        if room and len(room) == count:
+            self.assumed[uid] = Assumed(node, tuple(room), shares, now)
             self._free = None
 
     def forget(self, uid: str) -> None:
@@ -204,34 +225,39 @@ class ShareBook:
             rows = dict(self._base)
             for a in self.assumed.values():
                 row = rows.get(a.node)
-                if row is not None and a.device in row.devices:
+                if row is not None and all(d in row.devices for d in a.devices):
                     free = list(row.free)
-                    g = row.devices.index(a.device)
-                    free[g] = max(free[g] - a.shares, 0)
+                    for d in a.devices:
+                        g = row.devices.index(d)
+                        free[g] = max(free[g] - a.shares, 0)
                     rows[a.node] = NodeShares(row.node, row.pool, row.devices, row.capacity, tuple(free))
             self._free = rows
         return self._free
 
-    def target(self, asking: int | None = None) -> TargetWorkload:
-        """The pending claims' shares and the recently allocated ones; the pod asking when nothing is known."""
-        shares = list(self.recent)
-        shares += [s for key in self.pending if (s := self.asked.get(key)) is not None]
-        if not shares and asking is not None:
-            shares = [asking]
+    def target(self, asking: Ask | None = None) -> TargetWorkload:
+        """The configured target; else the pending claims' asks and the recently allocated ones with their
+        pods' CPU, the pod asking when nothing is known."""
+        if self.expected is not None:
+            return self.expected
+        known = list(self.recent)
+        known += [(a, self.cpu.get(key, 0)) for key in self.pending if (a := self.asked.get(key)) is not None]
+        if not known and asking is not None:
+            known = [(asking, 0)]
         per_gpu = max((r.per_gpu for r in self.free().values()), default=1)
-        return share_target(shares, per_gpu)
+        return share_target([a for a, _ in known], per_gpu, [c for _, c in known])
 
     def scores(
         self,
         names: list[str],
-        shares: int,
+        ask: Ask | None,
         cpu_milli: int,
         memory_mib: int,
         free_cpu: Mapping[str, int],
         free_mem: Mapping[str, int],
     ) -> tuple[np.ndarray, list[str]]:
-        """FGD scores (-1: no share devices, or no room) of a pod claiming ``shares`` on ``names`` (in order),
-        given the nodes' free CPU and memory; and the device the allocator would give it on each ('' if none)."""
+        """FGD scores (-1: no share devices, or no room) of a pod claiming ``ask`` (None: nothing, a CPU-only
+        pod) on ``names`` (in order), given the nodes' free CPU and memory; and the (first) device the allocator
+        would give it on each ('' if none)."""
         free = self.free()
         rows = {n: free[n] for n in names if n in free}
         out = np.full(len(names), -1, dtype=np.int64)
@@ -239,11 +265,12 @@ class ShareBook:
         if not rows:
             return out, devices
         sc = share_cluster(rows, free_cpu, free_mem)
-        score, pick = share_scores(sc, self.target(shares), shares, cpu_milli, memory_mib)
+        shares, count = ask if ask is not None else (0, 0)
+        score, pick = share_scores(sc, self.target(ask), shares, cpu_milli, memory_mib, count)
         at = {n: i for i, n in enumerate(sc.cluster.names)}
         for j, name in enumerate(names):
             i = at.get(name)
             if i is not None and score[i] >= 0:
                 out[j] = score[i]
-                devices[j] = rows[name].devices[int(pick[i])]
+                devices[j] = rows[name].devices[int(pick[i])] if pick[i] >= 0 else ""
         return out, devices

@@ -61,6 +61,7 @@ from scheduler.extender.target import manages, pending_milli, pool_sizes, teache
 from scheduler.fgd.frag import NodeFragmentation
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.fgd.shapes import TargetWorkload, target_workload
+from scheduler.fgd.shares import Ask
 from scheduler.fgd.state import ClusterState
 
 ASSUMED_TTL_S = 60.0  # an assumption the watch has not confirmed by then is dropped (a bound pod is re-added)
@@ -136,7 +137,8 @@ class ExtenderView:
     (:class:`~scheduler.extender.shares.ShareBook`) and scores a pod that claims GPU shares by FGD over the
     nodes' devices' free shares; the scheduler then calls the extender for every pod (a claim names no
     resource its ``managedResources`` could list), and a pod that asks for neither a GPU resource nor a claim
-    gets every node passed and scored alike, as when the scheduler did not call the extender for it."""
+    gets every node passed, and is scored by what its CPU does to the fragmentation of the nodes' devices (the
+    whole GPUs' on nodes without share devices), as the simulator's FGD scores a CPU-only pod."""
 
     def __init__(
         self,
@@ -167,7 +169,8 @@ class ExtenderView:
         self._target_pods = 0  # the pods the current target was learned from
         self._built: Built | None = None
         self._listed: set[str] = set()
-        self.shares = ShareBook(window) if dra_shares else None
+        fixed = target_workload(expected) if expected is not None else None
+        self.shares = ShareBook(window, expected=fixed) if dra_shares else None
         self.claims_changed = threading.Condition(self.lock)
 
     @property
@@ -453,18 +456,18 @@ class ExtenderView:
                 self.shares.set_claim(claim)
             self.claims_changed.notify_all()
 
-    def _pod_shares(self, pod: dict[str, Any]) -> int | None:
-        """The shares the pod claims; a pod with claims the view has not seen yet waits up to
+    def _pod_ask(self, pod: dict[str, Any]) -> Ask | None:
+        """What the pod claims of the class; a pod with claims the view has not seen yet waits up to
         :data:`CLAIM_WAIT_S` for them (the caller holds the lock, which the wait releases)."""
         book = self.shares
         if book is None or not asks_for_claims(pod):
             return None
         self.claims_changed.wait_for(lambda: book.knows_claims(pod), timeout=CLAIM_WAIT_S)
-        return book.pod_shares(pod)
+        return book.pod_ask(pod)
 
     def _unmodelled(self, pod: dict[str, Any]) -> bool:
         """With shares, the scheduler calls the extender for every pod: one that asks for no GPU resource and
-        no claim is none of its business."""
+        no claim is filtered nowhere, only scored (the profile's filters decide where it fits)."""
         return self.shares is not None and not asks_gpu_resource(pod) and not asks_for_claims(pod)
 
     def filter(self, args: wire.ExtenderArgs) -> dict[str, Any]:
@@ -494,21 +497,22 @@ class ExtenderView:
                     failed[name] = "no room for the pod's GPUs, CPU or memory in the GPU extender's view"
             if uid and len(passed) == 1:  # the scheduler binds it there without asking prioritize
                 self.assume(uid, passed[0], req, learn=learn)
-                if self.shares is not None and (shares := self.shares.pod_shares(args.pod)) is not None:
-                    self.shares.assume(uid, passed[0], shares, time.monotonic())
+                if self.shares is not None and (ask := self.shares.pod_ask(args.pod)) is not None:
+                    self.shares.note_cpu(args.pod, req.cpu_milli)
+                    self.shares.assume(uid, passed[0], ask, time.monotonic())
             return wire.filter_result(args, passed, failed, {})
 
     def prioritize(self, args: wire.ExtenderArgs) -> wire.HostPriorityList:
-        if self._unmodelled(args.pod):
-            return wire.host_priority_list(args.node_names, [wire.MIN_PRIORITY] * len(args.node_names))
         req = pod_request(args.pod)
         with self.lock:
             self._learn_nodes(args)
             uid = self._begin(args.pod)
-            shares = self._pod_shares(args.pod)  # may wait (and release the lock) before the view is read
+            if self._unmodelled(args.pod):
+                return self._prioritize_shares(args, uid, req, self._build(req), None)
+            ask = self._pod_ask(args.pod)  # may wait (and release the lock) before the view is read
             built = self._build(req)
-            if shares is not None:
-                return self._prioritize_shares(args, uid, req, built, shares)
+            if ask is not None:
+                return self._prioritize_shares(args, uid, req, built, ask)
             names = args.node_names
             pos = np.fromiter(map(built.index.__getitem__, names), dtype=np.int64, count=len(names))
             learn = self._asked(uid, args.pod, req, built, pos)
@@ -529,24 +533,35 @@ class ExtenderView:
             return wire.host_priority_list(names, scale_scores(scores, single, first).tolist())
 
     def _prioritize_shares(
-        self, args: wire.ExtenderArgs, uid: str, req: PodRequest, built: Built, shares: int
+        self, args: wire.ExtenderArgs, uid: str, req: PodRequest, built: Built, ask: Ask | None
     ) -> wire.HostPriorityList:
-        """A pod claiming ``shares``: FGD over the candidates' devices' free shares (the nodes' free CPU and
-        memory from the view), the best node assumed to take them on the device the allocator will give."""
+        """A pod claiming ``ask`` (None: nothing, a CPU-only pod): FGD over the candidates' devices' free shares
+        (the nodes' free CPU and memory from the view), the best node assumed to take them on the devices the
+        allocator will give."""
         assert self.shares is not None
+        if ask is not None:
+            self.shares.note_cpu(args.pod, req.cpu_milli)
         names = args.node_names
         st = built.state
         known = [n for n in names if n in built.index]
         free_cpu = {n: int(st.free_cpu[built.index[n]]) for n in known}
         free_mem = {n: int(st.free_mem[built.index[n]]) for n in known}
-        scores, _ = self.shares.scores(names, shares, req.cpu_milli, req.memory_mib, free_cpu, free_mem)
+        scores, _ = self.shares.scores(names, ask, req.cpu_milli, req.memory_mib, free_cpu, free_mem)
+        if ask is None:  # a node without share devices: what the pod's CPU does to its whole GPUs, if any
+            free = self.shares.free()
+            rest = np.array(
+                [j for j, n in enumerate(names) if n in built.index and n not in free], dtype=np.int64
+            )
+            if len(rest):
+                scores[rest] = self._fgd(built, np.array([built.index[names[j]] for j in rest]), req)
         self.prioritized += 1
         first = self._first_best(names, scores) if len(scores) and scores.max() >= 0 else None
         if self.shadow or first is None:
             return wire.host_priority_list(names, [wire.MIN_PRIORITY] * len(names))
         if uid:
             self.assume(uid, names[first], req, learn=False)  # its CPU and memory
-            self.shares.assume(uid, names[first], shares, time.monotonic())
+            if ask is not None:
+                self.shares.assume(uid, names[first], ask, time.monotonic())
         return wire.host_priority_list(names, scale_scores(scores, True, first).tolist())
 
     def _compare(

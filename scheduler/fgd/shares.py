@@ -159,22 +159,35 @@ def free_shares(
     return combine(parsed, [claim_consumption(c, driver) for c in claims])
 
 
-def requested_shares(claim: Mapping[str, Any], device_class: str = DEVICE_CLASS) -> int | None:
-    """The shares a claim (or a template's claim spec) asks for from ``device_class``: one device of it, its
+Ask = tuple[int, int]  # (shares of each device, devices): a claim's request of the class
+
+
+def requested(claim: Mapping[str, Any], device_class: str = DEVICE_CLASS) -> Ask | None:
+    """What a claim (or a template's claim spec) asks of ``device_class``: ``count`` devices of it, each its
     ``capacity.requests.shares`` (the driver's default, one, when it names none); None when it asks for no
-    device of the class, or for more than one (a whole-GPU claim is not a share)."""
+    device of the class, for all of them (``allocationMode: All``), or in requests of different shares."""
     spec = claim.get("spec") or {}
     spec = spec.get("spec", spec)  # a ResourceClaimTemplate nests the claim's spec once more
-    total = None
+    shares, count = None, 0
     for request in (spec.get("devices") or {}).get("requests") or []:
         exactly = request.get("exactly") or {}
         if exactly.get("deviceClassName") != device_class:
             continue
-        if exactly.get("allocationMode", "ExactCount") != "ExactCount" or int(exactly.get("count", 1)) != 1:
+        if exactly.get("allocationMode", "ExactCount") != "ExactCount":
             return None
         asked = ((exactly.get("capacity") or {}).get("requests") or {}).get(SHARES)
-        total = (total or 0) + (DEFAULT_SHARES if asked is None else _int(asked))
-    return total
+        each = DEFAULT_SHARES if asked is None else _int(asked)
+        if shares is not None and each != shares:
+            return None
+        shares, count = each, count + int(exactly.get("count", 1))
+    return None if shares is None else (shares, count)
+
+
+def requested_shares(claim: Mapping[str, Any], device_class: str = DEVICE_CLASS) -> int | None:
+    """The shares a claim asks for from one device of ``device_class`` (:func:`requested`); None when it asks
+    for no device of the class, or for more than one (a claim for several GPUs is not a share)."""
+    ask = requested(claim, device_class)
+    return ask[0] if ask is not None and ask[1] == 1 else None
 
 
 def share_milli(shares: int, per_gpu: int) -> int:
@@ -221,41 +234,58 @@ def share_cluster(
 
 
 def share_target(
-    claimed: Sequence[int], per_gpu: int, cpu_milli: Sequence[int] | None = None
+    claimed: Sequence[int | Ask], per_gpu: int, cpu_milli: Sequence[int] | None = None
 ) -> TargetWorkload:
-    """FGD's target workload from claims' share counts (the pool's pending and recently allocated claims):
-    each a one-GPU shape of ``share_milli`` milli, with its pod's CPU (0 when not given). With no claims the
-    target is a whole GPU, the pool's largest request."""
-    milli = [share_milli(s, per_gpu) for s in claimed] or [MILLI]
+    """FGD's target workload from claims (the pool's pending and recently allocated claims): each a shape of
+    its devices (one where only shares are given) of ``share_milli`` milli each, with its pod's CPU (0 when not
+    given). With no claims the target is a whole GPU, the pool's largest request."""
+    asks = [(c, 1) if isinstance(c, int) else c for c in claimed]
+    milli = [share_milli(s, per_gpu) for s, _ in asks] or [MILLI]
+    gpus = [k for _, k in asks] or [1]
     cpu = list(cpu_milli) if cpu_milli is not None else [0] * len(milli)
     if len(cpu) != len(milli):
         cpu = [0] * len(milli)
-    return target_workload(Workload.build(cpu, [0] * len(milli), [1] * len(milli), milli))
+    return target_workload(Workload.build(cpu, [0] * len(milli), gpus, milli))
 
 
 def share_scores(
-    sc: ShareCluster, target: TargetWorkload, shares: int, cpu_milli: int = 0, memory_mib: int = 0
+    sc: ShareCluster,
+    target: TargetWorkload,
+    shares: int,
+    cpu_milli: int = 0,
+    memory_mib: int = 0,
+    devices: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """FGD scores (0..100; -1 where the claim or the pod's CPU and memory do not fit) of a pod claiming
-    ``shares`` on every node of ``sc``, in ``sc.cluster.names`` order, and the device the allocator would give
-    it there (first fit). The one scoring call, :func:`fgd_scores` with the ``first-fit`` rule."""
+    """FGD scores (0..100; -1 where the claim or the pod's CPU and memory do not fit, or the ask is none
+    this can score) of a pod claiming ``devices`` devices of ``shares`` each on every node of ``sc``, in
+    ``sc.cluster.names`` order, and the (first) device the allocator would give it there (first fit).
+
+    ``devices=0`` is a pod that claims nothing (CPU-only): scored by what its CPU does to the node's
+    fragmentation, as the simulator's FGD scores it. Several devices are scored as whole GPUs (every share
+    of each, as a multi-GPU pod asks); several devices of part of a GPU are no shape of the FGD model (-1).
+    The one scoring call, :func:`fgd_scores` with the ``first-fit`` rule."""
     st = sc.state
     nodes = np.arange(sc.cluster.size)
     models = sorted(set(sc.cluster.gpu_model))
     node_model = np.array([models.index(m) for m in sc.cluster.gpu_model], dtype=np.int64)
-    frag = NodeFragmentation(st, target, node_model, models)
-    d = share_milli(shares, sc.per_gpu)
-    fit = st.free_gpu >= d
-    ok = fit.any(axis=1) & (st.free_cpu >= cpu_milli) & (st.free_mem >= memory_mib)
     out = np.full(len(nodes), -1, dtype=np.int64)
     pick = np.full(len(nodes), -1, dtype=np.int64)
+    d = share_milli(shares, sc.per_gpu) if devices else 0
+    if devices > 1 and d < MILLI:
+        return out, pick
+    frag = NodeFragmentation(st, target, node_model, models)
+    fit = st.free_gpu >= max(d, 1)
+    ok = (st.free_cpu >= cpu_milli) & (st.free_mem >= memory_mib)
+    if devices:
+        ok &= fit.sum(axis=1) >= devices
     idx = np.flatnonzero(ok)
     if not len(idx):
         return out, pick
-    if d >= MILLI:
-        score, _ = fgd_scores(frag, idx, st.free_cpu[idx], None, None, cpu_milli, 1, MILLI, "first-fit")
-        whole = st.free_gpu[idx] >= MILLI
-        out[idx], pick[idx] = score, whole.argmax(axis=1)
+    if d >= MILLI or not devices:
+        score, _ = fgd_scores(frag, idx, st.free_cpu[idx], None, None, cpu_milli, devices, d, "first-fit")
+        out[idx] = score
+        if devices:
+            pick[idx] = fit[idx].argmax(axis=1)
         return out, pick
     score, gpu = fgd_scores(
         frag, idx, st.free_cpu[idx], st.free_gpu[idx], fit[idx], cpu_milli, 1, d, "first-fit"

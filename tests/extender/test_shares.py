@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from infra.stackfile import parse_config
-from scheduler.dra import DRIVER, SHARES, claim_template, template_name
+from scheduler.dra import DRIVER, SHARES, claim_spec, claim_template, template_name
 from scheduler.extender import wire
 from scheduler.extender.view import CLAIM_WAIT_S, ExtenderView
 from scheduler.extender.watch import (
@@ -22,6 +22,7 @@ from scheduler.extender.watch import (
     replace_pods,
     replace_slices,
 )
+from scheduler.fgd.model import Workload
 from scheduler.fgd.shares import free_shares, share_cluster, share_scores, share_target
 from tests.conftest import ROOT
 from twin.dra import resource_slices
@@ -83,10 +84,12 @@ def share_pod(uid: str, shares: int, node: str = "") -> dict[str, Any]:
 
 
 def ready_view(
-    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]], claims: list[dict[str, Any]]
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    claims: list[dict[str, Any]],
+    expected: Workload | None = None,
 ) -> ExtenderView:
     nodes, slices = cluster
-    view = ExtenderView(dra_shares=True)
+    view = ExtenderView(expected=expected, dra_shares=True)
     replace_nodes(view, nodes)
     replace_pods(view, [])
     assert not view.ready  # the slices and claims are not listed yet
@@ -157,16 +160,82 @@ def test_an_unanswered_assumption_lapses(cluster: Any) -> None:
     assert view.shares.assumed == {}
 
 
-def test_a_pod_without_gpus_or_claims_is_passed_through_unscored(cluster: Any) -> None:
-    """With shares the scheduler calls the extender for every pod: a CPU pod is none of its business."""
+def half_gpu_layout() -> list[dict[str, Any]]:
+    """Node 01 has a GPU with 5 shares free, node 02 one with 4, node 03 none; every other GPU is taken."""
+    full = [claim(f"f{n}{g}", 8, node, f"gpu-{g}") for n, node in enumerate(SHARE_NODES) for g in range(3)]
+    return [*full, claim("f03", 8, SHARE_NODES[2], "gpu-3"), claim("x", 3, SHARE_NODES[0], "gpu-3"),
+            claim("y", 4, SHARE_NODES[1], "gpu-3")]  # fmt: skip
+
+
+def test_a_configured_trace_is_the_target_of_share_pods_too(cluster: Any) -> None:
+    """The pending claims ask half GPUs, but the extender's --trace says the pool runs 5-share pods: a 1-share
+    pod on 01 would leave 4 shares no such pod can use, on 02 it takes from a GPU none of them fits already.
+    The configured target decides (02), as it does for whole-GPU pods and in the simulator's FGD."""
+    claims = [*half_gpu_layout(), *(claim(f"wait{i}", 4) for i in range(4)), claim("p1-gpu", 1)]
+    learned = priorities(ready_view(cluster, claims), share_pod("p1", 1), SHARE_NODES)
+    assert learned[SHARE_NODES[0]] == wire.MAX_PRIORITY
+    trace = Workload.build([0] * 3, [0] * 3, [1] * 3, [625] * 3)
+    configured = priorities(ready_view(cluster, claims, trace), share_pod("p1", 1), SHARE_NODES)
+    assert configured[SHARE_NODES[1]] == wire.MAX_PRIORITY and configured[SHARE_NODES[0]] < wire.MAX_PRIORITY
+
+
+def test_a_pod_claiming_several_whole_devices_is_scored_and_assumed_on_them(cluster: Any) -> None:
+    """A pod claims two whole GPUs (two devices of all their shares) while a four-GPU claim waits: FGD keeps
+    node 01's four free GPUs for it and puts the pod on 02, whose two free GPUs no four-GPU pod can use; 03,
+    with one free GPU, cannot take it. The allocator's first two devices with room are assumed the pod's."""
+    taken = [claim(f"t{g}", 8, SHARE_NODES[1], f"gpu-{g}") for g in range(2)]
+    taken += [claim(f"u{g}", 8, SHARE_NODES[2], f"gpu-{g}") for g in range(3)]
+    two = claim("p2-gpu", 8)
+    two["spec"] = claim_spec(8, 2)
+    four = claim("wait4", 8)
+    four["spec"] = claim_spec(8, 4)
+    view = ready_view(cluster, [*taken, four, two])
+    got = priorities(view, share_pod("p2", 8), SHARE_NODES)
+    assert got[SHARE_NODES[1]] == wire.MAX_PRIORITY
+    assert got[SHARE_NODES[0]] < wire.MAX_PRIORITY and got[SHARE_NODES[2]] == 0
+    assert view.shares is not None and view.shares.assumed["p2"].devices == ("gpu-2", "gpu-3")
+    assert view.shares.free()[SHARE_NODES[1]].free == (0, 0, 0, 0)
+
+
+def test_a_pod_without_gpus_or_claims_is_scored_by_what_its_cpu_does_to_the_shares(cluster: Any) -> None:
+    """With shares the scheduler calls the extender for every pod. A CPU pod is filtered nowhere, and scored
+    as the simulator's FGD scores it: the target's pods need all but one core of a node, so on 02 or 03 the
+    pod's two cores would strand four free GPUs, while 01's CPU is short of that already (a bound pod holds
+    1.5 cores): 01 is best, and the pod's CPU is counted there."""
     view = ready_view(cluster, [])
+    cap = view.nodes[SHARE_NODES[0]].cpu_milli
+    assert all(view.nodes[n].cpu_milli == cap for n in SHARE_NODES)
+    view = ready_view(cluster, [], Workload.build([cap - 1000], [0], [1], [1000]))
+    busy = share_pod("busy", 1, SHARE_NODES[0])
+    del busy["spec"]["resourceClaims"], busy["status"]["resourceClaimStatuses"]
+    busy["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1500m", "memory": "1Gi"}}
+    apply_pod_event(view, "ADDED", busy)
     pod = share_pod("cpu", 1)
-    del pod["spec"]["resourceClaims"]
+    del pod["spec"]["resourceClaims"], pod["status"]["resourceClaimStatuses"]
     names = ["twin-cpu-1", *SHARE_NODES]
     result = view.filter(wire.parse_args({"pod": pod, "nodenames": names}))
     assert (result.get("nodenames") or result.get("NodeNames")) == names
-    assert set(priorities(view, pod, names).values()) == {0}
-    assert view.placed == {}
+    got = priorities(view, pod, SHARE_NODES)
+    assert got[SHARE_NODES[0]] == wire.MAX_PRIORITY
+    assert got[SHARE_NODES[1]] < wire.MAX_PRIORITY and got[SHARE_NODES[2]] < wire.MAX_PRIORITY
+    assert view.placement("cpu") is not None and view.placement("cpu")[0] == SHARE_NODES[0]  # type: ignore[index]
+
+
+def test_the_learned_target_carries_the_cpu_of_the_pods_that_claim(cluster: Any) -> None:
+    """Without a trace the target is learned from the claims: each a shape of its shares with the CPU of the pod
+    that uses it, once a verb saw that pod (two cores for share_pod's), kept when the claim is allocated."""
+    view = ready_view(cluster, [claim("a-gpu", 2), claim("b-gpu", 4)])
+    got = priorities(view, share_pod("a", 2), SHARE_NODES)
+    assert view.shares is not None
+
+    def shapes() -> list[tuple[int, int]]:
+        target = view.shares.target()  # type: ignore[union-attr]
+        return sorted(zip(target.gpu_milli.tolist(), target.cpu.tolist(), strict=True))
+
+    assert shapes() == [(250, 2000), (500, 0)]  # b's pod is not seen yet
+    node = max(got, key=got.__getitem__)
+    apply_claim_event(view, "MODIFIED", claim("a-gpu", 2, node, "gpu-0", pod_uid="a"))
+    assert shapes() == [(250, 2000), (500, 0)]
 
 
 def test_a_share_pod_whose_claim_is_not_listed_yet_is_scored_as_a_cpu_pod(cluster: Any) -> None:

@@ -6,8 +6,8 @@ driver-shaped ResourceSlices (twin.dra), Kueue admitting the Jobs in shares.
 The metal stack on 1.36 with its L40S pool (3 hosts x 4 GPUs) at `dra-shares` (8 shares a GPU) and placement
 FragmentationAware. Share Jobs go one after another; before each, the in-process simulator's FGD policy, under
 the allocator's first-fit rule (scheduler.sim, `share_rule="first-fit"`), scores the pod on the pool as the
-claims allocated so far left it, with the extender's target (the shares of the claims allocated so far and the
-one pending); the real scheduler must bind the pod to the simulator's node. The sequence is one where the
+claims allocated so far left it, with the extender's learned target (the shares of the claims allocated so far
+and the one pending, each with its pod's CPU); the real scheduler must bind the pod to the simulator's node. The sequence is one where the
 simulator's MostAllocated, on the same states, would pack onto another node.
 """
 
@@ -126,7 +126,7 @@ def test_each_share_pod_is_bound_where_the_simulators_fgd_puts_it(twin: Kube) ->
     for i, shares in enumerate(SEQUENCE):
         placed = allocations(twin, cluster, devices)
         assert len(placed) == i, placed
-        target = workload(*[(0, 0, 1, s * MILLI // 8) for s in SEQUENCE[: i + 1]])
+        target = workload(*[(CPU_MILLI, 0, 1, s * MILLI // 8) for s in SEQUENCE[: i + 1]])
         pod = (CPU_MILLI, MEMORY_MIB, 1, shares * MILLI // 8)
         fgd_nodes.append(best(first_fit_scores(cluster, "FGD", pod, placed, target), cluster))
         packed_nodes.append(best(first_fit_scores(cluster, "MostAllocated", pod, placed, target), cluster))

@@ -8,8 +8,8 @@ for all 8 shares of a device). At every pod the in-process simulator scores the 
 placements made (`ctx.state`, the GPUs its first-fit rule takes), with what the stack deploys:
 - gpu-binpack (MostAllocated): the simulator's MostAllocated with the GPU weights at 0, as `stack_model` sends
   it for a pool of claims (NodeResourcesFit counts no claim);
-- FragmentationAware: the simulator's FGD under the allocator's first-fit rule with the target the deployed
-  extender (`--dra-shares`) learns, the shares of the claims allocated so far and the one pending.
+- FragmentationAware: the simulator's FGD under the allocator's first-fit rule with the trace's target, which
+  the deployed extender (`--dra-shares`) is given as its `--trace` (the replay twin passes the workload).
 
 The real scheduler must bind every pod to one of the simulator's best-scored nodes, and find no node exactly
 when the simulator finds none; with FragmentationAware some pods must go where MostAllocated alone would not. The tolerance is the tie: kube-scheduler picks at random among its best nodes,
@@ -30,8 +30,8 @@ import pytest
 
 from scheduler.dra import DRIVER, SHARES
 from scheduler.fgd.frag import NodeFragmentation
-from scheduler.fgd.model import MILLI, Cluster, Workload
-from scheduler.fgd.shares import share_target
+from scheduler.fgd.model import Cluster, Workload
+from scheduler.fgd.shapes import target_workload
 from scheduler.sim import run_one
 from scheduler.sim.policies import Context, make_policy
 from scheduler.sim.policies.base import Batch
@@ -72,13 +72,12 @@ class Checked(TwinPolicy):
         self.profile = profile
         self.steps: list[tuple[int, list[int]]] = []  # (the twin's node, the simulator's best), -1/[]: none
         self.packed: list[list[int]] = []  # the best nodes of the profile alone (MostAllocated)
-        self.shares: list[int] = []  # the claims allocated so far, in shares
 
     def expected(self, s: int, profile: str) -> np.ndarray:
         ctx = self.ctx
-        milli = int(ctx.shapes.gpu_milli[s])
         if profile == "FragmentationAware":
-            target = share_target([*self.shares, milli * PER_GPU // MILLI], PER_GPU)
+            assert ctx.target is not None
+            target = target_workload(ctx.target)
             models = sorted(set(ctx.cluster.gpu_model))
             frag = NodeFragmentation(ctx.state, target, ctx.shapes.node_model, models)
             policy = make_policy("FGD")
@@ -98,8 +97,6 @@ class Checked(TwinPolicy):
         node = super().choose_node(column, s)
         self.steps.append((node, best))
         self.packed.append(packed)
-        if node >= 0:
-            self.shares.append(int(self.ctx.shapes.gpu_milli[s]) * PER_GPU // MILLI)
         return node
 
 

@@ -3,6 +3,7 @@
 from scheduler.sim.policies import (
     best_fit,
     dot_prod,
+    extender_claims,
     fgd,
     fgd_extender,
     gpu_clustering,
@@ -26,6 +27,7 @@ __all__ = [
     "Policy",
     "best_fit",
     "dot_prod",
+    "extender_claims",
     "fgd",
     "fgd_extender",
     "gpu_clustering",
