@@ -9,6 +9,11 @@ pod to a pool of the resource it named, trying those pools in the queue's flavor
 that, :mod:`scheduler.sim.dynamic.engine`). The pools a share is routed to are therefore the
 pools of one offer, and the pool among them is the queue's decision, not the route's.
 
+A request no node of the resource's pools can hold (more cores or memory than the pool's nodes have) never
+runs, so a user asks a slice on hardware that holds the pod: only the offers with a node big enough for the
+pod's cores and memory are weighed, and where none has one the pod is routed by size alone (and reported as
+one no node can host).
+
 What one unit gives is fixed by the resource: a time-sliced replica is ``1/replicas`` of a GPU and a pod gets one
 (the device plugin's ``failRequestsGreaterThanOne``), a MIG instance ``1/instances`` (several instances are
 several devices, not a larger slice), and a DRA claim names the shares that cover the ask. A user sizes the
@@ -23,8 +28,8 @@ pick between them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from scheduler.fgd.model import MILLI
 
@@ -61,6 +66,12 @@ def share_offers(
         ShareOffer(resource, n, all(p in claims for p in pools), tuple(pools))
         for (resource, n), pools in grouped.items()
     )
+
+
+def restricted(offers: Sequence[ShareOffer], keep: Collection[str]) -> list[ShareOffer]:
+    """The offers with only their pools in ``keep``; an offer left with no pool is left out."""
+    kept = (replace(o, pools=tuple(p for p in o.pools if p in keep)) for o in offers)
+    return [o for o in kept if o.pools]
 
 
 def chosen_offers(offers: Sequence[ShareOffer], asked_milli: int) -> tuple[ShareOffer, ...]:

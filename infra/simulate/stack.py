@@ -38,7 +38,7 @@ import numpy as np
 from infra import catalog
 from infra.errors import ConfigError
 from infra.scheduling import pool_view
-from infra.simulate.share_offers import ShareOffer, chosen_offers, share_offers
+from infra.simulate.share_offers import ShareOffer, chosen_offers, restricted, share_offers
 from infra.spec import ClusterSpec, NodePool
 from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI
@@ -227,12 +227,19 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
 
     A whole-GPU pod may go to every pool that takes whole GPUs; a share to the pools of the resource it asks
     (:func:`infra.simulate.share_offers.chosen_offers`), among those of the GPU model its ``gpu_spec`` names
-    where the stack has one. Which of the routed pools it lands in is Kueue's flavor order (the dynamic
-    engine) or the placement policy (the static replay)."""
+    where the stack has one, and among those with a node that holds its cores and memory where one does. Which
+    of the routed pools it lands in is Kueue's flavor order (the dynamic engine) or the placement policy (the
+    static replay)."""
     pool_model = model.gpu_models or {p.name: p.gpu_model or "" for p in spec.node_pools}
     # a DRA pool also takes whole GPUs: a claim for all of a device's shares is the device
     exclusive = [p for p in model.routable if model.units[p] == 1 or p in model.claims]
     offers = share_offers(model.routable, model.units, model.resources, model.claims)
+    sharing = [p for o in offers for p in o.pools]
+    room: dict[str, tuple[int, int]] = {}  # pool -> its largest node's (milli-CPU, MiB)
+    c = model.cluster
+    for pool, cpu_milli, mib in zip(c.gpu_model, c.cpu_milli.tolist(), c.memory_mib.tolist(), strict=True):
+        had = room.get(pool, (0, 0))
+        room[pool] = (max(had[0], cpu_milli), max(had[1], mib))
     cpu_only = workload.num_gpu == 0
     keep = np.flatnonzero(~cpu_only)
     pods = workload.take(keep)
@@ -247,15 +254,16 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
             asked = int(pods.gpu_milli[i])
             candidates = list(offers)
             if wanted:
-                matching = [
-                    replace(o, pools=tuple(p for p in o.pools if pool_model[p] in wanted)) for o in offers
-                ]
-                matching = [o for o in matching if o.pools]
+                matching = restricted(offers, {p for p in sharing if pool_model[p] in wanted})
                 if matching:
                     candidates = matching
                 else:
                     dropped += 1
-            chosen = chosen_offers(candidates, asked)
+            cpu, memory = int(pods.cpu_milli[i]), int(pods.memory_mib[i])
+            hosting = restricted(
+                candidates, {p for p in sharing if cpu <= room[p][0] and memory <= room[p][1]}
+            )
+            chosen = chosen_offers(hosting or candidates, asked)
             for offer in chosen:
                 whole = next(o for o in offers if o.resource == offer.resource and o.units == offer.units)
                 per_offer[whole] = per_offer.get(whole, 0) + 1

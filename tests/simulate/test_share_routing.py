@@ -1,6 +1,6 @@
 """A pod asking part of a GPU is routed as a team member submitting it would end up: it asks the resource whose
-slice is the smallest that covers its fraction (else the largest), and Kueue's flavor order of its team's
-ClusterQueue picks the pool among those exposing that resource. A routable pool no pod reaches is reported."""
+slice is the smallest that covers its fraction (else the largest), on pools with a node that holds its cores and
+memory, and Kueue's flavor order of its team's ClusterQueue picks the pool among those exposing that resource. A routable pool no pod reaches is reported."""
 
 from __future__ import annotations
 
@@ -26,20 +26,21 @@ def _trace(tmp_path: Path, rows: list[str]) -> Path:
     return path
 
 
-def test_a_share_asks_the_slice_that_covers_it_else_the_largest() -> None:
+def test_a_share_asks_the_slice_that_covers_it_else_the_largest_on_a_node_that_holds_it() -> None:
     """example-prod offers MIG 1g.10gb (1/7 of an H100, 142 milli) and A10G replicas (1/4, 250 milli): 100 and
-    142 milli fit a MIG instance, 200 a replica, 600 no slice (the replica, the largest); each pool's unit is
-    what the pod holds. No whole-GPU pod: both exclusive pools receive nothing, and the report says so."""
+    142 milli fit a MIG instance, 200 a replica, 600 no slice (the replica, the largest); a 300-milli share
+    asking 16 cores asks the MIG instance, as the A10G nodes (g5.2xlarge) have 8. Each pool's unit is what the
+    pod holds. No whole-GPU pod: both exclusive pools receive nothing, and the report says so."""
     prod = load_example("example-prod")
     model = stack_model(prod)
-    pods = Workload.build([1000] * 4, [1024] * 4, [1] * 4, [100, 142, 200, 600])
+    pods = Workload.build([1000] * 4 + [16000], [1024] * 5, [1] * 5, [100, 142, 200, 600, 300])
     routed, routing = route(model, pods, prod)
-    assert routed.gpu_spec == ("h100-mig", "h100-mig", "a10g-batch", "a10g-batch")
-    assert routed.gpu_milli.tolist() == [142, 142, 250, 250]
-    assert routing.unexpressed_milli == 600 - 250 and routing.overgiven_milli == 42 + 0 + 50
+    assert routed.gpu_spec == ("h100-mig", "h100-mig", "a10g-batch", "a10g-batch", "h100-mig")
+    assert routed.gpu_milli.tolist() == [142, 142, 250, 250, 142]
+    assert routing.unexpressed_milli == (600 - 250) + (300 - 142) and routing.overgiven_milli == 42 + 0 + 50
     said = "\n".join(routing.lines())
     assert "2 one unit of 250 milli-GPU (4 per GPU) of nvidia.com/gpu.shared on a10g-batch" in said
-    assert "2 one unit of 142 milli-GPU (7 per GPU) of nvidia.com/mig-1g.10gb on h100-mig" in said
+    assert "3 one unit of 142 milli-GPU (7 per GPU) of nvidia.com/mig-1g.10gb on h100-mig" in said
     assert routing.idle_pools == ("h100-train", "l40s-infer")
     assert "no GPU pod of the trace is routed to h100-train, l40s-infer: it receives nothing" in said
 
