@@ -3,7 +3,9 @@
 The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke simulate --dynamic`):
 
 - **Nodes and routing** are the placement replay's (:mod:`infra.simulate.stack`): one node per node a pool can grow
-  to, a pod routed to the pools whose resource expresses its request; CPU-only pods leave the GPU replay.
+  to, a pod routed to the pools whose resource expresses its request (a share to the resource whose slice
+  covers its fraction, :mod:`infra.simulate.share_offers`), the pool among them the queue's flavor order;
+  CPU-only pods leave the GPU replay.
 - **Queues** are read from the stack's compiled ClusterQueues (:func:`scheduler.compile`), never restated:
   every GPU ClusterQueue as its own queue, the flavors of its GPU resource group in their order, and for each
   the nominal quota, borrowing and lending limit of the pool's GPU resource. A job goes to its team's
@@ -45,7 +47,7 @@ from infra.scheduling import pool_view, scheduler_inputs
 from infra.simulate.gpu_speed import power_w
 from infra.simulate.gpu_speed import speed as gpu_speed_of
 from infra.simulate.scaling import DELAY_AFTER_ADD_S, UNNEEDED_S, WHOLE_RUN, duration_s, pool_scaling
-from infra.simulate.stack import placement_profile, route, stack_model
+from infra.simulate.stack import Routing, placement_profile, route, stack_model
 from infra.spec import ClusterSpec
 from scheduler import compile as compile_policy
 from scheduler.resources import gpu_resource
@@ -61,6 +63,7 @@ class DynamicInput:
     world: World
     cpu_only_jobs: int
     stack_policy: str  # the placement policy the stack deploys
+    routing: Routing  # what routing the trace's pods to pools changed, and the pools it left without pods
 
     @property
     def stack_approach(self) -> str:
@@ -129,7 +132,7 @@ def _pools(
     for pool in spec.node_pools:
         nodes = tuple(i for i, m in enumerate(cluster_models) if m == pool.name)
         gpu = pool.gpu_model or ""
-        resource = gpu_resource(pool_view(spec, pool))
+        resource = model.resources[pool.name]
         speed, watts = (gpu_speed_of(gpu) if gpu_speed else 1.0), power_w(gpu)
         itype = catalog.CATALOG.get(pool.instance_type or "")
         if itype is None:  # hosts of an existing cluster: all up, never scaled
@@ -173,7 +176,7 @@ def stack_world(
     its trace duration on every GPU. ``capacity_window`` is when the stack's capacity blocks run (seconds on
     the run's clock; by default the whole run)."""
     model = stack_model(spec)
-    routed, _ = route(model, trace.workload, spec)
+    routed, routing = route(model, trace.workload, spec)
     keep = np.flatnonzero(trace.workload.num_gpu > 0)
     queues = _queues(spec)
     if not queues:
@@ -253,4 +256,4 @@ def stack_world(
         jobs,
         settings,
     )
-    return DynamicInput(world, int((trace.workload.num_gpu == 0).sum()), stack_policy)
+    return DynamicInput(world, int((trace.workload.num_gpu == 0).sum()), stack_policy, routing)

@@ -316,6 +316,7 @@ def simulate_over_time(
         f"trace: {req.pods} ({world.jobs.size} GPU jobs; {made.cpu_only_jobs} CPU-only pods left out), "
         f"time scale {req.time_scale:g}, seed {seed}",
         f"teams: {', '.join(q.name for q in world.queues)}; the stack's placement: {made.stack_policy}",
+        *made.routing.lines()[1:],
     ]
     for line in context:
         console.print(line)

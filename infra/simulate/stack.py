@@ -10,12 +10,14 @@ nodes and a trace becomes the pods that cluster would see (`invoke simulate --st
   the system pool (CPU only), sized from ``systemPool`` (maxSize x the instance type) and reported apart:
   the replay measures GPUs.
 - **GPU resources.** Exclusive pools expose whole GPUs (``nvidia.com/gpu``); time-sliced pools expose
-  ``replicas`` units of ``nvidia.com/gpu.shared`` per GPU and MIG pools their instances of one profile. A
-  fractional request becomes one unit of a sharing pool (the device plugin gives a container one replica;
-  the GPU it lands on is the device plugin's choice), worth ``1000 / units`` milli; with no sharing pool it
-  must ask a whole GPU. A pool of DRA shares (``sharing: dra-shares``) gives a pod the fewest shares that
-  cover its ask (a claim names its share count), and the GPU is kube-scheduler's choice: its allocator's
-  first device with room (the ``first-fit`` share rule, :mod:`scheduler.fgd.frag`). Either way what the trace asked and what the pod gets differ: reported, not hidden.
+  ``replicas`` units of ``nvidia.com/gpu.shared`` per GPU, MIG pools their instances of one profile and DRA
+  pools (``sharing: dra-shares``) their shares through claims. A fractional request asks the resource whose
+  slice is the smallest that covers it, else the largest (:mod:`infra.simulate.share_offers`): one replica or
+  MIG instance (the GPU it lands on is the device plugin's choice), worth ``1000 / units`` milli, or the fewest
+  DRA shares that cover the ask (the GPU kube-scheduler's: its allocator's first device with room, the
+  ``first-fit`` share rule, :mod:`scheduler.fgd.frag`); with no sharing pool it must ask a whole GPU. Either
+  way what the trace asked and what the pod gets differ: reported, not hidden, as are the pools no pod is
+  routed to.
 - **Kueue flavors.** A team's pods are admitted to the flavors (pools) it has quota in, and may borrow the
   cohort's others; trace pods have no team, so a pod may use every pool some team has quota in (all pools
   when no team has quotas).
@@ -35,10 +37,13 @@ import numpy as np
 
 from infra import catalog
 from infra.errors import ConfigError
+from infra.scheduling import pool_view
+from infra.simulate.share_offers import ShareOffer, chosen_offers, restricted, share_offers
 from infra.spec import ClusterSpec, NodePool
 from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI
 from scheduler.model import fit_strategy
+from scheduler.resources import gpu_resource
 from scheduler.sim import Cluster, Workload
 
 EKS_WEIGHTED = ("cpu", "memory", "nvidia.com/gpu")
@@ -56,6 +61,7 @@ class StackModel:
     weights: dict[str, int] = field(default_factory=dict)  # NodeResourcesFit params as sent
     claims: frozenset[str] = frozenset()  # pools whose shares are DRA claims (as many shares as a pod asks)
     gpu_models: dict[str, str] = field(default_factory=dict)  # pool -> its GPU model in the catalog
+    resources: dict[str, str] = field(default_factory=dict)  # pool -> the resource a pod asks its GPUs by
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,13 @@ class Routing:
     cpu_only_memory_mib: int
     cpu_pool_fits: bool | None  # the CPU-only pods fit the system pool at once; None: unlimited
     shared_pods: int
-    share_units: int  # units per GPU of the sharing pool the fractions go to (0: none, rounded to whole)
+    share_pods: tuple[
+        tuple[ShareOffer, int], ...
+    ]  # each offer the fractions asked, its pods; none: whole GPUs
     unexpressed_milli: int  # milli-GPU asked beyond what the deployed resource gives
     overgiven_milli: int  # milli-GPU given beyond what pods asked
     dropped_specs: int  # pods whose gpu_spec names no model of the stack (the restriction is dropped)
-    claims: bool = False  # the fractions go to DRA shares: as many shares as cover each ask
+    idle_pools: tuple[str, ...] = ()  # routable pools no GPU pod is routed to
 
     def lines(self) -> list[str]:
         where = (
@@ -83,20 +91,32 @@ class Routing:
             "GPU replay either way)"
         )
         share = (
-            f"the DRA shares of {MILLI // self.share_units} milli-GPU that cover their asks "
-            f"({self.share_units} per GPU, the GPU the allocator's first with room)"
-            if self.share_units and self.claims
-            else f"one unit of {MILLI // self.share_units} milli-GPU ({self.share_units} per GPU)"
-            if self.share_units
-            else "a whole GPU (the stack has no time-sliced or MIG pool)"
+            "; ".join(_offer_words(offer, pods) for offer, pods in self.share_pods)
+            if self.share_pods
+            else "a whole GPU (the stack has no time-sliced, MIG or DRA pool)"
         )
-        return [
+        out = [
             f"{self.cpu_only_pods} CPU-only pods ({self.cpu_only_cpu_milli / 1000:.0f} cores, "
             f"{self.cpu_only_memory_mib / 1024:.0f} GiB) go to {where}, not to GPU nodes",
             f"{self.shared_pods} sharing pods take {share}: {self.unexpressed_milli / MILLI:.1f} GPUs asked "
             f"cannot be expressed, {self.overgiven_milli / MILLI:.1f} GPUs given beyond the asks",
             f"{self.dropped_specs} pods name GPU models the stack does not have; their restriction is dropped",
         ]
+        if self.idle_pools:
+            out.append(
+                f"no GPU pod of the trace is routed to {', '.join(self.idle_pools)}: it receives nothing"
+            )
+        return out
+
+
+def _offer_words(offer: ShareOffer, pods: int) -> str:
+    where = "|".join(offer.pools)
+    if offer.claims:
+        return (
+            f"{pods} the DRA shares of {offer.unit_milli} milli-GPU that cover their asks ({offer.units} per GPU, "
+            f"the GPU the allocator's first with room) on {where}"
+        )
+    return f"{pods} one unit of {offer.unit_milli} milli-GPU ({offer.units} per GPU) of {offer.resource} on {where}"
 
 
 def _units(pool: NodePool) -> int:
@@ -189,6 +209,7 @@ def stack_model(spec: ClusterSpec) -> StackModel:
         units={p.name: _units(p) for p in spec.node_pools},
         claims=claims,
         gpu_models={p.name: p.gpu_model or "" for p in spec.node_pools},
+        resources={p.name: gpu_resource(pool_view(spec, p)) for p in spec.node_pools},
         routable=routable,
         cpu_pool=cpu_pool,
         strategy=strategy,
@@ -202,13 +223,23 @@ def cluster_from_spec(spec: ClusterSpec) -> Cluster:
 
 
 def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Workload, Routing]:
-    """The trace's pods as the stack's cluster sees them: GPU pods routed to pools, CPU-only pods apart."""
-    pool_model = {p.name: p.gpu_model or "" for p in spec.node_pools}
+    """The trace's pods as the stack's cluster sees them: GPU pods routed to pools, CPU-only pods apart.
+
+    A whole-GPU pod may go to every pool that takes whole GPUs; a share to the pools of the resource it asks
+    (:func:`infra.simulate.share_offers.chosen_offers`), among those of the GPU model its ``gpu_spec`` names
+    where the stack has one, and among those with a node that holds its cores and memory where one does. Which
+    of the routed pools it lands in is Kueue's flavor order (the dynamic engine) or the placement policy (the
+    static replay)."""
+    pool_model = model.gpu_models or {p.name: p.gpu_model or "" for p in spec.node_pools}
     # a DRA pool also takes whole GPUs: a claim for all of a device's shares is the device
     exclusive = [p for p in model.routable if model.units[p] == 1 or p in model.claims]
-    sharing = [p for p in model.routable if model.units[p] > 1]
-    share_units = max((model.units[p] for p in sharing), default=0)
-    share_pools = [p for p in sharing if model.units[p] == share_units]
+    offers = share_offers(model.routable, model.units, model.resources, model.claims)
+    sharing = [p for o in offers for p in o.pools]
+    room: dict[str, tuple[int, int]] = {}  # pool -> its largest node's (milli-CPU, MiB)
+    c = model.cluster
+    for pool, cpu_milli, mib in zip(c.gpu_model, c.cpu_milli.tolist(), c.memory_mib.tolist(), strict=True):
+        had = room.get(pool, (0, 0))
+        room[pool] = (max(had[0], cpu_milli), max(had[1], mib))
     cpu_only = workload.num_gpu == 0
     keep = np.flatnonzero(~cpu_only)
     pods = workload.take(keep)
@@ -216,36 +247,57 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
     milli = pods.gpu_milli.copy()
     specs: list[str] = []
     dropped = unexpressed = over = 0
+    per_offer: dict[ShareOffer, int] = {}
     for i, (share, spec_text) in enumerate(zip(is_share, pods.gpu_spec, strict=True)):
-        pools = share_pools if share and share_pools else exclusive
         wanted = {m for m in spec_text.split("|") if m}
-        if wanted:
-            matching = [p for p in pools if pool_model[p] in wanted]
-            if matching:
-                pools = matching
-            else:
-                dropped += 1
-        specs.append("|".join(pools) if pools else "(no pool)")
-        if share:
-            given = MILLI // share_units if share_pools else MILLI
-            if share_pools and set(share_pools) <= model.claims:  # a claim asks the shares that cover the ask
-                given *= max(1, -(-int(pods.gpu_milli[i]) // given))
+        if share and offers:
             asked = int(pods.gpu_milli[i])
+            candidates = list(offers)
+            if wanted:
+                matching = restricted(offers, {p for p in sharing if pool_model[p] in wanted})
+                if matching:
+                    candidates = matching
+                else:
+                    dropped += 1
+            cpu, memory = int(pods.cpu_milli[i]), int(pods.memory_mib[i])
+            hosting = restricted(
+                candidates, {p for p in sharing if cpu <= room[p][0] and memory <= room[p][1]}
+            )
+            chosen = chosen_offers(hosting or candidates, asked)
+            for offer in chosen:
+                whole = next(o for o in offers if o.resource == offer.resource and o.units == offer.units)
+                per_offer[whole] = per_offer.get(whole, 0) + 1
+            pools = [p for o in chosen for p in o.pools]
+            given = chosen[0].given(asked)
             unexpressed += max(asked - given, 0)
             over += max(given - asked, 0)
             milli[i] = given
+            specs.append("|".join(pools))
+            continue
+        pools = exclusive
+        if wanted:
+            matching_pools = [p for p in pools if pool_model[p] in wanted]
+            if matching_pools:
+                pools = matching_pools
+            else:
+                dropped += 1
+        specs.append("|".join(pools) if pools else "(no pool)")
+        if share:  # no sharing pool: the fraction asks a whole GPU
+            over += MILLI - int(pods.gpu_milli[i])
+            milli[i] = MILLI
     routed = replace(pods, gpu_milli=milli, gpu_spec=tuple(specs))
     c_cpu, c_mem = int(workload.cpu_milli[cpu_only].sum()), int(workload.memory_mib[cpu_only].sum())
     fits = None if model.cpu_pool is None else (c_cpu <= model.cpu_pool[0] and c_mem <= model.cpu_pool[1])
+    reached = {p for text in specs for p in text.split("|")}
     return routed, Routing(
         cpu_only_pods=int(cpu_only.sum()),
         cpu_only_cpu_milli=c_cpu,
         cpu_only_memory_mib=c_mem,
         cpu_pool_fits=fits,
         shared_pods=int(sum(is_share)),
-        share_units=share_units if share_pools else 0,
+        share_pods=tuple((o, per_offer[o]) for o in offers if o in per_offer),
         unexpressed_milli=unexpressed,
         overgiven_milli=over,
         dropped_specs=dropped,
-        claims=bool(share_pools) and set(share_pools) <= model.claims,
+        idle_pools=tuple(p for p in model.routable if p not in reached),
     )

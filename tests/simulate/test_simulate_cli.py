@@ -164,10 +164,9 @@ def test_stack_model_routes_pods_as_deployed() -> None:
     pods = Workload.build([1000, 2000, 500], [1024, 2048, 512], [0, 1, 2], [0, 300, 1000])
     routed, routing = route(model, pods, prod)
     assert routed.size == 2 and routing.cpu_only_pods == 1  # the CPU-only pod left the GPU nodes
-    share_units = max(model.units.values())
-    assert routed.gpu_milli.tolist() == [1000 // share_units, 1000]
-    sharing_pools = {p for p, u in model.units.items() if u == share_units}
-    assert set(routed.gpu_spec[0].split("|")) == sharing_pools
+    # 300 milli: no slice covers it, so the largest, a time-sliced replica (1/4 GPU)
+    assert routed.gpu_milli.tolist() == [1000 // model.units["a10g-batch"], 1000]
+    assert routed.gpu_spec[0] == "a10g-batch"
     assert set(routed.gpu_spec[1].split("|")) == {
         p for p, u in model.units.items() if u == 1 and p in model.routable
     }
