@@ -4,17 +4,20 @@ remaining time, and the waiting work in Kueue's order.
 
 What the member cannot read is modelled from what they can, and said: nodes (a team role may not list them)
 become the cohort's quota per pool on nodes of NODE_GPUS; another team's admitted work is seen only as its
-ClusterQueue's `status.flavorsUsage` (their Workloads are not readable), so it becomes blocks of that many GPUs
-held for a remaining time drawn like any unknown one; their waiting work is only a count
-(`status.pendingWorkloads`), so it becomes that many jobs the size of the team's usual pod, ahead of the team's.
+ClusterQueue's `status.flavorsUsage` and `status.reservingWorkloads` (their Workloads are not readable, nor
+Kueue's visibility API of their ClusterQueue: a team role may read its own LocalQueues' pending workloads
+only), so it becomes that many jobs sharing the GPUs evenly (no block over NODE_GPUS), each held for a
+remaining time drawn like any unknown one; their waiting work is only a count (`status.pendingWorkloads`), so
+it becomes that many jobs the size of the team's usual pod, ahead of the team's.
 
 Work not yet submitted is modelled too (`streams`): the team's own submissions over a recent window (its Jobs'
 creationTimestamps, their pods x GPUs, priority classes and hints) give a Poisson rate and the shapes a later
-job is drawn from; another team's submissions cannot be read, so a ClusterQueue of the cohort that shows work
-(admitted, reserving or waiting) is taken to submit jobs of the team's own shapes at the team's rate scaled by
-its share of nominal quota (quotas are sized to a team's demand), and one that shows none, nothing. A rate
-seen over the last T seconds is taken to hold for the next T, no longer: the estimate does not extrapolate a
-burst into a day of submissions that would starve a large job forever.
+job is drawn from. Another team's submissions cannot be read, so its rate comes from what its ClusterQueue
+shows by Little's law: the jobs holding its quota now over the team's mean run is the rate at which it
+finishes jobs, which over time is the rate it is given them; it submits jobs of the team's own shapes (their
+sizes are not readable), and a queue holding no quota, nothing (its waiting jobs are seeded as they are). A
+rate seen over the last T seconds is taken to hold for the next T, no longer: the estimate does not
+extrapolate a burst into a day of submissions that would starve a large job forever.
 
 Everything counts in Kueue's units of each pool's GPU resource (a time-sliced pool's shares are its units), so
 a pool here has one unit per "GPU" and a pod takes its request of the flavor's resource.
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from scheduler.explain.durations import Remaining, parse_time, remaining_of
+from scheduler.explain.durations import HISTORY, Remaining, finished_jobs, parse_time, remaining_of
 from scheduler.explain.order import condition, is_true, kueue_order, priority
 from scheduler.explain.quota import root_cohort
 from scheduler.explain.reasons import GPU_PREFIX
@@ -269,21 +272,37 @@ def workload_entry(
     return Entry(name, cq, allowed, pods, units, priority(workload), remaining_of(job, 0.0))
 
 
+def holding(queue: Mapping[str, Any]) -> int:
+    """The Workloads holding a ClusterQueue's quota now (`status.reservingWorkloads`, at least its
+    `admittedWorkloads`): the number of jobs behind its usage."""
+    status = queue.get("status", {}) or {}
+    return max(int(status.get("reservingWorkloads", 0) or 0), int(status.get("admittedWorkloads", 0) or 0))
+
+
+def blocks(used: int, jobs: int) -> list[int]:
+    """`used` GPUs as the jobs holding them: `jobs` near-equal parts (largest first), but never a part over
+    NODE_GPUS nor one of no GPU; blocks of NODE_GPUS when the count is unknown (0)."""
+    if not jobs:
+        return [NODE_GPUS] * (used // NODE_GPUS) + ([used % NODE_GPUS] if used % NODE_GPUS else [])
+    n = min(max(jobs, -(-used // NODE_GPUS)), used)
+    return [used // n + (1 if i < used % n else 0) for i in range(n)] if n else []
+
+
 def others_entries(queue: Mapping[str, Any], resources: Mapping[str, str], value: int) -> list[Entry]:
-    """Another team's admitted work, seen as its ClusterQueue's usage per pool: blocks of at most NODE_GPUS
-    units, at priority `value`, for a remaining time drawn like any unknown one."""
+    """Another team's admitted work, seen as its ClusterQueue's usage per pool and the count of its Workloads
+    holding quota: that many jobs sharing the usage evenly (a pool's share of the count in proportion to its
+    usage), at priority `value`, each for a remaining time drawn like any unknown one."""
     name = str(queue["metadata"]["name"])
+    used = {str(flavor["name"]): int(float(str(res.get("total", 0))))
+            for flavor in queue.get("status", {}).get("flavorsUsage", []) or []
+            for res in flavor.get("resources", []) or [] if resources.get(str(flavor["name"])) == res["name"]}  # fmt: skip
+    total = sum(used.values())
     out = []
-    for flavor in queue.get("status", {}).get("flavorsUsage", []) or []:
-        for res in flavor.get("resources", []) or []:
-            if resources.get(str(flavor["name"])) != res["name"]:
-                continue
-            used = int(float(str(res.get("total", 0))))
-            blocks = [NODE_GPUS] * (used // NODE_GPUS) + ([used % NODE_GPUS] if used % NODE_GPUS else [])
-            for i, units in enumerate(blocks):
-                entry_name = f"{OTHERS}/{name}/{flavor['name']}/{i}"
-                out.append(Entry(entry_name, name, (str(flavor["name"]),), 1, units, value,
-                                 Remaining(None, "others"), str(flavor["name"])))  # fmt: skip
+    for flavor, units in used.items():
+        share = round(holding(queue) * units / total) if total else 0
+        for i, part in enumerate(blocks(units, share)):
+            out.append(Entry(f"{OTHERS}/{name}/{flavor}/{i}", name, (flavor,), 1, part, value,
+                             Remaining(None, "others"), flavor))  # fmt: skip
     return out
 
 
@@ -324,6 +343,21 @@ def rate_of(ages: Sequence[float]) -> float:
     if len(ages) < MIN_SUBMISSIONS or max(ages) <= 0:
         return 0.0
     return (len(ages) - 1) / max(ages)
+
+
+def mean_run(live: Live) -> float | None:
+    """The team's mean run, the time a job holds quota: over its last HISTORY finished Jobs, else over the
+    runs its Jobs announce (hint, else deadline); None with neither."""
+    done = [f.seconds for f in finished_jobs(live.jobs)][-HISTORY:]
+    if not done:
+        for j in live.jobs:
+            try:
+                known = remaining_of(j, 0.0).known
+            except ValueError:  # a bad hint says nothing of how long jobs run
+                continue
+            if known is not None:
+                done.append(known)
+    return sum(done) / len(done) if done and sum(done) > 0 else None
 
 
 def shape_of(
@@ -367,18 +401,13 @@ def streams_of(
         )
     span = max(a for a, _ in recent)  # the rate is taken to hold as long again as it has been seen
     streams = [Stream(live.namespace, rate, shapes, span)]
-    used = {p for s in shapes for p in s.pools}  # quota compared in the pools the team's jobs use
-    mine = sum(queues[q].nominal.get(p, 0) for q in own if q in queues for p in used)
+    used = {p for s in shapes for p in s.pools}  # the pools the team's jobs use
+    run = mean_run(live)
     scaled = []
     for q in cohort:
         name = str(q["metadata"]["name"])
-        status = q.get("status", {}) or {}
-        counts = ("admittedWorkloads", "reservingWorkloads", "pendingWorkloads")
-        usage = [_units(r.get("total", 0)) for f in status.get("flavorsUsage", []) or []
-                 for r in f.get("resources", []) or [] if resources.get(str(f["name"])) == r["name"]]  # fmt: skip
-        busy = any(int(status.get(k, 0) or 0) for k in counts) or any(u > 0 for u in usage)
-        theirs = sum(queues[name].nominal.get(p, 0) for p in used)
-        if name in own or not busy or not theirs or not mine:
+        held = holding(q)
+        if name in own or not held or run is None or not any(p in queues[name].flavors for p in used):
             continue
         shaped = []
         for s in shapes:
@@ -389,16 +418,16 @@ def streams_of(
             if kept:
                 shaped.append(Shape(name, kept, s.pods, s.units, s.priority, s.remaining))
         if shaped:
-            streams.append(Stream(name, rate * theirs / mine, tuple(shaped), span))
-            scaled.append(f"{name} {theirs}")
+            streams.append(Stream(name, held / run, tuple(shaped), span))
+            scaled.append(f"{name} {held}")
     said = (
         f"later submissions: your team's {job_count(len(recent))} of the last {human_time(span)} (one every "
         f"{human_time(1 / rate)}) go on for as long again, a Poisson stream of the same shapes, priorities and hints"
     )
-    if scaled:
+    if scaled and run is not None:
         said += (
-            f"; other teams' queues that show work ({', '.join(scaled)} GPUs of quota, against your {mine}) are "
-            "taken to submit jobs like yours at your rate scaled by their quota"
+            f"; other teams' queues holding quota ({', '.join(scaled)} jobs) are taken to be given jobs like yours "
+            f"as fast as they finish them: that many every {human_time(run)}, your team's mean run"
         )
     return tuple(streams), said
 

@@ -45,10 +45,12 @@ def compiled() -> list[dict[str, Any]]:
     return compile(*scheduler_inputs(load_example("metal")))
 
 
-def queues(compiled: list[dict[str, Any]], nlp_used: int = 0, nlp_pending: int = 0) -> list[dict[str, Any]]:
+def queues(compiled: list[dict[str, Any]], nlp_used: int = 0, nlp_pending: int = 0,
+           nlp_holding: int = 0) -> list[dict[str, Any]]:  # fmt: skip
     out = copy.deepcopy(of_kind(compiled, "ClusterQueue"))
     nlp = next(q for q in out if q["metadata"]["name"] == "nlp")
-    nlp["status"] = {"pendingWorkloads": nlp_pending,
+    nlp["status"] = {"pendingWorkloads": nlp_pending, "reservingWorkloads": nlp_holding,
+                     "admittedWorkloads": nlp_holding,
                      "flavorsUsage": [{"name": "h100", "resources": [{"name": GPU, "total": str(nlp_used)}]}]}  # fmt: skip
     return out
 
@@ -95,14 +97,15 @@ def workload(owner: dict[str, Any], *, prio: int = 100, admitted_ago: float | No
 
 
 def live(compiled: list[dict[str, Any]], jobs: list[dict[str, Any]], workloads: list[dict[str, Any]],
-         *, nlp_used: int = 0, nlp_pending: int = 0, nodes: list[dict[str, Any]] | None = None) -> Live:  # fmt: skip
+         *, nlp_used: int = 0, nlp_pending: int = 0, nlp_holding: int = 0,
+         nodes: list[dict[str, Any]] | None = None) -> Live:  # fmt: skip
     classes = {
         str(c["metadata"]["name"]): int(c["value"]) for c in of_kind(compiled, "WorkloadPriorityClass")
     }
     return Live(
         namespace="vision",
         local_queues={"default": "vision", "cpu": "vision-cpu"},
-        cluster_queues=queues(compiled, nlp_used, nlp_pending),
+        cluster_queues=queues(compiled, nlp_used, nlp_pending, nlp_holding),
         cohort_parents=cohort_parents(of_kind(compiled, "Cohort")),
         flavors=of_kind(compiled, "ResourceFlavor"),
         nodes=nodes,
@@ -313,11 +316,14 @@ def test_a_stream_of_small_later_jobs_delays_a_large_borrowing_one(compiled: lis
     assert without.p50_s + 1 < found.p50_s <= found.p90_s <= 50 + 60 + 2
 
 
-def test_other_teams_that_show_work_submit_at_the_teams_rate_scaled_by_quota(
+def test_other_teams_are_given_jobs_as_fast_as_their_queues_finish_them(
     compiled: list[dict[str, Any]],
 ) -> None:
+    """vision submitted one 8-GPU job of 60 s every 10 s (0.1 a second); nlp, whose jobs vision cannot read,
+    holds quota with 3 Workloads: by Little's law it finishes, and over time is given, 3 jobs every 60 s
+    (vision's mean run), not vision's rate however the quotas compare."""
     recent = [submitted_job(f"s{i}", 40 - 10 * i, gpus=8) for i in range(5)]  # 4 after the oldest, over 40 s
-    now = live(compiled, recent, [], nlp_used=8)
+    now = live(compiled, recent, [], nlp_used=12, nlp_holding=3)
     nlp_status = next(q for q in now.cluster_queues if q["metadata"]["name"] == "nlp")["status"]
     nlp_status["flavorsUsage"].append(
         {"name": "gpu-cores", "resources": [{"name": "memory", "total": "8Gi"}]}
@@ -325,12 +331,29 @@ def test_other_teams_that_show_work_submit_at_the_teams_rate_scaled_by_quota(
     state = seed(now)
     mine, nlp = state.streams
     assert (mine.name, nlp.name) == ("vision", "nlp")
-    assert nlp.rate_per_s == pytest.approx(mine.rate_per_s * 16 / 16) and mine.rate_per_s == pytest.approx(
-        0.1
-    )
+    assert mine.rate_per_s == pytest.approx(0.1) and nlp.rate_per_s == pytest.approx(3 / 60)
+    assert nlp.horizon_s == mine.horizon_s == 40.0
     assert {(s.queue, s.pools, s.units) for s in nlp.shapes} == {("nlp", ("h100",), 8)}
-    assert any("other teams' queues that show work (nlp 16 GPUs of quota, against your 16)" in a
-               for a in state.assumed)  # fmt: skip
+    assert any("other teams' queues holding quota (nlp 3 jobs) are taken to be given jobs like yours as fast "
+               "as they finish them: that many every 60 s, your team's mean run" in a for a in state.assumed)  # fmt: skip
+
+    # finished jobs say how long a run is, before any hint: 3 jobs every 120 s
+    done = [job(f"d{i}", ran=(300 + 10 * i, 180 + 10 * i)) for i in range(2)]
+    assert seed(live(compiled, [*recent, *done], [], nlp_used=12, nlp_holding=3)).streams[1].rate_per_s == (
+        pytest.approx(3 / 120)
+    )
+    # a queue that only waits finishes nothing: its waiting jobs are seeded, no later ones drawn for it
+    (only,) = seed(live(compiled, recent, [], nlp_pending=4)).streams
+    assert only.name == "vision"
+
+
+def test_other_teams_running_work_is_as_many_jobs_as_hold_their_quota(compiled: list[dict[str, Any]]) -> None:
+    """nlp's 12 GPUs held by 3 Workloads become three jobs of 4 that end apart; by one, no block over a node's
+    8; with no count, blocks of 8."""
+    for holding, units in ((3, [4, 4, 4]), (1, [6, 6]), (0, [8, 4]), (20, [1] * 12)):
+        state = seed(live(compiled, [], [], nlp_used=12, nlp_holding=holding))
+        others = [e for e in state.entries if e.name.startswith("other/nlp/h100/")]
+        assert [e.units for e in others] == units and {(e.pool, e.pods) for e in others} == {("h100", 1)}
 
 
 def test_every_run_draws_its_own_arrivals_over_the_horizon(compiled: list[dict[str, Any]]) -> None:
