@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, Simulation, World, simulate
-from scheduler.sim.dynamic.engine import WAITING
+from scheduler.sim.dynamic.engine import ADMITTED, READY_TIMEOUT, WAITING
 
 
 def cluster(nodes: int, gpus: int = 4, pool: str = "a") -> Cluster:
@@ -246,6 +246,13 @@ class Watched(Simulation):
     def __init__(self, world: World, check: bool = False) -> None:
         super().__init__(world, check=check)
         self.just_preempted: set[int] = set()  # victims of the current instant
+        self.timed_out: set[int] = set()  # evicted by the PodsReady timeout since the last batched requeue
+
+    def _handle(self, t: float, kind: int, a: int, b: int) -> None:
+        evicted = kind == READY_TIMEOUT and self.jobs[a].state == ADMITTED and self.jobs[a].run == b
+        super()._handle(t, kind, a, b)
+        if evicted:
+            self.timed_out.add(a)
 
     def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
         self.just_preempted.add(victim)
@@ -265,6 +272,10 @@ class Watched(Simulation):
                 continue
             if self.requeue_due and (self.shape_of[j] in self.parked or j in self.inadmissible):
                 continue  # quota changed within the batch period: Kueue retries it at the batched requeue
+            if self.requeue_due and j in self.timed_out:
+                # Kueue requeues a job evicted by waitForPodsReady after its backoff (requeuingStrategy), not
+                # in the cycle that evicted it; the engine retries it at the batched requeue
+                continue
             if j in self.just_preempted:
                 # Kueue requeues a victim once its eviction completes, not in the cycle that preempted it
                 # (v0.19.2 pkg/controller/core/workload_controller.go, the update handler's case
@@ -280,6 +291,8 @@ class Watched(Simulation):
                 ]
                 assert not (within and others), f"t={t}: job {j} waits within its quota while {others} borrow"
         self.just_preempted.clear()
+        if not self.requeue_due:
+            self.timed_out.clear()
 
 
 # Random jobs (arrival, duration, GPUs per pod, queue, pods, priority) for the property tests of the engine.

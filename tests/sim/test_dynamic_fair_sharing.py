@@ -5,9 +5,10 @@ The rules, Kueue v0.19.2: the dominant resource share (pkg/cache/scheduler/fair_
 `dominantResourceShare`: borrowed units ×1000 over what the root can lend, over the weight), the admission
 tournament (pkg/scheduler/fair_sharing_iterator.go: not borrowing on the requested flavor, lower share after
 admission, priority, FIFO), and `fairPreemptions` with `[LessThanOrEqualToFinalShare, LessThanInitialShare]`
-(pkg/scheduler/preemption/preemption.go `runFirstFsStrategy`, `runSecondFsStrategy`). Every world here is one
+(pkg/scheduler/preemption/preemption.go `runFirstFsStrategy`, `runSecondFsStrategy`). Most worlds here are one
 8-GPU node, one pool, teams of nominal quota 2 each in team cohorts under the root; the root holds the rest
-as spare quota, so what the root can lend is all 8 GPUs.
+as spare quota, so what the root can lend is all 8 GPUs. Two borrowers at equal shares in two pools
+(:func:`exchange`) show the exchange Kueue's first strategy allows.
 """
 
 from __future__ import annotations
@@ -157,3 +158,64 @@ def test_kueues_guarantees_hold_under_fair_sharing(rows: list[tuple[int, ...]], 
     )
     result = Watched(world, check=True).run()
     assert result.started + result.never_started + result.unhostable == n
+
+
+def exchange(m_jobs_of_t2: int) -> tuple[list[tuple[int, int, str]], set[int], set[int], int]:
+    """Pool a (16 GPUs, all team o's quota) and pool m (6 GPUs nobody has as quota), each a resource of its
+    own; t1 (weight 2) and t2 (weight 1) have no quota and borrow in both. t=0: t1 takes 4 GPUs of m for 1000 s
+    (4000/6 = 667‰, weighted 333‰) and t2 ``m_jobs_of_t2``; in a, for 100 s, o runs 10 jobs within its quota,
+    t1 4 (4000/16 = 250‰) and t2 2 (125‰): a is full. t=10: one more job of t2 in a. Returns every
+    preemption (victim, preemptor, reason), t1's and t2's jobs in a, and the job that comes at t=10."""
+    world_cluster = Cluster.build(
+        ["a-0", "a-1", "m-0"], [64000] * 3, [262144] * 3, [8, 8, 6], ["a", "a", "m"]
+    )
+    pools = (Pool("a", (0, 1), resource="a"), Pool("m", (2,), resource="m"))
+    queues = (
+        Queue("o", ("a",), {"a": 16}, {"a": None}, cohort="co"),
+        Queue("t1", ("a", "m"), {"a": 0, "m": 0}, {"a": None, "m": None}, weight=2, cohort="c1"),
+        Queue("t2", ("a", "m"), {"a": 0, "m": 0}, {"a": None, "m": None}, cohort="c2"),
+    )
+    rows = [(0, 1000, 1, "m")] * 4 + [(0, 1000, 2, "m")] * m_jobs_of_t2 + [(0, 100, 0, "a")] * 10
+    t1_a = set(range(len(rows), len(rows) + 4))
+    rows += [(0, 100, 1, "a")] * 4
+    t2_a = set(range(len(rows), len(rows) + 3))
+    rows += [(0, 100, 2, "a")] * 2 + [(10, 100, 2, "a")]
+    n = len(rows)
+    js = Jobs(np.array([r[0] for r in rows], dtype=np.float64), np.array([r[1] for r in rows], dtype=np.float64),
+              np.ones(n, dtype=np.int64), np.array([r[2] for r in rows]), np.full(n, 100, dtype=np.int64),
+              Workload.build([1000] * n, [1024] * n, [1] * n, [MILLI] * n, [r[3] for r in rows]))  # fmt: skip
+    preempted: list[tuple[int, int, str]] = []
+
+    class Recording(Watched):
+        def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
+            super().preempting(victim, preemptor, pool, reason)
+            preempted.append((victim, preemptor, reason))
+
+    Recording(World(world_cluster, pools, queues, js, FAIR), check=True).run()
+    return preempted, t1_a, t2_a, n - 1
+
+
+def test_two_borrowers_at_equal_shares_take_a_pool_from_each_other_as_kueue_allows() -> None:
+    """With t2 on 2 GPUs of m both teams stand at 333‰ weighted, and m, not a, is each one's dominant resource,
+    so a job of a moves neither share. LessThanOrEqualToFinalShare (pkg/scheduler/preemption/fairsharing/
+    strategy.go: `CompareDRS(preemptorNewShare, targetNewShare) <= 0`) then holds both ways: t2's new job
+    preempts one of t1's in a, that job preempts it back, and so on until the jobs of a end. Kueue's own rule:
+    the engine keeps it."""
+    preempted, t1_a, t2_a, newcomer = exchange(2)
+    assert {reason for _, _, reason in preempted} == {"InCohortFairSharing"}
+    assert preempted[0][1] == newcomer and preempted[0][0] in t1_a
+    by_t2 = [(v, p) for v, p, _ in preempted if p in t2_a and v in t1_a]
+    by_t1 = [(v, p) for v, p, _ in preempted if p in t1_a and v in t2_a]
+    assert len(by_t2) + len(by_t1) == len(preempted)
+    assert len(by_t2) >= 2 and len(by_t1) >= 2
+    assert max(by_t1.count(pair) for pair in set(by_t1)) >= 2  # the same pair, again
+
+
+def test_a_borrower_below_the_others_share_takes_a_pool_once() -> None:
+    """With t2 on 1 GPU of m its share is 167‰, 188‰ with its new job of a: at most t1's 333‰ without one of its
+    jobs (S2-a), so it preempts. t1's job back would stand at 333‰, neither at most t2's 167‰ without one job
+    (S2-a) nor below t2's 188‰ now (S2-b): it waits. One preemption."""
+    preempted, t1_a, _, newcomer = exchange(1)
+    assert len(preempted) == 1
+    victim, preemptor, reason = preempted[0]
+    assert preemptor == newcomer and victim in t1_a and reason == "InCohortFairSharing"

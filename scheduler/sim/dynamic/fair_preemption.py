@@ -18,7 +18,10 @@ Kueue v0.19.2 with `fairSharing` configured replaces classical preemption by `fa
   preemptor's share after admission is at most the target's share after the candidate's removal, both taken
   at the children of the two queues' lowest common ancestor (fairsharing/strategy.go
   `LessThanOrEqualToFinalShare`, least_common_ancestor.go); after each taken candidate the queue is picked
-  again (InCohortFairSharing). A candidate that fails waits for rule S2-b.
+  again (InCohortFairSharing). A candidate that fails waits for rule S2-b. Two borrowers whose weighted
+  shares are equal, each dominant in a resource other than the pool's, pass this rule both ways: a job of
+  the pool moves neither share, so each requeued victim evicts its preemptor in turn, as in Kueue
+  (`CompareDRS(preemptorNewShare, targetNewShare) <= 0`).
 - **Rule S2-b** (`runSecondFsStrategy`): over the failed candidates, in a fresh ordering, the first of each
   queue goes if the preemptor's share is below that queue's current share (`LessThanInitialShare`); a queue
   is dropped after one try.
