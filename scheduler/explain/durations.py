@@ -11,6 +11,12 @@ NO_HISTORY_S stands in only when it has neither.
 A job that has run for a while is not a fresh one: its remaining time is drawn from the finished durations
 longer than what it has already run (the residual life), and when none is longer, from up to as long again as
 it has run.
+
+Another team's running job is not readable at all, not even when it started, but it is caught partway
+through: a look at a random moment falls in a long run more often than in a short one (the inspection
+paradox), so the run it falls in has the length-biased law d f(d) / E[D] and the look lands uniformly within
+it; the remaining time then follows the residual-life law of renewal theory, of mean E[D^2] / (2 E[D]) (with
+runs uniform in 20-60 s, about 22 s, not the 40 s of a fresh run).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ HINT = "gpufleet.io/expected-duration"
 HISTORY = 20  # the most recent finished jobs a remaining time is drawn from
 SIMILAR_AT_LEAST = 5  # similar finished jobs needed before the history narrows to them
 NO_HISTORY_S = 3600.0  # a job's run when the team has no finished job to learn from (said in the answer)
+CAUGHT = "caught"  # the source of a running job whose start cannot be read: another team's
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -91,7 +98,7 @@ class Remaining:
     run), or nothing, and then it is drawn from `history`; `source` says which, for the answer."""
 
     known: float | None
-    source: str  # "hint", "deadline", "history", "none"
+    source: str  # "hint", "deadline", "history", "none", CAUGHT
     elapsed: float = 0.0
 
 
@@ -116,11 +123,23 @@ def history_for(history: Sequence[Finished], pool: str, gpus: int) -> tuple[list
     return [f.seconds for f in history][-HISTORY:], False
 
 
+def residual(durations: Sequence[float], rng: np.random.Generator) -> float:
+    """One draw of what is left of a run caught at a random moment (the module docstring says why): a duration
+    picked in proportion to its length, and a uniform point of it; of NO_HISTORY_S when there is none."""
+    runs = np.asarray(durations, dtype=np.float64)
+    if not len(runs) or runs.sum() <= 0:
+        return float(rng.uniform(0.0, NO_HISTORY_S))
+    return float(rng.choice(runs, p=runs / runs.sum()) * rng.uniform())
+
+
 def draw(remaining: Remaining, durations: Sequence[float], rng: np.random.Generator) -> float:
-    """One draw of the remaining run: the known one, else a finished duration longer than what it has run,
-    less that (else up to as long again as it has run), else NO_HISTORY_S less what it has run."""
+    """One draw of the remaining run: the known one; a residual life when it was caught running (CAUGHT); else
+    a finished duration longer than what it has run, less that (else up to as long again as it has run), else
+    NO_HISTORY_S less what it has run."""
     if remaining.known is not None:
         return remaining.known
+    if remaining.source == CAUGHT:
+        return residual(durations, rng)
     longer = [d - remaining.elapsed for d in durations if d > remaining.elapsed]
     if longer:
         return float(rng.choice(longer))

@@ -201,9 +201,9 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
                    f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
     if not history and prior and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
-                   f"run as long as your team's {job_count(len(prior))} with a hint "
+                   f"be partway through runs as long as your team's {job_count(len(prior))} with a hint "
                    f"(median {human_time(float(np.median(prior)))})")  # fmt: skip
     elif not history and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
-                   f"end in {human_time(NO_HISTORY_S)}")  # fmt: skip
+                   f"be partway through runs of {human_time(NO_HISTORY_S)}")  # fmt: skip
     return out

@@ -6,8 +6,8 @@ What the member cannot read is modelled from what they can, and said: nodes (a t
 become the cohort's quota per pool on nodes of NODE_GPUS; another team's admitted work is seen only as its
 ClusterQueue's `status.flavorsUsage` and `status.reservingWorkloads` (their Workloads are not readable, nor
 Kueue's visibility API of their ClusterQueue: a team role may read its own LocalQueues' pending workloads
-only), so it becomes that many jobs sharing the GPUs evenly (no block over NODE_GPUS), each held for a
-remaining time drawn like any unknown one; their waiting work is only a count (`status.pendingWorkloads`), so
+only), so it becomes that many jobs sharing the GPUs evenly (no block over NODE_GPUS), each caught partway through
+a run drawn like any unknown one (its remaining time the residual life, `durations.residual`); their waiting work is only a count (`status.pendingWorkloads`), so
 it becomes that many jobs the size of the team's usual pod, ahead of the team's.
 
 Work not yet submitted is modelled too (`streams`): the team's own submissions over a recent window (its Jobs'
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from scheduler.explain.durations import HISTORY, Remaining, finished_jobs, parse_time, remaining_of
+from scheduler.explain.durations import CAUGHT, HISTORY, Remaining, finished_jobs, parse_time, remaining_of
 from scheduler.explain.order import condition, is_true, kueue_order, priority
 from scheduler.explain.quota import root_cohort
 from scheduler.explain.reasons import GPU_PREFIX
@@ -291,7 +291,7 @@ def blocks(used: int, jobs: int) -> list[int]:
 def others_entries(queue: Mapping[str, Any], resources: Mapping[str, str], value: int) -> list[Entry]:
     """Another team's admitted work, seen as its ClusterQueue's usage per pool and the count of its Workloads
     holding quota: that many jobs sharing the usage evenly (a pool's share of the count in proportion to its
-    usage), at priority `value`, each for a remaining time drawn like any unknown one."""
+    usage), at priority `value`, each caught partway through its run (`durations.CAUGHT`)."""
     name = str(queue["metadata"]["name"])
     used = {str(flavor["name"]): int(float(str(res.get("total", 0))))
             for flavor in queue.get("status", {}).get("flavorsUsage", []) or []
@@ -302,7 +302,7 @@ def others_entries(queue: Mapping[str, Any], resources: Mapping[str, str], value
         share = round(holding(queue) * units / total) if total else 0
         for i, part in enumerate(blocks(units, share)):
             out.append(Entry(f"{OTHERS}/{name}/{flavor}/{i}", name, (flavor,), 1, part, value,
-                             Remaining(None, "others"), flavor))  # fmt: skip
+                             Remaining(None, CAUGHT), flavor))  # fmt: skip
     return out
 
 
@@ -485,7 +485,7 @@ def seed(live: Live, extra: Entry | None = None) -> Seed:
         assumed.append(
             "other teams' running work is seen only as their queues' use ("
             + ", ".join(f"{q} {n} GPUs" for q, n in sorted(held.items()))
-            + f"), at priority {value}, its remaining time drawn as for a job without a hint"
+            + f"), at priority {value}, each job caught partway through a run drawn as for a job without a hint"
         )
     units = typical_units(live)
     counted = {name: n for q in cohort if (name := str(q["metadata"]["name"])) not in own
