@@ -26,6 +26,7 @@ def test_registry_has_every_policy_and_rejects_unknown_names() -> None:
         "BestFit",
         "FGD",
         "FGD-Extender",
+        "FGD-Extender-DRA",
         "RoundRobin",
         "LeastAllocated",
         "MostAllocated",
@@ -159,8 +160,11 @@ def test_model_restricted_pod_only_lands_on_allowed_models() -> None:
         (1000, 1, 1, 1000, "V100M16|A10"), (1000, 1, 1, 1000, "V100M16|A10"), (1000, 1, 2, 1000, "A10")
     )
     for policy in REGISTRY:
-        names = {p[0] for p in placed_on(c, pods, policy) if p}
-        assert names <= {"b", "c"}, policy
+        # the extender on DRA claims runs only where the allocator picks the device (first fit)
+        rule = "first-fit" if policy == "FGD-Extender-DRA" else "policy"
+        run = replay(c, pods, policy, rng=np.random.default_rng(0), share_rule=rule)
+        names = {c.names[p[0]] for p in run.placements if p}
+        assert len(names) > 0 and names <= {"b", "c"}, policy
 
 
 def test_least_and_most_allocated_as_kubernetes_scores() -> None:
