@@ -7,7 +7,8 @@ same engine with the straightforward scans the indexes replace:
 - placement that tries every pending job of a pool again at every instant, not only after room grew, and
   chooses each pod's node over a whole-cluster column, not from the (pod shape, pool) heap;
 - blocked-while-idle that sorts the demand groups, walks every group and asks every "could a node run it" of
-  the pool's Ready nodes afresh at every step, not reusing the last step's matches nor passing over groups.
+  the pool's Ready nodes afresh at every step, not reusing the last step's matches, passing over groups nor
+  resuming the last walk from the first group whose demand or pools changed.
 
 The heap's every answer is also checked against the argmax of freshly computed scores over the pool, each fit
 tested node by node in Python against numpy's test over the nodes, and each quota answer in Python against the
@@ -142,11 +143,17 @@ class Scanning(Traced):
 
 
 def loaded_world(
-    seed: int, policy: str, autoscale: bool, threshold: int | None, lending: bool = False
+    seed: int,
+    policy: str,
+    autoscale: bool,
+    threshold: int | None,
+    lending: bool = False,
+    alike: bool = False,
 ) -> World:
     """Three pools, four teams with equal nominal quotas and unlimited borrowing, 200 jobs arriving within 20
     minutes (whole-GPU gangs and GPU shares, three priorities): far more than the cluster runs at once.
-    ``lending``: each team lends at most half its nominal quota (keeps the rest back)."""
+    ``lending``: each team lends at most half its nominal quota (keeps the rest back). ``alike``: every pod
+    asks the same CPU and memory and accepts every pool, so many jobs share a blocked-while-idle group."""
     rng = np.random.default_rng(seed)
     models = ["A"] * 4 + ["B"] * 3 + ["C"] * 2
     gpus = [8] * 4 + [4] * 3 + [2] * 2
@@ -171,9 +178,10 @@ def loaded_world(
     num_gpu = np.where(share, 1, rng.choice([1, 2, 4, 8], size=n))
     milli = np.where(share, rng.choice([250, 500], size=n), MILLI)
     spec = [str(rng.choice(["", "A", "B|C", "A|B"])) for _ in range(n)]
-    wl = Workload.build(
-        rng.choice([1000, 8000], size=n), rng.choice([2048, 16384], size=n), num_gpu, milli, spec
-    )
+    cpu, mem = rng.choice([1000, 8000], size=n), rng.choice([2048, 16384], size=n)
+    if alike:
+        spec, cpu, mem = ["A|B|C"] * n, np.full(n, 1000), np.full(n, 2048)
+    wl = Workload.build(cpu, mem, num_gpu, milli, spec)
     jobs = Jobs(
         arrival=np.sort(rng.uniform(0, 1200, size=n)).round(0),  # whole seconds: arrivals at the same instant
         duration=rng.uniform(60, 1800, size=n),
@@ -253,19 +261,20 @@ def test_each_heap_answer_is_the_pools_best_node(
 
 
 @pytest.mark.parametrize(
-    ("seed", "policy", "autoscale", "threshold"),
+    ("seed", "policy", "autoscale", "threshold", "alike"),
     [
-        (1, "MostAllocated", False, None),
-        (2, "MostAllocated", True, 10),
-        (3, "FGD", False, 10),
-        (4, "RoundRobin", True, None),
-        (5, "Random", False, None),
+        (1, "MostAllocated", False, None, False),
+        (2, "MostAllocated", True, 10, False),
+        (3, "FGD", False, 10, False),
+        (4, "RoundRobin", True, None, False),
+        (5, "Random", False, None, False),
+        (8, "MostAllocated", False, None, True),
     ],
 )
 def test_indexed_engine_decides_as_the_scanning_one(
-    seed: int, policy: str, autoscale: bool, threshold: int | None
+    seed: int, policy: str, autoscale: bool, threshold: int | None, alike: bool
 ) -> None:
-    world = loaded_world(seed, policy, autoscale, threshold)
+    world = loaded_world(seed, policy, autoscale, threshold, alike=alike)
     fast, slow = Traced(world), Scanning(world)
     got, want = fast.run(), slow.run()
     assert fast.log == slow.log

@@ -139,7 +139,19 @@ class Recorder:
         # the demand groups in the order blocked-while-idle walks them (fewest pools first, then insertion
         # order); None when a group came or went since
         self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
+        self._order_before: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = []
         self._masks: list[int] = []  # per group of ``_order``: its pools as bits
+        self._position: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], int] = {}
+        self._first_in: list[int] = []  # per pool: the first group of ``_order`` that may use it
+        self._same_upto = 0  # ``_order`` rebuilt: how many of its first groups are the last walk's, in order
+        # The last walk's state before each group it matched and where it stopped: (group's position in
+        # ``_order``, each pool's idle GPUs left, matches so far); the groups the demand of which changed since,
+        # and the ``changed`` entries and ready_version it saw. A walk resumes from the last such state before
+        # the first group whose demand or pools changed: the groups before it match as they did.
+        self._marks: list[tuple[int, list[float], int]] = []
+        self._touched: set[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = set()
+        self._walk_seen = 0
+        self._walk_ready = -1
         self._pool_bits: dict[tuple[int, ...], int] = {}
         # The last walk's matched GPUs, in walk order: (queue, GPUs, a node could have run it), and what it
         # holds for: the demand's version, the entries of ``changed`` and the ready_version it saw. The same
@@ -290,6 +302,7 @@ class Recorder:
 
     def _demand(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], gpus: float) -> None:
         self._demand_version += 1
+        self._touched.add(key)
         had = key in self.demand
         left = self.demand[key] + gpus
         if left > 1e-9:
@@ -379,25 +392,61 @@ class Recorder:
     def _match(self, idle: list[float]) -> list[tuple[int, float, bool]]:
         """The waiting demand matched to ``idle`` (each pool's idle GPUs, used up here) greedily, groups restricted
         to fewer pools first: (queue, GPUs, could a Ready node of the pool run one of its pods) per match, in
-        order. A group none of whose pools has GPUs left is passed over, and the walk stops when none has."""
+        order. A group none of whose pools has GPUs left is passed over, and the walk stops when none has.
+
+        The walk resumes from the last walk's state before the first group whose demand or pools (their nodes'
+        state, hence idle GPUs and fit) changed since: each group before it had the same demand and met the
+        same idle GPUs, so it matched alike."""
         if self._order is None:
-            self._order = sorted(self.demand, key=lambda k: len(k[1]))
-            bits = self._pool_bits
-            for _, pools, _ in self._order:
-                if pools not in bits:
-                    bits[pools] = sum(1 << p for p in set(pools))
-            self._masks = [bits[k[1]] for k in self._order]
+            self._reorder()
         self._sync_fits()
+        order, masks = self._order, self._masks
+        assert order is not None
+        view = self.view
+        start = 0
+        marks = self._marks
+        if marks and self._walk_ready == view.ready_version:
+            start = self._same_upto
+            position = self._position
+            for key in self._touched:
+                at = position.get(key)
+                if at is not None and at < start:
+                    start = at
+            seen = self._walk_seen
+            for p, pos in enumerate(self._pool_pos):
+                if pos and pos[-1] >= seen and self._first_in[p] < start:
+                    start = self._first_in[p]
+        self._touched.clear()
+        self._walk_seen = self._fits_seen
+        self._walk_ready = view.ready_version
+        self._same_upto = len(order)
+        # the last state at or before ``start``: its groups' idle GPUs, the changed pools' as they are now
+        k = bisect.bisect_right(marks, start, key=lambda m: m[0]) if start else 0
+        if k:
+            first, kept, count = marks[k - 1]
+            for p, before in enumerate(kept):
+                if self._first_in[p] >= start:  # no group before ``start`` takes from it: as given
+                    continue
+                idle[p] = before
+            matched = self._matched[:count]
+            del marks[k - 1 :]
+        else:
+            first, matched = 0, []
+            marks.clear()
         live = 0
         for p, x in enumerate(idle):
             if x > 0:
                 live |= 1 << p
         demand, fits, known, stamp = self.demand, self._node_fits, self._fits, self._stamp
-        matched = []
-        for key, mask in zip(self._order, self._masks, strict=True):
+        i = first
+        for i in range(first, len(order)):
+            if not live:
+                break
+            mask = masks[i]
             if not mask & live:
                 continue
-            q, pools, need = key
+            marks.append((i, idle.copy(), len(matched)))
+            q, pools, need = key = order[i]
             left = demand[key]
             for p in pools:
                 if left <= 1e-9:
@@ -414,9 +463,35 @@ class Recorder:
                         matched.append((q, take, fits(p, need)))
                     if not idle[p] > 0:
                         live &= ~(1 << p)
-            if not live:
-                break
+        else:
+            i = len(order)
+        marks.append((i, idle.copy(), len(matched)))
         return matched
+
+    def _reorder(self) -> None:
+        """The demand groups in walk order (fewest pools first, then insertion order), each one's pools as bits,
+        its position, each pool's first group, and how many first groups are the last order's."""
+        old = self._order_before
+        order = sorted(self.demand, key=lambda k: len(k[1]))
+        bits = self._pool_bits
+        for _, pools, _ in order:
+            if pools not in bits:
+                bits[pools] = sum(1 << p for p in set(pools))
+        self._masks = [bits[k[1]] for k in order]
+        same = 0
+        for a, b in zip(old, order, strict=False):  # the longest common start
+            if a != b:
+                break
+            same += 1
+        self._same_upto = min(self._same_upto, same)
+        self._position = {k: i for i, k in enumerate(order)}
+        first_in = [len(order)] * len(self._idle)
+        for i, (_, pools, _) in enumerate(order):
+            for p in pools:
+                if first_in[p] > i:
+                    first_in[p] = i
+        self._first_in = first_in
+        self._order = self._order_before = order
 
     def sample(self, t: float) -> None:
         alloc = self.view.state.allocated_gpu_milli / MILLI
