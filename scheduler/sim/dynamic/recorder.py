@@ -139,15 +139,12 @@ class Recorder:
         # the demand groups in the order blocked-while-idle walks them (fewest pools first, then insertion
         # order); None when a group came or went since
         self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
-        self._order_before: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = []
         self._masks: list[int] = []  # per group of ``_order``: its pools as bits
-        self._position: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], int] = {}
-        self._first_in: list[int] = []  # per pool: the first group of ``_order`` that may use it
-        self._same_upto = 0  # ``_order`` rebuilt: how many of its first groups are the last walk's, in order
-        # The last walk's state before each group it matched and where it stopped: (group's position in
-        # ``_order``, each pool's idle GPUs left, matches so far); the groups the demand of which changed since,
-        # and the ``changed`` entries and ready_version it saw. A walk resumes from the last such state before
-        # the first group whose demand or pools changed: the groups before it match as they did.
+        # The last walk: its order, its state before each group it matched and where it stopped (group's
+        # position, each pool's idle GPUs left, matches so far), the groups whose demand changed since, and the
+        # ``changed`` entries and ready_version it saw. A walk resumes from the last such state before the first
+        # group whose demand or pools changed since: the groups before it match as they did.
+        self._walked: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = []
         self._marks: list[tuple[int, list[float], int]] = []
         self._touched: set[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = set()
         self._walk_seen = 0
@@ -395,39 +392,48 @@ class Recorder:
         order. A group none of whose pools has GPUs left is passed over, and the walk stops when none has.
 
         The walk resumes from the last walk's state before the first group whose demand or pools (their nodes'
-        state, hence idle GPUs and fit) changed since: each group before it had the same demand and met the
-        same idle GPUs, so it matched alike."""
+        state, hence idle GPUs and fit) changed since, or that is not the last walk's group at its place: each
+        group before it had the same demand and met the same idle GPUs, so it matched alike."""
         if self._order is None:
-            self._reorder()
+            self._order = sorted(self.demand, key=lambda k: len(k[1]))
+            bits = self._pool_bits
+            for _, pools, _ in self._order:
+                if pools not in bits:
+                    bits[pools] = sum(1 << p for p in set(pools))
+            self._masks = [bits[k[1]] for k in self._order]
         self._sync_fits()
         order, masks = self._order, self._masks
-        assert order is not None
         view = self.view
-        start = 0
         marks = self._marks
+        start = 0
+        before = 0  # the pools of the groups before ``start``, as bits
         if marks and self._walk_ready == view.ready_version:
-            start = self._same_upto
-            position = self._position
-            for key in self._touched:
-                at = position.get(key)
-                if at is not None and at < start:
-                    start = at
-            seen = self._walk_seen
+            seen, changed = self._walk_seen, 0
             for p, pos in enumerate(self._pool_pos):
-                if pos and pos[-1] >= seen and self._first_in[p] < start:
-                    start = self._first_in[p]
+                if pos and pos[-1] >= seen:
+                    changed |= 1 << p
+            walked, touched = self._walked, self._touched
+            same = walked is order
+            for start in range(len(order)):
+                key = order[start]
+                if masks[start] & changed or key in touched:
+                    break
+                if not (same or (start < len(walked) and walked[start] == key)):
+                    break
+                before |= masks[start]
+            else:
+                start = len(order)
         self._touched.clear()
         self._walk_seen = self._fits_seen
         self._walk_ready = view.ready_version
-        self._same_upto = len(order)
-        # the last state at or before ``start``: its groups' idle GPUs, the changed pools' as they are now
+        self._walked = order
+        # the last state at or before ``start``: its idle GPUs, except those of pools no group before takes from
         k = bisect.bisect_right(marks, start, key=lambda m: m[0]) if start else 0
         if k:
             first, kept, count = marks[k - 1]
-            for p, before in enumerate(kept):
-                if self._first_in[p] >= start:  # no group before ``start`` takes from it: as given
-                    continue
-                idle[p] = before
+            for p, left in enumerate(kept):
+                if before >> p & 1:
+                    idle[p] = left
             matched = self._matched[:count]
             del marks[k - 1 :]
         else:
@@ -442,8 +448,7 @@ class Recorder:
         for i in range(first, len(order)):
             if not live:
                 break
-            mask = masks[i]
-            if not mask & live:
+            if not masks[i] & live:
                 continue
             marks.append((i, idle.copy(), len(matched)))
             q, pools, need = key = order[i]
@@ -467,31 +472,6 @@ class Recorder:
             i = len(order)
         marks.append((i, idle.copy(), len(matched)))
         return matched
-
-    def _reorder(self) -> None:
-        """The demand groups in walk order (fewest pools first, then insertion order), each one's pools as bits,
-        its position, each pool's first group, and how many first groups are the last order's."""
-        old = self._order_before
-        order = sorted(self.demand, key=lambda k: len(k[1]))
-        bits = self._pool_bits
-        for _, pools, _ in order:
-            if pools not in bits:
-                bits[pools] = sum(1 << p for p in set(pools))
-        self._masks = [bits[k[1]] for k in order]
-        same = 0
-        for a, b in zip(old, order, strict=False):  # the longest common start
-            if a != b:
-                break
-            same += 1
-        self._same_upto = min(self._same_upto, same)
-        self._position = {k: i for i, k in enumerate(order)}
-        first_in = [len(order)] * len(self._idle)
-        for i, (_, pools, _) in enumerate(order):
-            for p in pools:
-                if first_in[p] > i:
-                    first_in[p] = i
-        self._first_in = first_in
-        self._order = self._order_before = order
 
     def sample(self, t: float) -> None:
         alloc = self.view.state.allocated_gpu_milli / MILLI
