@@ -7,9 +7,12 @@ same engine with the straightforward scans the indexes replace:
 - placement that tries every pending job of a pool again at every instant, not only after room grew, and
   chooses each pod's node over a whole-cluster column, not from the (pod shape, pool) heap;
 - blocked-while-idle that sorts the demand groups, walks every group and asks every "could a node run it" of
-  the pool's Ready nodes afresh at every step, not reusing the last step's matches nor passing over groups.
+  the pool's Ready nodes afresh at every step, not reusing the last step's matches, passing over groups nor
+  resuming the last walk from the first group whose demand or pools changed.
 
-The heap's every answer is also checked against the argmax of freshly computed scores over the pool.
+The heap's every answer is also checked against the argmax of freshly computed scores over the pool, each fit
+tested node by node in Python against numpy's test over the nodes, and each quota answer in Python against the
+arithmetic over the quota's arrays.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
 from scheduler.sim.dynamic.quota import Quota
 from scheduler.sim.dynamic.recorder import Recorder
-from scheduler.sim.policies.base import score_nodes
+from scheduler.sim.policies.base import feasible, score_nodes
 
 
 def scanned_victims(
@@ -139,9 +142,18 @@ class Scanning(Traced):
         super()._place(t)
 
 
-def loaded_world(seed: int, policy: str, autoscale: bool, threshold: int | None) -> World:
+def loaded_world(
+    seed: int,
+    policy: str,
+    autoscale: bool,
+    threshold: int | None,
+    lending: bool = False,
+    alike: bool = False,
+) -> World:
     """Three pools, four teams with equal nominal quotas and unlimited borrowing, 200 jobs arriving within 20
-    minutes (whole-GPU gangs and GPU shares, three priorities): far more than the cluster runs at once."""
+    minutes (whole-GPU gangs and GPU shares, three priorities): far more than the cluster runs at once.
+    ``lending``: each team lends at most half its nominal quota (keeps the rest back). ``alike``: every pod
+    asks the same CPU and memory and accepts every pool, so many jobs share a blocked-while-idle group."""
     rng = np.random.default_rng(seed)
     models = ["A"] * 4 + ["B"] * 3 + ["C"] * 2
     gpus = [8] * 4 + [4] * 3 + [2] * 2
@@ -157,6 +169,7 @@ def loaded_world(seed: int, policy: str, autoscale: bool, threshold: int | None)
             ("A", "B", "C")[q % 3 :] + ("A", "B", "C")[: q % 3],
             {m: capacity[m] // 4 for m in "ABC"},
             {m: None for m in "ABC"},
+            {m: capacity[m] // 8 for m in "ABC"} if lending else {},
         )
         for q in range(4)
     )
@@ -165,9 +178,10 @@ def loaded_world(seed: int, policy: str, autoscale: bool, threshold: int | None)
     num_gpu = np.where(share, 1, rng.choice([1, 2, 4, 8], size=n))
     milli = np.where(share, rng.choice([250, 500], size=n), MILLI)
     spec = [str(rng.choice(["", "A", "B|C", "A|B"])) for _ in range(n)]
-    wl = Workload.build(
-        rng.choice([1000, 8000], size=n), rng.choice([2048, 16384], size=n), num_gpu, milli, spec
-    )
+    cpu, mem = rng.choice([1000, 8000], size=n), rng.choice([2048, 16384], size=n)
+    if alike:
+        spec, cpu, mem = ["A|B|C"] * n, np.full(n, 1000), np.full(n, 2048)
+    wl = Workload.build(cpu, mem, num_gpu, milli, spec)
     jobs = Jobs(
         arrival=np.sort(rng.uniform(0, 1200, size=n)).round(0),  # whole seconds: arrivals at the same instant
         duration=rng.uniform(60, 1800, size=n),
@@ -203,33 +217,64 @@ class Checked(Traced):
             return got
 
         self.placement.best = best  # type: ignore[method-assign]
+        self.fit_asked: list[bool] = []
+        node_fits = self.placement.fits
+
+        def fits(s: int, nodes: list[int]) -> list[bool]:
+            got = node_fits(s, nodes)
+            at = np.array(nodes, dtype=np.int64)
+            assert got == feasible(self.placement.state, self.placement.shapes, s, at).tolist()
+            self.fit_asked += got
+            return got
+
+        self.placement.fits = fits  # type: ignore[method-assign]
+        self.available_asked: list[int] = []
+        quota, available = self.quota, self.quota.available
+
+        def plain_available(q: int, p: int) -> int:
+            got = available(q, p)
+            own = quota.nominal[q, p] + quota.borrow[q, p] - quota.usage[q, p]
+            kept = np.maximum(quota.nominal[:, p] - quota.lend[:, p] - quota.usage[:, p], 0)
+            kept[q] = 0
+            assert got == int(min(own, quota.capacity[p] - quota.usage[:, p].sum() - kept.sum()))
+            self.available_asked.append(got)
+            return got
+
+        quota.available = plain_available  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize(
-    ("seed", "policy", "autoscale"),
-    [(1, "MostAllocated", False), (2, "MostAllocated", True), (3, "FGD", False)],
-)
-def test_each_heap_answer_is_the_pools_best_node(seed: int, policy: str, autoscale: bool) -> None:
-    sim = Checked(loaded_world(seed, policy, autoscale, None))
+    ("seed", "policy", "autoscale", "lending"),
+    [(1, "MostAllocated", False, False), (2, "MostAllocated", True, False), (3, "FGD", False, False),
+     (4, "MostAllocated", False, True)],
+)  # fmt: skip
+def test_each_heap_answer_is_the_pools_best_node(
+    seed: int, policy: str, autoscale: bool, lending: bool
+) -> None:
+    sim = Checked(loaded_world(seed, policy, autoscale, None, lending))
     sim.run()
     # asked often, with room and without
     assert len(sim.answers) > 300 and sim.answers.count(-1) > 10 and len(set(sim.answers) - {-1}) > 5
+    # fit tested node by node, both ways; quota asked with room and without
+    assert sim.fit_asked.count(True) > 100 and sim.fit_asked.count(False) > 100
+    assert len(set(sim.available_asked)) > 10 and min(sim.available_asked) <= 0
 
 
 @pytest.mark.parametrize(
-    ("seed", "policy", "autoscale", "threshold"),
+    ("seed", "policy", "autoscale", "threshold", "alike"),
     [
-        (1, "MostAllocated", False, None),
-        (2, "MostAllocated", True, 10),
-        (3, "FGD", False, 10),
-        (4, "RoundRobin", True, None),
-        (5, "Random", False, None),
+        (1, "MostAllocated", False, None, False),
+        (2, "MostAllocated", True, 10, False),
+        (3, "FGD", False, 10, False),
+        (4, "RoundRobin", True, None, False),
+        (5, "Random", False, None, False),
+        (8, "MostAllocated", False, None, True),
     ],
 )
 def test_indexed_engine_decides_as_the_scanning_one(
-    seed: int, policy: str, autoscale: bool, threshold: int | None
+    seed: int, policy: str, autoscale: bool, threshold: int | None, alike: bool
 ) -> None:
-    world = loaded_world(seed, policy, autoscale, threshold)
+    world = loaded_world(seed, policy, autoscale, threshold, alike=alike)
     fast, slow = Traced(world), Scanning(world)
     got, want = fast.run(), slow.run()
     assert fast.log == slow.log

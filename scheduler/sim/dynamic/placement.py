@@ -22,6 +22,8 @@ from scheduler.sim.dynamic.model import World
 from scheduler.sim.policies import Context, Policy, make_policy
 from scheduler.sim.policies.base import feasible, score_nodes
 
+FEW = 16  # changed nodes up to this many are tested for fit in Python, more with numpy
+
 
 def unhostable(world: World, allowed: list[list[int]], flavors: list[list[int]]) -> set[int]:
     """Drop from each job's pools (``allowed``, changed in place) those whose nodes cannot hold one of its pods
@@ -154,13 +156,11 @@ class Placement:
             touched = sorted({n for n in log[kept.seen :] if n in members})  # the changed nodes of ``nodes``
             kept.seen = len(log)
             if touched:
-                at = np.array(touched, dtype=np.int64)
-                score = self._rescore(s, at, share)
-                for node, got in zip(touched, score[at].tolist(), strict=True):
+                for node, got in zip(touched, self._rescore(s, touched, share), strict=True):
                     if got >= 0:
                         heapq.heappush(kept.heap, (-got, node))
                 if len(kept.heap) > 2 * len(nodes) + 64:  # mostly dropped entries: keep the live ones
-                    kept.heap = self._entries(score, nodes)
+                    kept.heap = self._entries(self.score_cache[s][0], nodes)
         heap, members = kept.heap, kept.members
         score = self.score_cache[s][0]
         while heap:
@@ -170,19 +170,42 @@ class Placement:
             heapq.heappop(heap)
         return -1
 
-    def _rescore(self, s: int, nodes: np.ndarray, share: bool) -> np.ndarray:
+    def _rescore(self, s: int, nodes: list[int], share: bool) -> list[int]:
         """Score shape ``s`` again on ``nodes`` (changed since their last scoring) into its kept scores; return
-        them (-1 where the shape does not fit, without asking the policy). Their stale marks are left: a later
-        :meth:`scores` over them only scores them again alike."""
+        their scores in order (-1 where the shape does not fit, without asking the policy). Their stale marks
+        are left: a later :meth:`scores` over them only scores them again alike."""
         score, gpu, _, _ = self.score_cache[s]
-        fit = feasible(self.state, self.shapes, s, nodes)
-        score[nodes[~fit]] = -1  # what scoring them would give; most pods that find no room find it here
-        nodes = nodes[fit]
-        if len(nodes):
-            got, share_gpu = score_nodes(self.policy, s, nodes, self.static, share)
-            score[nodes] = got
-            gpu[nodes] = share_gpu if share_gpu is not None else 0
-        return score
+        fit = self.fits(s, nodes)
+        out = [-1] * len(nodes)
+        for node, ok in zip(nodes, fit, strict=True):
+            if not ok:
+                score[node] = -1  # what scoring it would give; most pods that find no room find it here
+        at = [i for i, ok in enumerate(fit) if ok]
+        if at:
+            some = np.array([nodes[i] for i in at], dtype=np.int64)
+            got, share_gpu = score_nodes(self.policy, s, some, self.static, share)
+            score[some] = got
+            gpu[some] = share_gpu if share_gpu is not None else 0
+            for i, value in zip(at, score[some].tolist(), strict=True):
+                out[i] = value
+        return out
+
+    def fits(self, s: int, nodes: list[int]) -> list[bool]:
+        """Which of ``nodes`` shape ``s`` fits on now: :func:`feasible`'s test node by node in Python, since the
+        nodes changed between two looks at a pool are a few and numpy's cost per call would dominate."""
+        if len(nodes) > FEW:
+            return feasible(self.state, self.shapes, s, np.array(nodes, dtype=np.int64)).tolist()
+        cpu, mem, k, d = self.shapes.requests[s]
+        res, free_gpu = self.state.free_res, self.state.free_gpu
+        allowed = self.shapes.node_ok[s] if self.shapes.restricted[s] else None
+        out = []
+        for node in nodes:
+            free_cpu, free_mem, _ = res[node].tolist()
+            ok = free_cpu >= cpu and free_mem >= mem and (allowed is None or bool(allowed[node]))
+            if ok and k:
+                ok = sum(1 for x in free_gpu[node].tolist() if x >= d) >= k
+            out.append(ok)
+        return out
 
     @staticmethod
     def _entries(score: np.ndarray, nodes: np.ndarray) -> list[tuple[int, int]]:

@@ -66,13 +66,21 @@ class Quota:
         usage, nominal = self.usage, self.nominal
         return not any(usage[q, p] + need <= nominal[q, p] for p, need in needs)
 
+    def __post_init__(self) -> None:
+        # per pool, the fixed columns :meth:`available` reads, as Python ints (it is asked for every head)
+        self._own = (self.nominal + self.borrow).T.tolist()
+        self._keeps = (self.nominal - self.lend).T.tolist()
+        self._capacity = self.capacity.tolist()
+
     def available(self, q: int, p: int) -> int:
         """Units queue ``q`` could still take in pool ``p``: its own limit and what the cohort can lend."""
-        own = self.nominal[q, p] + self.borrow[q, p] - self.usage[q, p]
-        kept = np.maximum(self.nominal[:, p] - self.lend[:, p] - self.usage[:, p], 0)
-        kept[q] = 0
-        cohort = self.capacity[p] - self.usage[:, p].sum() - kept.sum()
-        return int(min(own, cohort))
+        usage = self.usage[:, p].tolist()
+        own = self._own[p][q] - usage[q]
+        kept = sum(
+            max(k - u, 0) for i, (k, u) in enumerate(zip(self._keeps[p], usage, strict=True)) if i != q
+        )
+        cohort = self._capacity[p] - sum(usage) - kept
+        return min(own, cohort)
 
     def fits_after(self, q: int, p: int, need: int, usage: np.ndarray) -> bool:
         """Whether ``need`` units of queue ``q`` would fit pool ``p`` were its usage column ``usage`` (the

@@ -140,6 +140,15 @@ class Recorder:
         # order); None when a group came or went since
         self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
         self._masks: list[int] = []  # per group of ``_order``: its pools as bits
+        # The last walk: its order, its state before each group it matched and where it stopped (group's
+        # position, each pool's idle GPUs left, matches so far), the groups whose demand changed since, and the
+        # ``changed`` entries and ready_version it saw. A walk resumes from the last such state before the first
+        # group whose demand or pools changed since: the groups before it match as they did.
+        self._walked: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = []
+        self._marks: list[tuple[int, list[float], int]] = []
+        self._touched: set[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = set()
+        self._walk_seen = 0
+        self._walk_ready = -1
         self._pool_bits: dict[tuple[int, ...], int] = {}
         # The last walk's matched GPUs, in walk order: (queue, GPUs, a node could have run it), and what it
         # holds for: the demand's version, the entries of ``changed`` and the ready_version it saw. The same
@@ -290,6 +299,7 @@ class Recorder:
 
     def _demand(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], gpus: float) -> None:
         self._demand_version += 1
+        self._touched.add(key)
         had = key in self.demand
         left = self.demand[key] + gpus
         if left > 1e-9:
@@ -379,7 +389,11 @@ class Recorder:
     def _match(self, idle: list[float]) -> list[tuple[int, float, bool]]:
         """The waiting demand matched to ``idle`` (each pool's idle GPUs, used up here) greedily, groups restricted
         to fewer pools first: (queue, GPUs, could a Ready node of the pool run one of its pods) per match, in
-        order. A group none of whose pools has GPUs left is passed over, and the walk stops when none has."""
+        order. A group none of whose pools has GPUs left is passed over, and the walk stops when none has.
+
+        The walk resumes from the last walk's state before the first group whose demand or pools (their nodes'
+        state, hence idle GPUs and fit) changed since, or that is not the last walk's group at its place: each
+        group before it had the same demand and met the same idle GPUs, so it matched alike."""
         if self._order is None:
             self._order = sorted(self.demand, key=lambda k: len(k[1]))
             bits = self._pool_bits
@@ -388,16 +402,56 @@ class Recorder:
                     bits[pools] = sum(1 << p for p in set(pools))
             self._masks = [bits[k[1]] for k in self._order]
         self._sync_fits()
+        order, masks = self._order, self._masks
+        view = self.view
+        marks = self._marks
+        start = 0
+        before = 0  # the pools of the groups before ``start``, as bits
+        if marks and self._walk_ready == view.ready_version:
+            seen, changed = self._walk_seen, 0
+            for p, pos in enumerate(self._pool_pos):
+                if pos and pos[-1] >= seen:
+                    changed |= 1 << p
+            walked, touched = self._walked, self._touched
+            same = walked is order
+            for start in range(len(order)):
+                key = order[start]
+                if masks[start] & changed or key in touched:
+                    break
+                if not (same or (start < len(walked) and walked[start] == key)):
+                    break
+                before |= masks[start]
+            else:
+                start = len(order)
+        self._touched.clear()
+        self._walk_seen = self._fits_seen
+        self._walk_ready = view.ready_version
+        self._walked = order
+        # the last state at or before ``start``: its idle GPUs, except those of pools no group before takes from
+        k = bisect.bisect_right(marks, start, key=lambda m: m[0]) if start else 0
+        if k:
+            first, kept, count = marks[k - 1]
+            for p, left in enumerate(kept):
+                if before >> p & 1:
+                    idle[p] = left
+            matched = self._matched[:count]
+            del marks[k - 1 :]
+        else:
+            first, matched = 0, []
+            marks.clear()
         live = 0
         for p, x in enumerate(idle):
             if x > 0:
                 live |= 1 << p
         demand, fits, known, stamp = self.demand, self._node_fits, self._fits, self._stamp
-        matched = []
-        for key, mask in zip(self._order, self._masks, strict=True):
-            if not mask & live:
+        i = first
+        for i in range(first, len(order)):
+            if not live:
+                break
+            if not masks[i] & live:
                 continue
-            q, pools, need = key
+            marks.append((i, idle.copy(), len(matched)))
+            q, pools, need = key = order[i]
             left = demand[key]
             for p in pools:
                 if left <= 1e-9:
@@ -414,8 +468,9 @@ class Recorder:
                         matched.append((q, take, fits(p, need)))
                     if not idle[p] > 0:
                         live &= ~(1 << p)
-            if not live:
-                break
+        else:
+            i = len(order)
+        marks.append((i, idle.copy(), len(matched)))
         return matched
 
     def sample(self, t: float) -> None:
