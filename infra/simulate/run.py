@@ -25,6 +25,7 @@ from infra.simulate.stack import route, share_rule, stack_model
 from infra.spec import ClusterSpec
 from scheduler import sim
 from scheduler.fgd.frag import ShareRule
+from scheduler.fgd.model import MILLI
 from scheduler.sim.dynamic.alternatives import names, run_comparison
 from scheduler.sim.errors import TraceError
 from scheduler.sim.protocol import describe_pod, unhostable_pods
@@ -162,10 +163,17 @@ def simulate_placement(
             workload, routing = route(model, workload, spec)
             notes = routing.lines()
             params = {model.strategy: model.weights}
-            # the extender reads extended resources; on DRA shares it has no view yet (docs/simulation.md)
-            default = (
-                ["FGD", model.strategy] if rule == "first-fit" else ["FGD", "FGD-Extender", model.strategy]
-            )
+            # FGD-Extender reads extended resources with one replica count per GPU: it leaves out stacks whose
+            # shares are claims (FGD-Extender-DRA replays those) or come in slices of several sizes
+            sizes = sorted({int(m) for m in workload.gpu_milli[workload.gpu_milli < MILLI].tolist()})
+            default = ["FGD", model.strategy]
+            if rule != "first-fit" and len(sizes) <= 1:
+                default.insert(1, "FGD-Extender")
+            elif rule != "first-fit":
+                notes.append(
+                    f"FGD-Extender left out: the stack's shares come in {len(sizes)} slice sizes "
+                    f"({', '.join(f'{m} milli-GPU' for m in sizes)}), and the extender's view has one per GPU"
+                )
         else:
             name, cluster = Path(req.nodes).stem, sim.read_nodes(req.nodes)
             default = list(sim.ALL_POLICIES)

@@ -103,22 +103,31 @@ def assert_whole(shown: Sequence[Shown], width: int) -> None:
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> Simulated:
     """A small real run on example-prod's cluster as the stack deploys it, every policy the simulator has
-    (FGD-Extender's name the longest), two seeds, as `invoke simulate --stack example-prod` runs it."""
+    (FGD-Extender-DRA's name the longest, run under the DRA allocator's first-fit rule it requires), two seeds,
+    as `invoke simulate --stack example-prod` runs it."""
     rows = ["4000,16384,1,1000,", "2000,8192,1,500,", "1000,1024,0,0,", "8000,32768,4,1000,"] * 6
     pods = tmp_path_factory.mktemp("sim") / "pods.csv"
     pods.write_text("cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "\n".join(rows) + "\n")
     spec = load_example("example-prod")
     model = stack_model(spec)
     workload, _ = route(model, sim.read_pods(str(pods)), spec)
-    results = sim.run_many(
-        model.cluster,
-        workload,
-        sorted(sim.REGISTRY),
-        [42, 43],
-        processes=1,
-        params={model.strategy: model.weights},
-        share_rule="distributed",
-    )
+    claims = "FGD-Extender-DRA"
+    results = [
+        result
+        for policies, rule in (
+            ([p for p in sorted(sim.REGISTRY) if p != claims], "distributed"),
+            ([claims], "first-fit"),
+        )
+        for result in sim.run_many(
+            model.cluster,
+            workload,
+            policies,
+            [42, 43],
+            processes=1,
+            params={model.strategy: model.weights},
+            share_rule=rule,
+        )
+    ]
     return spec.stack, model.cluster, workload, results
 
 
