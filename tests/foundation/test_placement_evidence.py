@@ -1,6 +1,6 @@
 """`invoke plan` on a FragmentationAware stack says, from the measured results, whether it pays on the stack's
 layouts, and marks it experimental while no deployable layout has shown FGD a point ahead of MostAllocated
-through the real scheduler."""
+through the real scheduler (DRA shares has, so the mark is off and the rule is tested on made-up evidence)."""
 
 from __future__ import annotations
 
@@ -70,25 +70,47 @@ def invoke(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)  # fmt: skip
 
 
-def test_the_plan_of_a_fragmentation_aware_stack_says_it_is_experimental_and_why(tmp_path: Path) -> None:
+def test_the_plan_of_a_fragmentation_aware_stack_without_dra_shares_says_it_does_not_pay_there(
+    tmp_path: Path,
+) -> None:
+    """example-prod's layouts (whole GPUs, time-sliced, MIG) have not shown FGD a point ahead: the plan says
+    it does not pay there, and names DRA shares, the layout where it was measured ahead through the real
+    scheduler."""
     path = stack(tmp_path, "example-prod", strategy="FragmentationAware")
     done = invoke("plan", "--stack", str(path), "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     said = plan["placement_verdict"]
-    assert said["experimental"] is True and said["pays"] is False
+    dra = placement_evidence.best_real("draShares")
+    assert dra is not None and dra.gain >= placement_evidence.PAYS_POINTS
+    assert said["experimental"] is False and said["pays"] is False
     assert {mode: v["pools"] for mode, v in said["layouts"].items()} == {
         "exclusive": ["h100-train", "l40s-infer"], "timeSlicing": ["a10g-batch"], "mig": ["h100-mig"]}  # fmt: skip
-    best = max(m.gain for m in MEASURED if m.through == "real scheduler" and m.layouts)
-    assert best < 1 and f"best {best:.2f} points" in said["line"]
+    whole = placement_evidence.best_real("exclusive")
+    assert whole is not None and whole.gain < 1
+    assert f"at most {whole.gain:.2f} points ahead" in said["layouts"]["exclusive"]["says"]
     assert "MIG pods as CPU-only" in said["layouts"]["mig"]["says"]
     markdown = (tmp_path / "out" / "plan.md").read_text()
-    assert "GPU placement FragmentationAware (experimental)" in markdown.splitlines()[0]
+    assert "GPU placement FragmentationAware" in markdown.splitlines()[0]
+    assert "(experimental)" not in markdown.splitlines()[0]
     assert f"- {said['line']}" in markdown
     printed = " ".join(done.stdout.split())
-    assert "GPU placement FragmentationAware (experimental)" in printed
-    assert "FragmentationAware is experimental: no deployable layout has shown FGD 1 point" in printed
-    assert re.search(r"DRA shares, \d\.\d-\d\.\d points ahead in the simulator", printed)
+    assert "It is not shown to pay on this stack's layouts" in printed
+    assert re.search(r"DRA shares, \d\.\d-\d\.\d points ahead in the simulator, \d\.\d through the real scheduler",
+                     printed)  # fmt: skip
+
+
+def test_the_plan_of_a_stack_with_a_dra_shares_pool_says_it_pays_there(tmp_path: Path) -> None:
+    doc = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())
+    doc["config"]["gpufleet:cluster"]["kubernetesVersion"] = "1.36"
+    doc["config"]["gpufleet:nodePools"][1]["sharing"] = "dra-shares"
+    doc["config"]["gpufleet:scheduling"] = {"placement": {"strategy": "FragmentationAware"}}
+    path = tmp_path / "Pulumi.metal-shares.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    said = verdict(load_stack(path))
+    assert said is not None and said.pays and not said.experimental
+    assert said.layouts["draShares"].pools == ["l40s"]
+    assert "through the real scheduler (openb 60-node samples in DRA shares" in said.layouts["draShares"].says
 
 
 def test_a_stack_without_the_extender_gets_no_word_on_it(tmp_path: Path) -> None:
@@ -108,11 +130,19 @@ def test_a_point_through_the_real_scheduler_on_a_deployable_layout_lifts_the_mar
         stack(tmp_path, "metal", strategy="FragmentationAware")
     )  # h100 whole, l40s time-sliced
     dev = load_stack(stack(tmp_path, "dev", strategy="FragmentationAware"))  # l40s whole
+    # the evidence without the one layout that has shown a point through the real scheduler
+    shown = [
+        m for m in MEASURED if m.through == "real scheduler" and m.gain >= placement_evidence.PAYS_POINTS
+    ]
+    assert {layout for m in shown for layout in m.layouts} == {"draShares"}
+    before = tuple(m for m in MEASURED if m not in shown)
+    monkeypatch.setattr(placement_evidence, "MEASURED", before)
+    assert verdict(metal).experimental  # type: ignore[union-attr]
     made_up = Measurement("x", frozenset(), 1.0, 9.0, "real scheduler", "Through the real scheduler")
-    monkeypatch.setattr(placement_evidence, "MEASURED", (*MEASURED, made_up))
+    monkeypatch.setattr(placement_evidence, "MEASURED", (*before, made_up))
     assert verdict(metal).experimental  # type: ignore[union-attr]
     whole = dataclasses.replace(made_up, layouts=frozenset({"exclusive"}), fgd=7.8)
-    monkeypatch.setattr(placement_evidence, "MEASURED", (*MEASURED, whole))
+    monkeypatch.setattr(placement_evidence, "MEASURED", (*before, whole))
     said = verdict(dev)
     assert said is not None and not said.experimental and said.pays
     assert verdict(metal).pays  # type: ignore[union-attr]
