@@ -18,8 +18,14 @@ of reach on a small machine (``--no-twin --nodes 1213`` runs it in-process only)
 inflates the trace to 1.3x that sample's GPUs; pods naming a GPU model the sample lacks fail in both).
 The devices' product names are the trace's model names and their memory nominal (no claim asks memory).
 
+``--kueue`` sends every pod through the real Kueue first, as a team submits it (`twin.replay_kueue`: a
+queue-name label, the stack's Kueue configuration with its `deviceClassMappings`, one ClusterQueue holding the
+whole sample, claims made from templates) and reports what Kueue admitted and counted beside the shares the
+allocator gave (``kueue_queue_usage``, ``kueue_counted_shares``, ``claimed_shares``), with per pod its admission
+and bind times and counted shares in ``--json``'s ``kueue_records``.
+
 Usage: python benchmarks/dra_twin_replay.py [--workload default] [--nodes 60] [--seed 42] [--gpu-only]
-[--learned-target] [--no-twin] [--json FILE]
+[--learned-target] [--kueue] [--no-twin] [--json FILE]
 (the traces from GPUFLEET_SHARED or ../shared; needs the twin's 1.36 toolchain). Measured in
 docs/simulation.md ("GPU shares through DRA, through the real scheduler").
 """
@@ -76,11 +82,19 @@ def replay_twin(
         started = time.monotonic()
         target = None if args.learned_target else pods
         twin = ReplayTwin.start(
-            cluster, units, profile, Path(tmp), target=target, claims=claims, devices=devices
+            cluster,
+            units,
+            profile,
+            Path(tmp),
+            target=target,
+            claims=claims,
+            devices=devices,
+            kueue=args.kueue,
         )
         try:
             policy = twin_policy(profile, twin, claims, units)
             real = run_one(cluster, pods, policy, args.seed, share_rule="first-fit")
+            seen = twin.kueue_summary() | {"kueue_gated": twin.gated} if args.kueue else {}
         finally:
             twin.stop()
         wall = time.monotonic() - started
@@ -92,7 +106,7 @@ def replay_twin(
         "claimed": policy.claimed,
         "devices_differ": policy.devices_differ,
         "wall_s": round(wall),
-    }
+    } | seen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         "--learned-target",
         action="store_true",
         help="give the extender no trace: it learns its target from the claims, as a stack renders it",
+    )
+    parser.add_argument(
+        "--kueue", action="store_true", help="every pod through the real Kueue first, which counts its shares"
     )
     parser.add_argument(
         "--no-twin", action="store_true", help="the simulator and the in-process extender only (any --nodes)"
@@ -147,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_twin:
             row |= replay_twin(cluster, pods, profile, args, units, claims, devices)
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if k != "kueue_records"}), flush=True)
     if args.json:
         setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only,
-                 "learned_target": args.learned_target}  # fmt: skip
+                 "learned_target": args.learned_target, "kueue": args.kueue}  # fmt: skip
         Path(args.json).write_text(json.dumps({**setup, "rows": rows}, indent=1))
     return 0
 

@@ -47,8 +47,9 @@ def share_pools(pools: Sequence[PoolView]) -> list[PoolView]:
     return [p for p in pools if p.sharing == "draShares"]
 
 
-def template_name(shares: int) -> str:
-    return f"gpu-share-{shares}"
+def template_name(shares: int, count: int = 1) -> str:
+    """`gpu-share-<shares>` for one GPU; `gpu-share-<shares>-x<count>` for ``count`` GPUs."""
+    return f"gpu-share-{shares}" if count == 1 else f"gpu-share-{shares}-x{count}"
 
 
 def template_sizes(pools: Sequence[PoolView]) -> list[int]:
@@ -87,13 +88,14 @@ def claim_spec(shares: int, count: int = 1) -> dict[str, Any]:
     return {"devices": {"requests": [request]}}
 
 
-def claim_template(namespace: str, shares: int) -> dict[str, Any]:
-    """A template of claims for `shares` shares of one GPU (:func:`claim_spec`)."""
+def claim_template(namespace: str, shares: int, count: int = 1) -> dict[str, Any]:
+    """A template of claims for `shares` shares of each of ``count`` GPUs (:func:`claim_spec`); Kueue counts
+    only claims made from templates, so a pod that is to pass its quota asks through one."""
     return {
         "apiVersion": API,
         "kind": "ResourceClaimTemplate",
-        "metadata": metadata(template_name(shares), namespace),
-        "spec": {"spec": claim_spec(shares)},
+        "metadata": metadata(template_name(shares, count), namespace),
+        "spec": {"spec": claim_spec(shares, count)},
     }
 
 

@@ -19,6 +19,10 @@ there is created with a ResourceClaim of its own asking the shares the stack rep
 of a device's shares, one device per GPU). :class:`TwinPolicy` reads back the node and the devices the
 allocator gave; the simulator's metrics still take the GPU from its own first-fit rule, and the policy counts
 the pods whose devices differ from it. FragmentationAware runs the extender with `--dra-shares`, as deployed.
+
+With ``kueue`` (a replay of claims only) every pod goes through the real Kueue first (`twin.replay_kueue`): it
+carries a queue-name label, Kueue's webhook gates it, and the scheduler sees it once Kueue has admitted it and
+counted its shares; its claim is then made from a ResourceClaimTemplate, the only kind Kueue counts.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from twin import netns
 from twin.kwok import start_kwok
 from twin.nodes import KWOK_LABEL, KWOK_VALUE
 from twin.processes import Supervisor, free_port, http_ok, https_ok, wait_until
+from twin.replay_kueue import ADMISSION_GATE
 from twin.toolchain.build import locate
 
 PROFILES = ("MostAllocated", "FragmentationAware")
@@ -161,9 +166,21 @@ def pod_claim(pod: dict[str, Any], shares: int, count: int) -> tuple[dict[str, A
     """``pod`` asking its GPUs through a ResourceClaim of its own (named after it) instead of a GPU resource,
     and that claim: ``count`` devices, ``shares`` shares of each."""
     from scheduler.dra import resource_claim
-    from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
 
     name = pod["metadata"]["name"]
+    return _claiming(pod, {"name": CLAIM, "resourceClaimName": name}), resource_claim(
+        NAMESPACE, name, shares, count
+    )
+
+
+def pod_templated(pod: dict[str, Any], template: str) -> dict[str, Any]:
+    """``pod`` asking its GPUs through a claim made from ``template`` instead of a GPU resource."""
+    return _claiming(pod, {"name": CLAIM, "resourceClaimTemplateName": template})
+
+
+def _claiming(pod: dict[str, Any], claim: dict[str, str]) -> dict[str, Any]:
+    from scheduler.labels import GPU_RESOURCE, SHARED_GPU_RESOURCE
+
     containers = []
     for c in pod["spec"]["containers"]:
         res = c.get("resources") or {}
@@ -171,12 +188,7 @@ def pod_claim(pod: dict[str, Any], shares: int, count: int) -> tuple[dict[str, A
             k: v for k, v in (res.get("limits") or {}).items() if k not in (GPU_RESOURCE, SHARED_GPU_RESOURCE)
         }
         containers.append({**c, "resources": {**res, "limits": limits, "claims": [{"name": CLAIM}]}})
-    spec = {
-        **pod["spec"],
-        "containers": containers,
-        "resourceClaims": [{"name": CLAIM, "resourceClaimName": name}],
-    }
-    return {**pod, "spec": spec}, resource_claim(NAMESPACE, name, shares, count)
+    return {**pod, "spec": {**pod["spec"], "containers": containers, "resourceClaims": [claim]}}
 
 
 def claim_devices(claim: dict[str, Any]) -> list[str] | None:
@@ -217,6 +229,7 @@ def session(argv: list[str] | None = None) -> int:
     )
     # listening sockets on the machine's loopback for the scheduler's metrics and the extender's /readyz, so
     # the launcher can wait until both have taken in the pods it created
+    parser.add_argument("--kueue", default="", help="JSON list of Kueue queue objects: run Kueue in the loop")
     parser.add_argument("--scheduler-fd", type=int, default=-1)
     parser.add_argument("--extender-fd", type=int, default=-1)
     entry = netns.entry_point(parser, argv)
@@ -225,6 +238,8 @@ def session(argv: list[str] | None = None) -> int:
     from twin.kubectl import Kubectl
 
     netns.loopback_up()
+    if args.kueue:
+        netns.private_etc(folder)  # Kueue's fixed metrics certificate folder (twin.kueue)
     minor = DRA_MINOR if args.slices else MINOR
     tools = locate(minor, lambda _line: None)
     sup = Supervisor(folder)
@@ -245,7 +260,14 @@ def session(argv: list[str] | None = None) -> int:
             kubectl.apply([device_class()])
             for start in range(0, len(slices), 200):
                 kubectl.apply(slices[start : start + 200])
-        kubectl.run("create", "namespace", NAMESPACE)
+        if args.kueue:
+            from twin.replay_kueue import install, managed_namespace
+
+            kubectl.apply([managed_namespace(NAMESPACE)])
+            install(tools, plane, kubectl, sup, folder, minor)
+            kubectl.apply(json.loads(Path(args.kueue).read_text()))
+        else:
+            kubectl.run("create", "namespace", NAMESPACE)
         wait_until(lambda: bool(kubectl.run("get", "sa", "default", "-n", NAMESPACE, check=False)),
                    "the default ServiceAccount", None, 60)  # fmt: skip
         if args.profile == "FragmentationAware":
@@ -308,22 +330,27 @@ class ReplayTwin:
     kubeconfig: Path
     scheduler_port: int = 0  # its gpu-binpack's secure port, on this machine's loopback
     extender_port: int = 0  # its extender's port (FragmentationAware), on this machine's loopback
+    kueue: bool = False  # pods go through Kueue (twin.replay_kueue) and claim through templates
+    gated: int = 0  # pods Kueue's webhook held for admission when they were created
     _core: Any = None
     _custom: Any = None
     _pods: int = 0
+    _templates: set[str] | None = None
 
     @classmethod
     def start(
         cls, cluster: Cluster, units: dict[str, int], profile: str, folder: Path, *,
         target: Workload | None = None, config: dict[str, Any] | None = None, shadow: bool = False,
-        claims: frozenset[str] = frozenset(), devices: Devices | None = None,
+        claims: frozenset[str] = frozenset(), devices: Devices | None = None, kueue: bool = False,
     ) -> ReplayTwin:  # fmt: skip
         """A replay twin of `cluster`; with FragmentationAware the extender's expected workload is `target` (the
         simulator's FGD-Extender gets the same), written as a generic pod CSV for its `--trace`, or without it
         learned from the twin's pods; `shadow`: the extender scores without deciding (`--shadow`). `config`: the
         KubeSchedulerConfiguration gpu-binpack runs (default: :func:`scheduler_config` of `profile`), e.g. one
         read back from a stack's rendered ConfigMap. ``claims``: the pools whose shares are DRA claims
-        (``devices``: each one's GPU product and memory), published as ResourceSlices on Kubernetes 1.36."""
+        (``devices``: each one's GPU product and memory), published as ResourceSlices on Kubernetes 1.36.
+        ``kueue``: Kueue admits every pod first, from one ClusterQueue holding the whole cluster
+        (twin.replay_kueue); the pools must all be pools of claims."""
         netns.check_namespaces()
         netns.clear_folder(folder)
         nodes = folder / "nodes.json"
@@ -343,6 +370,16 @@ class ReplayTwin:
         if slices:
             (folder / "slices.json").write_text(json.dumps(slices))
             argv += ["--slices", str(folder / "slices.json")]
+        if kueue:
+            from twin.replay_kueue import cluster_quota, queue_objects
+
+            if not slices or set(map(str, cluster.gpu_model)) - claims:
+                raise ConfigError(
+                    "a replay through Kueue counts GPU shares of claims only: every pool must be one"
+                )
+            queues = folder / "kueue-queues.json"
+            queues.write_text(json.dumps(queue_objects(cluster_quota(cluster, units, claims), NAMESPACE)))
+            argv += ["--kueue", str(queues)]
         if target is not None and profile == "FragmentationAware":
             trace = folder / "target.csv"
             rows = zip(
@@ -382,6 +419,7 @@ class ReplayTwin:
             Path(info["kubeconfig"]),
             ports[0],
             ports[1] if profile == "FragmentationAware" else 0,
+            kueue,
         )
 
     def core(self) -> Any:
@@ -426,19 +464,60 @@ class ReplayTwin:
             )
         return node, devices
 
+    def place_templated(
+        self, pod: dict[str, Any], shares: int, count: int, timeout: float = 60
+    ) -> tuple[str | None, list[str]]:
+        """Create ``pod`` asking ``count`` devices of ``shares`` shares through a ResourceClaimTemplate (the
+        stack's, made the first time a size is asked), wait as :meth:`place` does, and read the devices the
+        allocator gave the claim the controller made from it."""
+        from scheduler.dra import claim_template
+
+        template = claim_template(NAMESPACE, shares, count)
+        name = template["metadata"]["name"]
+        if self._templates is None:
+            self._templates = set()
+        if name not in self._templates:
+            self.custom().create_namespaced_custom_object(*CLAIMS_AT[:3], "resourceclaimtemplates", template)
+            self._templates.add(name)
+        created = self._create(pod_templated(pod, name))
+        got = self._wait(created.metadata.name, timeout)
+        if got is None:
+            return None, []
+        claim = next(
+            (s.resource_claim_name for s in got.status.resource_claim_statuses or [] if s.name == CLAIM), None
+        )
+        devices = claim_devices(self.claim(claim)) if claim else None
+        if devices is None:
+            raise RuntimeError(f"pod {created.metadata.name} was bound to {got.spec.node_name} but its claim "
+                               f"{claim} has no allocation")  # fmt: skip
+        return str(got.spec.node_name), devices
+
     def place(self, pod: dict[str, Any], timeout: float = 60) -> str | None:
         """Create `pod` and wait until the scheduler bound it (its node) or found no node for it (None)."""
-        core = self.core()
+        created = self._create(pod)
+        got = self._wait(created.metadata.name, timeout)
+        return None if got is None else str(got.spec.node_name)
+
+    def _create(self, pod: dict[str, Any]) -> Any:
         pod = {**pod, "metadata": {**pod["metadata"], "namespace": NAMESPACE}}
         pod["metadata"].pop("uid", None)
-        core.create_namespaced_pod(NAMESPACE, pod)
-        name = pod["metadata"]["name"]
+        if self.kueue:
+            from twin.replay_kueue import queued
+
+            pod = queued(pod)
+        created = self.core().create_namespaced_pod(NAMESPACE, pod)
+        self.gated += any(g.name == ADMISSION_GATE for g in created.spec.scheduling_gates or [])
+        return created
+
+    def _wait(self, name: str, timeout: float) -> Any:
+        """The pod once bound; None once the scheduler found no node for it (it is then deleted)."""
+        core = self.core()
         deadline = time.monotonic() + timeout
         delay = 0.005
         while time.monotonic() < deadline:
             got = core.read_namespaced_pod(name, NAMESPACE)
             if got.spec.node_name:
-                return str(got.spec.node_name)
+                return got
             for cond in got.status.conditions or []:
                 if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
                     core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
@@ -446,6 +525,31 @@ class ReplayTwin:
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
         raise TimeoutError(f"pod {name} was neither bound nor found unschedulable in {timeout:.0f} s")
+
+    def kueue_summary(self, timeout: float = 60) -> dict[str, Any]:
+        """What Kueue admitted and counted, beside the shares the allocator gave (twin.replay_kueue.summary),
+        once Kueue has caught up: no pod left terminating (Kueue releases a deleted pod's finalizer when it has
+        finished its Workload) and its queue's usage unchanged between two reads a second apart, or at
+        ``timeout`` as it then stands."""
+        from scheduler.dra import SHARES
+        from twin.replay_kueue import QUEUE, admissions, claimed_shares, queue_usage, summary
+
+        group = ("kueue.x-k8s.io", "v1beta2")
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            pods = self.core().api_client.sanitize_for_serialization(
+                self.core().list_namespaced_pod(NAMESPACE).items
+            )
+            workloads = self.custom().list_namespaced_custom_object(*group, NAMESPACE, "workloads")["items"]
+            queue = self.custom().get_cluster_custom_object(*group, "clusterqueues", QUEUE)
+            records = admissions(list(workloads), list(pods))
+            out = summary(records, queue_usage(queue), claimed_shares(self.claims(), SHARES))
+            settled = not any(p["metadata"].get("deletionTimestamp") for p in pods) and out == last
+            if settled or time.monotonic() > deadline:
+                return out | {"kueue_records": [vars(r) for r in records]}
+            last = out
+            time.sleep(1)
 
     def bound(self, pod: dict[str, Any], node: str) -> None:
         """Create `pod` already on `node` (`spec.nodeName`, past the scheduler), as a running pod the cluster had."""
@@ -535,6 +639,9 @@ class TwinPolicy(Policy):
         self._devices = []
         if asked is None:
             node = self.twin.place(pod)
+        elif self.twin.kueue:
+            node, devices = self.twin.place_templated(pod, *asked)
+            self._devices = [int(str(dev).rsplit("-", 1)[1]) for dev in devices]
         else:
             node, devices = self.twin.place_claiming(*pod_claim(pod, *asked))
             self._devices = [int(str(dev).rsplit("-", 1)[1]) for dev in devices]  # twin.dra's gpu-<minor>
