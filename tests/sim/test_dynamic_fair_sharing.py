@@ -200,7 +200,8 @@ def test_two_borrowers_at_equal_shares_take_a_pool_from_each_other_as_kueue_allo
     so a job of a moves neither share. LessThanOrEqualToFinalShare (pkg/scheduler/preemption/fairsharing/
     strategy.go: `CompareDRS(preemptorNewShare, targetNewShare) <= 0`) then holds both ways: t2's new job
     preempts one of t1's in a, that job preempts it back, and so on until the jobs of a end. Kueue's own rule:
-    the engine keeps it."""
+    the engine keeps it (on the twin Kueue preempts without end too, re-admitting the victim ahead of the
+    preemptor between preemptions: tests/twin/test_fair_sharing_exchange.py)."""
     preempted, t1_a, t2_a, newcomer = exchange(2)
     assert {reason for _, _, reason in preempted} == {"InCohortFairSharing"}
     assert preempted[0][1] == newcomer and preempted[0][0] in t1_a
