@@ -13,7 +13,8 @@ dominant resource of both); in `a` the lender runs 10 replicas, t1 4 and t2 2, s
 one more replica of `a`. Nobody's share moves with a replica of `a` (t1's cores, 8 of the 320 the root can
 lend, stand at 12.5‰), so `LessThanOrEqualToFinalShare` holds both ways and the preemptions do not stop;
 Kueue's own proof that this cannot happen assumes the workload uses the dominant resource
-(docs/simulation.md).
+(docs/simulation.md). With `fairSharingPreemptionStrategies: [LessThanInitialShare]` nobody is preempted, on
+Kueue as in the engine.
 """
 
 from __future__ import annotations
@@ -43,11 +44,16 @@ REASON = "InCohortFairSharing"
 COHORT = "gpufleet"  # the metal stack's cohort, parent of each team's Cohort
 
 
-def exchange_stack(metal: dict[str, Any]) -> dict[str, Any]:
-    """The exchange's stack file from the metal stack's: its two pools and three teams, fair sharing as the
-    stack defaults it (on, `[LessThanOrEqualToFinalShare, LessThanInitialShare]`)."""
+DEFAULT = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")  # the stack's default, example-prod's
+STRICT = ("LessThanInitialShare",)
+
+
+def exchange_stack(metal: dict[str, Any], strategies: tuple[str, ...]) -> dict[str, Any]:
+    """The exchange's stack file from the metal stack's: its two pools and three teams, fair sharing on with
+    the given `fairSharingPreemptionStrategies`."""
     doc = copy.deepcopy(metal)
     config = doc["config"]
+    config["gpufleet:scheduling"] = {"fairSharingPreemptionStrategies": list(strategies)}
     config["gpufleet:nodePools"] = [
         {"name": "a", "hosts": ["gpu-a-01", "gpu-a-02"], "gpuModel": "L40S", "gpusPerNode": 4, "cpusPerNode": 64,
          "memoryGiBPerNode": 512, "sharing": {"timeSlicing": {"replicas": 2}}},
@@ -112,10 +118,14 @@ def engine_preemptions(stack: Path, trace: Path) -> list[tuple[int, int, str]]:
 
 
 @pytest.fixture(scope="module")
-def exchange_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, Path]]:
+def exchange_twin(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Kube, Path]]:
+    """The exchange's twin for the strategies a test names (one twin up at a time: pytest finishes a module
+    fixture's parameter before it sets up the next)."""
     path = tmp_path_factory.mktemp("stacks") / "Pulumi.exchange.yaml"
     metal = yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())
-    path.write_text(yaml.safe_dump(exchange_stack(metal), sort_keys=False))
+    path.write_text(yaml.safe_dump(exchange_stack(metal, request.param), sort_keys=False))
     twin = start_twin(tmp_path_factory, path)
     try:
         yield Kube.of(twin), path
@@ -176,6 +186,27 @@ def weighted_share(kube: Kube, team: str) -> int:
     return int(cohort["status"]["fairSharing"]["weightedShare"])
 
 
+def fill(kube: Kube) -> None:
+    """The jobs of `m`, then those of `a`, each batch admitted before the next (no preemption), and Kueue's
+    weighted shares of t1's and t2's Cohorts equal at 334 (333.3‰ rounded up: `m` dominates both)."""
+    for i in range(len(M_JOBS)):
+        assert kube.create(job_doc(i)).ok
+    eventually(lambda: admitted(kube, range(len(M_JOBS))), "the jobs of m admitted", 120)
+    for i in range(len(M_JOBS), NEW):
+        assert kube.create(job_doc(i)).ok
+    before = eventually(lambda: admitted(kube, range(NEW)), "every job of m and a admitted", 120)
+    assert not any(preempted(wl) for wl in before.values())
+    shares = eventually(lambda: (s := (weighted_share(kube, "t1"), weighted_share(kube, "t2"))) == (334, 334)
+                        and s, "t1's and t2's Cohorts at 334", 60)  # fmt: skip
+    assert shares == (math.ceil(4000 / 6 / 2), math.ceil(2000 / 6))
+
+
+def clean(kube: Kube) -> None:
+    for team in ("lender", "t1", "t2"):
+        kube.attempt("delete", "jobs", "-n", team, "--all", "--wait=false")
+
+
+@pytest.mark.parametrize("exchange_twin", [DEFAULT], indirect=True, ids=["default"])
 def test_two_borrowers_at_equal_shares_evict_each_other_on_kueue_as_in_the_engine(
     exchange_twin: tuple[Kube, Path], tmp_path: Path
 ) -> None:
@@ -192,17 +223,7 @@ def test_two_borrowers_at_equal_shares_evict_each_other_on_kueue_as_in_the_engin
     once (docs/simulation.md has the difference)."""
     kube, stack = exchange_twin
     try:
-        for i in range(len(M_JOBS)):
-            assert kube.create(job_doc(i)).ok
-        eventually(lambda: admitted(kube, range(len(M_JOBS))), "the jobs of m admitted", 120)
-        for i in range(len(M_JOBS), NEW):
-            assert kube.create(job_doc(i)).ok
-        before = eventually(lambda: admitted(kube, range(NEW)), "every job of m and a admitted", 120)
-        assert not any(preempted(wl) for wl in before.values())
-        shares = eventually(lambda: (s := (weighted_share(kube, "t1"), weighted_share(kube, "t2"))) == (334, 334)
-                            and s, "t1's and t2's Cohorts at 334", 60)  # fmt: skip
-        assert shares == (math.ceil(4000 / 6 / 2), math.ceil(2000 / 6))
-
+        fill(kube)
         assert kube.create(job_doc(NEW)).ok
         newcomer_uid = eventually(lambda: workloads(kube).get(NEW, {}).get("metadata", {}).get("uid"),
                                   "the newcomer's Workload", 60)  # fmt: skip
@@ -227,11 +248,38 @@ def test_two_borrowers_at_equal_shares_evict_each_other_on_kueue_as_in_the_engin
         assert counts.get(NEW, 0) < counts[victim]  # the victim comes back ahead of the newcomer
         assert preemption_reasons(workloads(kube)) <= {REASON}
     finally:
-        for team in ("lender", "t1", "t2"):
-            kube.attempt("delete", "jobs", "-n", team, "--all", "--wait=false")
+        clean(kube)
 
     sim = engine_preemptions(stack, write_trace(tmp_path / "exchange.csv"))
     assert {reason for _, _, reason in sim} == {REASON}
     assert sim[0][1] == NEW and sim[0][0] in T1_A
     assert {(v, p) for v, p, _ in sim} == {(sim[0][0], NEW), (NEW, sim[0][0])}  # the same two, both ways
     assert len(sim) >= REPEATS
+
+
+@pytest.mark.parametrize("exchange_twin", [STRICT], indirect=True, ids=["strict"])
+def test_with_the_strict_strategy_neither_borrower_evicts_on_kueue_nor_in_the_engine(
+    exchange_twin: tuple[Kube, Path], tmp_path: Path
+) -> None:
+    """`fairSharingPreemptionStrategies: [LessThanInitialShare]`: the same world and jobs. Kueue tries the
+    newcomer and leaves it pending without a preemption (its `QuotaReserved` condition says why, and not
+    "Pending the preemption"), as 334 is not below 334; the engine, reading the same stack, preempts nothing."""
+    kube, stack = exchange_twin
+    try:
+        fill(kube)
+        assert kube.create(job_doc(NEW)).ok
+
+        def pending() -> dict[str, Any] | None:
+            wl = workloads(kube).get(NEW, {})
+            return next((c for c in wl.get("status", {}).get("conditions", [])
+                         if c["type"] == "QuotaReserved" and c["status"] == "False"), None)  # fmt: skip
+
+        cond = eventually(pending, "the newcomer tried and left pending", 60)
+        assert "Pending the preemption" not in cond["message"], cond["message"]
+        found = workloads(kube)
+        assert not any(preempted(wl) or is_true(wl, "Preempted") for wl in found.values()), summary(kube)
+        assert not is_true(found[NEW], "QuotaReserved")
+    finally:
+        clean(kube)
+
+    assert engine_preemptions(stack, write_trace(tmp_path / "exchange.csv")) == []
