@@ -23,8 +23,9 @@ Kueue v0.19.2 with `fairSharing` configured replaces classical preemption by `fa
   (`LessThanInitialShare`); after each taken candidate the queue is picked again (InCohortFairSharing). A
   candidate that fails waits for the second strategy, if there is one. Two borrowers whose weighted
   shares are equal, each dominant in a resource other than the pool's, pass this rule both ways: a job of
-  the pool moves neither share, so each requeued victim evicts its preemptor in turn, as in Kueue
-  (`CompareDRS(preemptorNewShare, targetNewShare) <= 0`).
+  the pool moves neither share, so each requeued victim evicts its preemptor in turn, as Kueue's rule
+  allows (`CompareDRS(preemptorNewShare, targetNewShare) <= 0`); Kueue, whose preemptor waits for the next
+  cycle, re-admits the older victim first and the preemptor evicts it again (docs/simulation.md).
 - **The second strategy, rule S2-b** (`runSecondFsStrategy`, run only when a second strategy is configured,
   `fairPreemptions`): over the failed candidates, in a fresh ordering, the first of each queue goes if the
   preemptor's share is below that queue's current share (`LessThanInitialShare`); a queue is dropped after
@@ -170,7 +171,8 @@ def select_fair_victims(
                 break
             continue
         preemptor_share = _almost_lca_share(shares, q, t, u).key()
-        target_share = _almost_lca_share(shares, t, q, u).key()  # ComputeShares: before any removal
+        # ComputeShares: the target's share before any removal, which only LessThanInitialShare reads
+        target_share = _almost_lca_share(shares, t, q, u).key() if first == "LessThanInitialShare" else LOWEST
         while by_queue[t]:
             v = by_queue[t].pop(0)
             if first == "LessThanInitialShare":
