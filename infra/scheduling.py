@@ -152,6 +152,7 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         placement_weights=dict(s.placement.weights),
         borrow_within_cohort_max_priority=s.borrow_within_cohort_max_priority,
         fair_sharing=s.fair_sharing,
+        fair_preemption_strategies=tuple(s.fair_sharing_preemption_strategies),
         wait_for_pods_ready_timeout=s.wait_for_pods_ready_timeout,
         provisioning_requests=s.provisioning_requests,
         platform=spec.platform,

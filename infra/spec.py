@@ -526,6 +526,17 @@ class Placement(Model):
         return self
 
 
+# Kueue's fair-sharing preemption strategies, in the orders its configuration accepts (v0.19.2
+# pkg/config/validation.go `validStrategySets`): rule S2-a (a borrower may evict down to its own final share,
+# ties included), rule S2-b (only a share above the preemptor's), or S2-a then S2-b, Kueue's default.
+FairSharingStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+FAIR_SHARING_STRATEGY_SETS: tuple[tuple[FairSharingStrategy, ...], ...] = (
+    ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
+    ("LessThanOrEqualToFinalShare",),
+    ("LessThanInitialShare",),
+)
+
+
 class Scheduling(Model):
     cohort: Name = "gpufleet"
     placement: Placement = Placement()
@@ -533,6 +544,10 @@ class Scheduling(Model):
     # Borrowed workloads below this priority may be preempted by a borrower of higher priority.
     borrow_within_cohort_max_priority: int = 100
     fair_sharing: bool = True
+    # How a borrower may evict another under fair sharing (Kueue's `fairSharing.preemptionStrategies`).
+    fair_sharing_preemption_strategies: list[FairSharingStrategy] = Field(
+        default_factory=lambda: list(FAIR_SHARING_STRATEGY_SETS[0])
+    )
     # Must exceed GPU node provisioning (cold GPU nodes take 10-15 minutes) so gangs are not requeued early.
     wait_for_pods_ready_timeout: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "30m"
     provisioning_requests: bool = False
@@ -550,6 +565,14 @@ class Scheduling(Model):
     # The longest terminationGracePeriodSeconds of a team GPU pod: how long a stopped or preempted pod may keep
     # its GPUs.
     max_termination_grace_period: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "5m"
+
+    @field_validator("fair_sharing_preemption_strategies")
+    @classmethod
+    def _strategy_set(cls, value: list[str]) -> list[str]:
+        if tuple(value) not in FAIR_SHARING_STRATEGY_SETS:
+            accepted = "; ".join(f"[{', '.join(s)}]" for s in FAIR_SHARING_STRATEGY_SETS)
+            raise ValueError(f"[{', '.join(value)}] is not an order Kueue accepts; accepted: {accepted}")
+        return value
 
 
 # A host name as Slurm's NodeName, SlurmctldHost and AccountingStorageHost take it (no commas: hostlists).

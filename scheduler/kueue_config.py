@@ -76,9 +76,7 @@ def manager_config(policy: SchedulingPolicy) -> dict[str, Any]:
         config["featureGates"] = {KUEUE_GATE: True}
         config["resources"]["deviceClassMappings"] = device_class_mappings()
     if policy.fair_sharing:
-        config["fairSharing"] = {
-            "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
-        }
+        config["fairSharing"] = {"preemptionStrategies": list(policy.fair_preemption_strategies)}
     return config
 
 

@@ -97,6 +97,8 @@ class SchedulingPolicy:
     )
     borrow_within_cohort_max_priority: int = 100
     fair_sharing: bool = True
+    # Kueue's `fairSharing.preemptionStrategies`, in order (the spec checks the order is one Kueue accepts)
+    fair_preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
     wait_for_pods_ready_timeout: str = "30m"
     provisioning_requests: bool = False
     platform: Literal["aws", "existing"] = "aws"

@@ -240,6 +240,7 @@ def stack_world(
         policy_params=params if stack_policy != "FGD" else {},
         pods_ready_timeout_s=duration_s(policy.wait_for_pods_ready_timeout),
         fair_sharing=policy.fair_sharing,
+        fair_preemption_strategies=policy.fair_preemption_strategies,
         # as the ClusterQueues are compiled (scheduler.kueue): set unless fair sharing decides instead
         borrow_within_cohort_max_priority=None
         if policy.fair_sharing

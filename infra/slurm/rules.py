@@ -161,6 +161,7 @@ _TEAM_ONLY = {
 _SCHEDULING_ONLY = {
     "cohort": "the Kueue cohort",
     "borrow_within_cohort_max_priority": "Kueue's preemption while borrowing",
+    "fair_sharing_preemption_strategies": "Kueue's fair-sharing preemption",
     "wait_for_pods_ready_timeout": "Kueue's wait for pods",
     "provisioning_requests": "the cluster autoscaler's ProvisioningRequests",
     "platform_namespaces": "Kubernetes network policies",

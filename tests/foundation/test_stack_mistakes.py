@@ -77,6 +77,9 @@ MISTAKES: list[tuple[str, str, Callable[[Config], None], str, str]] = [
     ("max-time-in-days", "metal-slurm", put(SLURM, "partitions", "h100", "maxTime", value="7d"), f"{SLURM}.partitions.h100.maxTime", "a Slurm time limit: minutes, days-hours:minutes:seconds or UNLIMITED, e.g. 7-00:00:00 for 7 days"),
     ("slurm-host-with-a-comma", "metal-slurm", put(NP, 0, "hosts", 0, value="gpu-h100-01,gpu-h100-02"), f"{NP}[0].hosts[0]", "not a host name"),
     ("untested-kueue-release", "dev", put("gpufleet:versions", value={"kueueChart": "0.20.0"}), "gpufleet:versions.kueueChart", "set gpufleet:versions.kueueChartOverride: true"),
+    ("fair-sharing-strategies-reversed", "example-prod", put("gpufleet:scheduling", "fairSharingPreemptionStrategies", value=["LessThanInitialShare", "LessThanOrEqualToFinalShare"]), "gpufleet:scheduling.fairSharingPreemptionStrategies", "accepted: [LessThanOrEqualToFinalShare, LessThanInitialShare]; [LessThanOrEqualToFinalShare]; [LessThanInitialShare]"),
+    ("fair-sharing-strategy-misspelt", "example-prod", put("gpufleet:scheduling", "fairSharingPreemptionStrategies", value=["LessThanFinalShare"]), "gpufleet:scheduling.fairSharingPreemptionStrategies[0]", "'LessThanOrEqualToFinalShare' or 'LessThanInitialShare'"),
+    ("slurm-with-fair-sharing-strategies", "metal-slurm", put("gpufleet:scheduling", value={"fairSharingPreemptionStrategies": ["LessThanInitialShare"]}), "gpufleet:scheduling.fairSharingPreemptionStrategies", "is a Kubernetes setting (Kueue's fair-sharing preemption)"),
     ("no-accounting-host", "metal-slurm", lambda c: c[SLURM].pop("accountingHost"), f"{SLURM}.accountingHost", "required key is missing"),
 ]  # fmt: skip
 

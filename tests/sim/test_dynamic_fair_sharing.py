@@ -13,6 +13,8 @@ as spare quota, so what the root can lend is all 8 GPUs. Two borrowers at equal 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,8 +37,9 @@ def teams(*weights: float) -> tuple[Queue, ...]:
 
 
 def run(queues: tuple[Queue, ...], rows: list[tuple[float, float, int, int]], prio: list[int],
-        fair: bool) -> tuple[dict[str, list[float]], list[tuple[int, int, str]]]:  # fmt: skip
-    """Each queue's waits, and the (victim, preemptor, reason) of every preemption."""
+        fair: bool, settings: Settings | None = None) -> tuple[dict[str, list[float]], list[tuple[int, int, str]]]:  # fmt: skip
+    """Each queue's waits, and the (victim, preemptor, reason) of every preemption (``settings`` in place of the
+    fair or classical ones)."""
     preempted: list[tuple[int, int, str]] = []
 
     class Recording(Watched):
@@ -44,7 +47,8 @@ def run(queues: tuple[Queue, ...], rows: list[tuple[float, float, int, int]], pr
             super().preempting(victim, preemptor, pool, reason)
             preempted.append((victim, preemptor, reason))
 
-    world = World(cluster(1, gpus=8), POOL, queues, jobs(rows, prio=prio), FAIR if fair else CLASSICAL)
+    chosen = settings or (FAIR if fair else CLASSICAL)
+    world = World(cluster(1, gpus=8), POOL, queues, jobs(rows, prio=prio), chosen)
     result = Recording(world, check=True).run()
     return result.waits, preempted
 
@@ -160,7 +164,9 @@ def test_kueues_guarantees_hold_under_fair_sharing(rows: list[tuple[int, ...]], 
     assert result.started + result.never_started + result.unhostable == n
 
 
-def exchange(m_jobs_of_t2: int) -> tuple[list[tuple[int, int, str]], set[int], set[int], int]:
+def exchange(
+    m_jobs_of_t2: int, settings: Settings = FAIR
+) -> tuple[list[tuple[int, int, str]], set[int], set[int], int]:
     """Pool a (16 GPUs, all team o's quota) and pool m (6 GPUs nobody has as quota), each a resource of its
     own; t1 (weight 2) and t2 (weight 1) have no quota and borrow in both. t=0: t1 takes 4 GPUs of m for 1000 s
     (4000/6 = 667‰, weighted 333‰) and t2 ``m_jobs_of_t2``; in a, for 100 s, o runs 10 jobs within its quota,
@@ -191,7 +197,7 @@ def exchange(m_jobs_of_t2: int) -> tuple[list[tuple[int, int, str]], set[int], s
             super().preempting(victim, preemptor, pool, reason)
             preempted.append((victim, preemptor, reason))
 
-    Recording(World(world_cluster, pools, queues, js, FAIR), check=True).run()
+    Recording(World(world_cluster, pools, queues, js, settings), check=True).run()
     return preempted, t1_a, t2_a, n - 1
 
 
@@ -200,7 +206,8 @@ def test_two_borrowers_at_equal_shares_take_a_pool_from_each_other_as_kueue_allo
     so a job of a moves neither share. LessThanOrEqualToFinalShare (pkg/scheduler/preemption/fairsharing/
     strategy.go: `CompareDRS(preemptorNewShare, targetNewShare) <= 0`) then holds both ways: t2's new job
     preempts one of t1's in a, that job preempts it back, and so on until the jobs of a end. Kueue's own rule:
-    the engine keeps it."""
+    the engine keeps it (on the twin Kueue preempts without end too, re-admitting the victim ahead of the
+    preemptor between preemptions: tests/twin/test_fair_sharing_exchange.py)."""
     preempted, t1_a, t2_a, newcomer = exchange(2)
     assert {reason for _, _, reason in preempted} == {"InCohortFairSharing"}
     assert preempted[0][1] == newcomer and preempted[0][0] in t1_a
@@ -219,3 +226,26 @@ def test_a_borrower_below_the_others_share_takes_a_pool_once() -> None:
     assert len(preempted) == 1
     victim, preemptor, reason = preempted[0]
     assert preemptor == newcomer and victim in t1_a and reason == "InCohortFairSharing"
+
+
+S2A = replace(FAIR, fair_preemption_strategies=("LessThanOrEqualToFinalShare",))
+S2B = replace(FAIR, fair_preemption_strategies=("LessThanInitialShare",))
+
+
+def test_with_only_the_first_strategy_the_whole_job_is_not_taken() -> None:
+    """The world of the second-strategy test under `[LessThanOrEqualToFinalShare]` alone: S2-a refuses job 2
+    (team 1 would end at 0‰ < 125‰) and no second strategy runs (`fairPreemptions` tries one only when
+    configured), so job 5 waits for t=100."""
+    rows = [(0.0, 100.0, 1, 0)] * 2 + [(0.0, 100.0, 4, 1)] + [(0.0, 100.0, 1, 2)] * 2 + [(10.0, 100.0, 1, 0)]
+    waits, preempted = run(teams(1, 1, 1), rows, [100] * 6, fair=True, settings=S2A)
+    assert preempted == [] and waits["t0"][-1] == 90
+
+
+def test_with_only_the_strict_strategy_equal_borrowers_do_not_exchange() -> None:
+    """`[LessThanInitialShare]` alone (rule S2-b as the first and only strategy): at equal shares (333‰ each)
+    t2's newcomer is not below t1's share, so nobody is preempted; a borrower below (t2 with 1 GPU of m, 188‰
+    with its newcomer, against t1's 333‰) still takes the pool, once."""
+    preempted, _, _, _ = exchange(2, S2B)
+    assert preempted == []
+    preempted, t1_a, _, newcomer = exchange(1, S2B)
+    assert len(preempted) == 1 and preempted[0][1] == newcomer and preempted[0][0] in t1_a

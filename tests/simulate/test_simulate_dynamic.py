@@ -70,6 +70,33 @@ def test_borrow_within_cohort_is_the_compiled_cluster_queues(tmp_path: Path, fai
         assert compiled == {"policy": "LowerPriority", "maxPriorityThreshold": threshold} and threshold == 50
 
 
+@pytest.mark.parametrize(
+    "strategies", [["LessThanOrEqualToFinalShare", "LessThanInitialShare"], ["LessThanInitialShare"]]
+)
+def test_fair_preemption_strategies_are_the_compiled_configurations(
+    tmp_path: Path, strategies: list[str]
+) -> None:
+    """`scheduling.fairSharingPreemptionStrategies` becomes Kueue's Configuration `fairSharing.preemptionStrategies`
+    (chart 0.19 values, `managerConfig`) and the engine's strategies alike; example-prod keeps the default."""
+    import yaml
+
+    from infra.scheduling import scheduler_inputs
+    from scheduler import kueue_values
+
+    spec = load_example("example-prod")
+    assert spec.scheduling.fair_sharing_preemption_strategies == [
+        "LessThanOrEqualToFinalShare",
+        "LessThanInitialShare",
+    ]
+    scheduling = spec.scheduling.model_copy(update={"fair_sharing_preemption_strategies": strategies})
+    spec = spec.model_copy(update={"scheduling": scheduling})
+    values = kueue_values(scheduler_inputs(spec)[0])
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    world = stack_world(spec, read_timed_pods(_trace(tmp_path, ["0,60,1000,1024,1,1000,1,research"]))).world
+    assert config["fairSharing"]["preemptionStrategies"] == strategies
+    assert list(world.settings.fair_preemption_strategies) == strategies
+
+
 def test_dynamic_run_writes_table_report_plots_and_json(tmp_path: Path) -> None:
     rows = [f"{i * 30},{600 + 60 * (i % 5)},4000,16384,{1 + i % 4},1000,1,{['research', 'batch'][i % 2]}"
             for i in range(40)]  # fmt: skip

@@ -2,7 +2,8 @@
 
 Kueue v0.19.2 with `fairSharing` configured replaces classical preemption by `fairPreemptions`
 (pkg/scheduler/preemption/preemption.go `getTargets`), with the stack's strategies
-`[LessThanOrEqualToFinalShare, LessThanInitialShare]` (``scheduler.kueue_config``):
+(``Settings.fair_preemption_strategies``, compiled by ``scheduler.kueue_config``; by default
+`[LessThanOrEqualToFinalShare, LessThanInitialShare]`):
 
 - **Candidates** (`findCandidates`): lower-priority jobs of the preemptor's own queue (`withinClusterQueue:
   LowerPriority`) and jobs of **any** priority of every other queue of the root cohort that borrows in the
@@ -12,19 +13,23 @@ Kueue v0.19.2 with `fairSharing` configured replaces classical preemption by `fa
   highest share; a ClusterQueue that does not borrow (other than the preemptor's) or has no candidate left is
   pruned, a Cohort that does not borrow and is not on the preemptor's path too; on equal shares a Cohort
   goes before a ClusterQueue, equal queues by their first candidates' order.
-- **Rule S2-a** (`runFirstFsStrategy`): the preemptor's own lower-priority jobs go unconditionally
+- **The first strategy** (`runFirstFsStrategy`): the preemptor's own lower-priority jobs go unconditionally
   (InClusterQueue); a preemptor within its nominal quota in the pool takes any candidate
   (`FairSharingPreemptWithinNominal`, on by default: InCohortReclamation); otherwise a candidate goes if the
-  preemptor's share after admission is at most the target's share after the candidate's removal, both taken
-  at the children of the two queues' lowest common ancestor (fairsharing/strategy.go
-  `LessThanOrEqualToFinalShare`, least_common_ancestor.go); after each taken candidate the queue is picked
-  again (InCohortFairSharing). A candidate that fails waits for rule S2-b. Two borrowers whose weighted
+  strategy passes, over shares taken at the children of the two queues' lowest common ancestor
+  (least_common_ancestor.go): rule S2-a, the preemptor's share after admission at most the target's share
+  after the candidate's removal (fairsharing/strategy.go `LessThanOrEqualToFinalShare`), or rule S2-b as the
+  only strategy, the preemptor's share after admission below the target's as it stands
+  (`LessThanInitialShare`); after each taken candidate the queue is picked again (InCohortFairSharing). A
+  candidate that fails waits for the second strategy, if there is one. Two borrowers whose weighted
   shares are equal, each dominant in a resource other than the pool's, pass this rule both ways: a job of
-  the pool moves neither share, so each requeued victim evicts its preemptor in turn, as in Kueue
-  (`CompareDRS(preemptorNewShare, targetNewShare) <= 0`).
-- **Rule S2-b** (`runSecondFsStrategy`): over the failed candidates, in a fresh ordering, the first of each
-  queue goes if the preemptor's share is below that queue's current share (`LessThanInitialShare`); a queue
-  is dropped after one try.
+  the pool moves neither share, so each requeued victim evicts its preemptor in turn, as Kueue's rule
+  allows (`CompareDRS(preemptorNewShare, targetNewShare) <= 0`); Kueue, whose preemptor waits for the next
+  cycle, re-admits the older victim first and the preemptor evicts it again (docs/simulation.md).
+- **The second strategy, rule S2-b** (`runSecondFsStrategy`, run only when a second strategy is configured,
+  `fairPreemptions`): over the failed candidates, in a fresh ordering, the first of each queue goes if the
+  preemptor's share is below that queue's current share (`LessThanInitialShare`); a queue is dropped after
+  one try.
 - Each step ends as soon as the preemptor fits by borrowing (`workloadFitsForFairSharing`); then the victims
   not needed are given back, the last taken first (`fillBackWorkloads` with borrowing allowed).
 """
@@ -146,6 +151,7 @@ def select_fair_victims(
         return quota.fits_after(q, p, need, column)
 
     within_nominal = u[q, p] <= quota.nominal[q, p]
+    first = settings.fair_preemption_strategies[0]
     targets: list[Victim] = []
 
     def take(v: int, reason: str) -> bool:
@@ -165,17 +171,23 @@ def select_fair_victims(
                 break
             continue
         preemptor_share = _almost_lca_share(shares, q, t, u).key()
+        # ComputeShares: the target's share before any removal, which only LessThanInitialShare reads
+        target_share = _almost_lca_share(shares, t, q, u).key() if first == "LessThanInitialShare" else LOWEST
         while by_queue[t]:
             v = by_queue[t].pop(0)
-            after = u.copy()
-            after[t, p] -= held[v].units
-            if preemptor_share <= _almost_lca_share(shares, t, q, after).key():  # LessThanOrEqualToFinalShare
+            if first == "LessThanInitialShare":
+                passed = preemptor_share < target_share
+            else:  # LessThanOrEqualToFinalShare
+                after = u.copy()
+                after[t, p] -= held[v].units
+                passed = preemptor_share <= _almost_lca_share(shares, t, q, after).key()
+            if passed:
                 done = take(v, "InCohortFairSharing")
                 break
             retry.append(v)
         if done:
             break
-    if not done and retry:
+    if not done and retry and len(settings.fair_preemption_strategies) > 1:
         again: dict[int, list[int]] = {}
         for v in candidates_ordering(retry, q, workloads):
             again.setdefault(int(queue[v]), []).append(v)

@@ -80,6 +80,9 @@ class Settings:
     # Kueue's `fairSharing` configured: admission by dominant resource share and fairPreemptions
     # (scheduler.sim.dynamic.fair_sharing, fair_preemption); False: the classical order and preemption
     fair_sharing: bool = False
+    # Kueue's `fairSharing.preemptionStrategies`, in order: the first runs over every candidate, a second (always
+    # LessThanInitialShare) over those the first refused (scheduler.sim.dynamic.fair_preemption)
+    fair_preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
     reclaim_within_cohort: bool = True  # Kueue `reclaimWithinCohort: Any`
     preempt_lower_priority: bool = True  # Kueue `withinClusterQueue: LowerPriority`
     # Kueue `borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: N}`: a job that borrows may still
