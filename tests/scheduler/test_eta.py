@@ -438,7 +438,7 @@ def full_view(
     """`team` as the platform team reads it: every namespace's Workloads, Jobs and pods besides."""
     lqs = {"vision": dict(team.local_queues), "nlp": {"default": "nlp"}}
     return replace(
-        team, everyone=Everyone(lqs, [*team.workloads, *workloads], [*team.jobs, *jobs], list(pods))
+        team, everyone=Everyone(lqs, [*team.workloads, *workloads], [*team.jobs, *jobs], pods or [])
     )
 
 
