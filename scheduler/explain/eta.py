@@ -232,9 +232,8 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
         out.append(f"{kinds} {noun} without a duration hint: the remaining time was drawn from your team's last "
                    f"{len(recent)} finished jobs (median {human_time(float(np.median(recent)))}; the same pool and "
                    f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
-    caught = any(
-        e.remaining.source == CAUGHT for e in seed.entries
-    )  # others' running work, in the team's view
+    # other teams' running work, modelled (the team's view): what it was taken to have left
+    caught = any(e.remaining.source == CAUGHT for e in seed.entries)
     if not history and prior and caught:
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
                    f"be partway through runs as long as your team's {job_count(len(prior))} with a hint "
