@@ -20,7 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.explain.durations import HISTORY, NO_HISTORY_S, SIMILAR_AT_LEAST, Finished, draw, history_for
+from scheduler.explain.durations import (
+    CAUGHT,
+    HISTORY,
+    NO_HISTORY_S,
+    SIMILAR_AT_LEAST,
+    Finished,
+    draw,
+    history_for,
+)
 from scheduler.explain.seed import OTHERS, Entry, Seed, Stream, human_time, job_count
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic.engine import Simulation
@@ -122,12 +130,37 @@ def arrivals(streams: Sequence[Stream], history: Sequence[Finished], prior: Sequ
     return sorted(out, key=lambda a: a[0])
 
 
-class _UntilStarted(Simulation):
-    """A run that stops once job `target` has started: later events cannot change its first start."""
+def pins(seed: Seed) -> dict[int, list[int]]:
+    """The world's node indices (``world_of``'s order) each admitted entry's pods are bound to, by entry, where
+    the seed read them (``Entry.nodes``, the full view with nodes)."""
+    index = {}
+    for pool, names in seed.node_names.items():
+        first = sum(len(n) for p, n in sorted(seed.pools.items()) if p < pool)
+        index.update({(pool, name): first + i for i, name in enumerate(names)})
+    return {k: [index[(e.pool, n)] for n in e.nodes] for k, e in enumerate(seed.entries)
+            if e.nodes and all((e.pool, n) in index for n in e.nodes)}  # fmt: skip
 
-    def __init__(self, world: World, target: int) -> None:
+
+class _UntilStarted(Simulation):
+    """A run that stops once job `target` has started: later events cannot change its first start. A job
+    running now whose nodes were read (`pinned`) is first placed where its pods are, so the free GPUs per node
+    are the real ones; evicted and placed again, it goes where the policy puts it."""
+
+    def __init__(self, world: World, target: int, pinned: dict[int, list[int]] | None = None) -> None:
         super().__init__(world)
         self.target = target
+        self.pinned = dict(pinned or {})
+
+    def _place_job(self, j: int, nodes: np.ndarray, t: float) -> bool:
+        at = self.pinned.pop(j, None)
+        if at is not None:
+            job = self.jobs[j]
+            ready = set(nodes.tolist())
+            for node in at[len(job.placed) :]:
+                if node not in ready or not self.placement.place_on(j, job.placed, node):
+                    break  # no room there: the rest go where the policy puts them
+                self.autoscaler.busy(node)
+        return super()._place_job(j, nodes, t)
 
     def after_cycle(self, t: float) -> None:
         if self.jobs[self.target].first_start is not None:
@@ -140,7 +173,7 @@ def start_in(seed: Seed, target: int, durations: Sequence[float], seed_value: in
     seeded work; None if it never starts."""
     world = world_of(seed, [*durations, *(run for _, _, run in later)], seed_value,
                      [(t, e) for t, e, _ in later])  # fmt: skip
-    sim = _UntilStarted(world, target)
+    sim = _UntilStarted(world, target, pins(seed))
     sim.run()
     return sim.jobs[target].first_start
 
@@ -199,11 +232,13 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
         out.append(f"{kinds} {noun} without a duration hint: the remaining time was drawn from your team's last "
                    f"{len(recent)} finished jobs (median {human_time(float(np.median(recent)))}; the same pool and "
                    f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
-    if not history and prior and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
+    # other teams' running work, modelled (the team's view): what it was taken to have left
+    caught = any(e.remaining.source == CAUGHT for e in seed.entries)
+    if not history and prior and caught:
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
                    f"be partway through runs as long as your team's {job_count(len(prior))} with a hint "
                    f"(median {human_time(float(np.median(prior)))})")  # fmt: skip
-    elif not history and any(e.name.startswith(OTHERS + "/") for e in seed.entries):
+    elif not history and caught:
         out.append(f"with no finished job of your team to learn from, other teams' running work was taken to "
                    f"be partway through runs of {human_time(NO_HISTORY_S)}")  # fmt: skip
     return out

@@ -19,6 +19,13 @@ sizes are not readable), and a queue holding no quota, nothing (its waiting jobs
 rate seen over the last T seconds is taken to hold for the next T, no longer: the estimate does not
 extrapolate a burst into a day of submissions that would starve a large job forever.
 
+Where the caller may list every namespace's Workloads (the platform team's kubeconfig), nothing of the above is
+guessed: the same code reads each other team as it reads the asking one (`as_team`): its admitted Workloads
+with their pods, GPUs, pools, priorities and remaining times, its waiting ones in Kueue's order among all, its
+later submissions from its own Jobs' creation times, and, with the nodes, each admitted job's pods on the nodes
+they are bound to (`Entry.nodes`), so a gang that needs whole free nodes sees the real fragmentation. A
+`Forbidden` on that list leaves the team's view above; the answer says which view it used.
+
 Everything counts in Kueue's units of each pool's GPU resource (a time-sliced pool's shares are its units), so
 a pool here has one unit per "GPU" and a pod takes its request of the flavor's resource.
 """
@@ -26,7 +33,7 @@ a pool here has one unit per "GPU" and a pod takes its request of the flavor's r
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,12 +47,23 @@ NODE_GPUS = 8  # the GPUs of a node when nodes cannot be read (the common 8-GPU 
 SUBMISSION_WINDOW_S = 3600.0  # the team's submissions a rate is learnt from: those of the last hour,
 SUBMISSIONS = 20  # at most the last this many of them,
 MIN_SUBMISSIONS = 3  # and at least this many (fewer: no later arrivals are modelled, and the answer says so)
-OTHERS = "other"  # the entries standing for another team's admitted work: `other/<queue>/<n>`
+OTHERS = "other"  # another team's entries: `other/<queue>/<n>` modelled, `other/<namespace>/<workload>` read
+
+
+@dataclass(frozen=True)
+class Everyone:
+    """Every namespace's Workloads, Jobs, LocalQueues and pods: what the full view reads, where the caller may."""
+
+    local_queues: Mapping[str, Mapping[str, str]]  # namespace -> LocalQueue -> ClusterQueue
+    workloads: Sequence[Mapping[str, Any]]
+    jobs: Sequence[Mapping[str, Any]]
+    pods: Sequence[Mapping[str, Any]]  # where admitted jobs' pods are bound (`spec.nodeName`)
 
 
 @dataclass(frozen=True)
 class Live:
-    """What the caller read, as the API server returned it; `nodes` None when their role may not list them."""
+    """What the caller read, as the API server returned it; `nodes` None when their role may not list them,
+    `everyone` None when they may not list every namespace's Workloads (a team member)."""
 
     namespace: str
     local_queues: Mapping[str, str]  # LocalQueue -> ClusterQueue
@@ -57,6 +75,7 @@ class Live:
     jobs: Sequence[Mapping[str, Any]]  # the team's batch Jobs (hints, deadlines, history)
     priority_classes: Mapping[str, int]  # WorkloadPriorityClass -> value
     now: datetime
+    everyone: Everyone | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,8 @@ class Entry:
     priority: int
     remaining: Remaining
     pool: str = ""  # admitted there; "" while it waits
+    # the nodes its pods are bound to, one a pod, where read (else the simulator places them)
+    nodes: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -90,6 +111,7 @@ class Seed:
     assumed: tuple[str, ...] = ()
     unseen: tuple[str, ...] = field(default=())
     streams: tuple[Stream, ...] = ()  # later arrivals; () when the team's recent submissions are too few
+    node_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each pool's nodes, where read
 
     def index(self, name: str) -> int:
         return next(i for i, e in enumerate(self.entries) if e.name == name)
@@ -177,24 +199,40 @@ def settings_of(cluster_queue: Mapping[str, Any]) -> Settings:
     )
 
 
+def node_names(live: Live, resources: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """Each pool's nodes by name, in the order `pool_nodes` gives their units; empty when nodes were not read."""
+    if live.nodes is None:
+        return {}
+    out: dict[str, list[str]] = {f: [] for f in resources}
+    for flavor, node in _pool_members(live, resources):
+        out[flavor].append(str(node["metadata"]["name"]))
+    return {f: tuple(n) for f, n in out.items()}
+
+
+def _pool_members(live: Live, resources: Mapping[str, str]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(flavor, node) of every schedulable node serving a flavor's GPU resource, the nodes by name."""
+    labels = {
+        str(f["metadata"]["name"]): dict(f.get("spec", {}).get("nodeLabels") or {}) for f in live.flavors
+    }
+    for node in sorted(live.nodes or (), key=lambda n: str(n["metadata"]["name"])):
+        if node.get("spec", {}).get("unschedulable"):
+            continue
+        have = node["metadata"].get("labels") or {}
+        for flavor, res in resources.items():
+            want = labels.get(flavor)
+            units = int(float(str((node.get("status", {}).get("allocatable") or {}).get(res, 0))))
+            if want and all(have.get(k) == v for k, v in want.items()) and units:
+                yield flavor, node
+
+
 def pool_nodes(
     live: Live, cohort_queues: Sequence[Mapping[str, Any]], resources: Mapping[str, str]
 ) -> tuple[dict[str, tuple[int, ...]], str]:
     """Each pool's nodes as their units of the flavor's GPU resource, and what was assumed ("" when read)."""
     if live.nodes is not None:
-        labels = {
-            str(f["metadata"]["name"]): dict(f.get("spec", {}).get("nodeLabels") or {}) for f in live.flavors
-        }
         out: dict[str, list[int]] = {f: [] for f in resources}
-        for node in sorted(live.nodes, key=lambda n: str(n["metadata"]["name"])):
-            if node.get("spec", {}).get("unschedulable"):
-                continue
-            have = node["metadata"].get("labels") or {}
-            for flavor, res in resources.items():
-                want = labels.get(flavor)
-                units = int(float(str((node.get("status", {}).get("allocatable") or {}).get(res, 0))))
-                if want and all(have.get(k) == v for k, v in want.items()) and units:
-                    out[flavor].append(units)
+        for flavor, node in _pool_members(live, resources):
+            out[flavor].append(int(float(str(node["status"]["allocatable"][resources[flavor]]))))
         return {f: tuple(n) for f, n in out.items()}, ""
     pools: dict[str, tuple[int, ...]] = {}
     told = []
@@ -265,11 +303,44 @@ def workload_entry(
         since = condition(workload, "Admitted") or condition(workload, "QuotaReserved") or {}
         stamp = since.get("lastTransitionTime")
         elapsed = (live.now - parse_time(str(stamp))).total_seconds() if stamp else 0.0
-        return Entry(
-            name, cq, (pool,), pods, units, priority(workload), remaining_of(job, max(elapsed, 0.0)), pool
-        )
+        return Entry(name, cq, (pool,), pods, units, priority(workload), remaining_of(job, max(elapsed, 0.0)),
+                     pool, bound(job, live, pods))  # fmt: skip
     allowed = _allowed(podset.get("template", {}), queues[cq], resources, resource)
     return Entry(name, cq, allowed, pods, units, priority(workload), remaining_of(job, 0.0))
+
+
+def bound(job: Mapping[str, Any] | None, live: Live, pods: int) -> tuple[str, ...]:
+    """The nodes a Job's running pods are bound to (`spec.nodeName`), one a pod, where every pod of it is
+    bound and pods were read (the full view); () otherwise, and the simulator places it."""
+    if job is None or live.everyone is None or live.nodes is None:
+        return ()
+    uid = job["metadata"].get("uid")
+    nodes = sorted(str(p["spec"]["nodeName"]) for p in live.everyone.pods
+                   if (p.get("spec") or {}).get("nodeName")
+                   and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                   and any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences", []) or []))  # fmt: skip
+    return tuple(nodes) if len(nodes) == pods else ()
+
+
+def as_team(live: Live, namespace: str) -> Live:
+    """What a member of `namespace` would read of their own team, from the full view: the asking team's reading
+    of another, so each is seeded by the same code."""
+    every = live.everyone
+    if every is None:
+        return live
+    return replace(live, namespace=namespace, local_queues=dict(every.local_queues.get(namespace, {})),
+                   workloads=[w for w in every.workloads if w["metadata"].get("namespace") == namespace],
+                   jobs=[j for j in every.jobs if j["metadata"].get("namespace") == namespace])  # fmt: skip
+
+
+def other_teams(live: Live, cohort: Sequence[Mapping[str, Any]]) -> list[Live]:
+    """Every other namespace with a LocalQueue of a ClusterQueue of the cohort, as its members read it (full
+    view only; [] in the team's view)."""
+    if live.everyone is None:
+        return []
+    names = {str(q["metadata"]["name"]) for q in cohort}
+    return [as_team(live, ns) for ns, lqs in sorted(live.everyone.local_queues.items())
+            if ns != live.namespace and names & set(lqs.values())]  # fmt: skip
 
 
 def holding(queue: Mapping[str, Any]) -> int:
@@ -382,6 +453,18 @@ def shape_of(
     return Shape(cq, pools, int(spec.get("parallelism") or 1), units, value, remaining)
 
 
+def team_stream(live: Live, queues: Mapping[str, Queue], resources: Mapping[str, str]) -> Stream | None:
+    """A team's later submissions, learnt from its Jobs created recently (`submitted`): None when they are too
+    few or ask no GPUs of its queues."""
+    recent = submitted(live)
+    shapes = tuple(s for _, j in recent if (s := shape_of(j, live, queues, resources)) is not None)
+    rate = rate_of([a for a, _ in recent])
+    if not shapes or rate <= 0.0:
+        return None
+    span = max(a for a, _ in recent)  # the rate is taken to hold as long again as it has been seen
+    return Stream(live.namespace, rate, shapes, span)
+
+
 def streams_of(
     live: Live,
     queues: Mapping[str, Queue],
@@ -391,16 +474,34 @@ def streams_of(
 ) -> tuple[tuple[Stream, ...], str]:
     """Later submissions (the module docstring says how they are modelled), and the sentence that says so."""
     recent = submitted(live)
-    shapes = tuple(s for _, j in recent if (s := shape_of(j, live, queues, resources)) is not None)
-    rate = rate_of([a for a, _ in recent])
-    if not shapes or rate <= 0.0:
-        return (), (
-            f"later submissions: none modelled (your team submitted {job_count(len(recent))} in the last "
-            f"{SUBMISSION_WINDOW_S / 60:.0f} min; {MIN_SUBMISSIONS} are needed to learn a rate), so every start "
-            "is as if nothing else were submitted"
+    mine = team_stream(live, queues, resources)
+    theirs = [
+        got for t in other_teams(live, cohort) if (got := team_stream(t, queues, resources)) is not None
+    ]
+    read = (
+        "; other teams' from their own Jobs the same way ("
+        + (
+            ", ".join(f"{s.name} one every {human_time(1 / s.rate_per_s)}" for s in theirs)
+            or "none recent enough"
         )
-    span = max(a for a, _ in recent)  # the rate is taken to hold as long again as it has been seen
-    streams = [Stream(live.namespace, rate, shapes, span)]
+        + ")"
+        if live.everyone is not None
+        else ""
+    )
+    if mine is None:
+        return tuple(theirs), (
+            f"later submissions: none modelled{' of your team' if read else ''} (your team submitted "
+            f"{job_count(len(recent))} in the last {SUBMISSION_WINDOW_S / 60:.0f} min; {MIN_SUBMISSIONS} are "
+            "needed to learn a rate)" + (read or ", so every start is as if nothing else were submitted")
+        )
+    rate, shapes, span = mine.rate_per_s, mine.shapes, mine.horizon_s
+    said = (
+        f"later submissions: your team's {job_count(len(recent))} of the last {human_time(span)} (one every "
+        f"{human_time(1 / rate)}) go on for as long again, a Poisson stream of the same shapes, priorities and hints"
+    )
+    if live.everyone is not None:
+        return (mine, *theirs), said + read
+    streams = [mine]
     used = {p for s in shapes for p in s.pools}  # the pools the team's jobs use
     run = mean_run(live)
     scaled = []
@@ -420,10 +521,6 @@ def streams_of(
         if shaped:
             streams.append(Stream(name, held / run, tuple(shaped), span))
             scaled.append(f"{name} {held}")
-    said = (
-        f"later submissions: your team's {job_count(len(recent))} of the last {human_time(span)} (one every "
-        f"{human_time(1 / rate)}) go on for as long again, a Poisson stream of the same shapes, priorities and hints"
-    )
     if scaled and run is not None:
         said += (
             f"; other teams' queues holding quota ({', '.join(scaled)} jobs) are taken to be given jobs like yours "
@@ -467,17 +564,27 @@ def seed(live: Live, extra: Entry | None = None) -> Seed:
     resources = pool_resources(cohort)
     pools, nodes_said = pool_nodes(live, cohort, resources)
     queues = {str(q["metadata"]["name"]): sim_queue(q, resources) for q in cohort}
-    entries = [e for wl in live.workloads if not is_true(wl, "Finished")
-               and (e := workload_entry(wl, live, queues, resources)) is not None]  # fmt: skip
-    admitted = [e for e in entries if e.pool]
-    order = {str(w["metadata"]["name"]): i for i, w in enumerate(kueue_order(live.workloads))}
-    waiting = sorted((e for e in entries if not e.pool and e.name in order), key=lambda e: order[e.name])
+    teams = [live, *other_teams(live, cohort)]  # the asking team alone in the team's view
+    read = [(wl, e if t is live else replace(e, name=f"{OTHERS}/{t.namespace}/{e.name}"))
+            for t in teams for wl in t.workloads if not is_true(wl, "Finished")
+            and (e := workload_entry(wl, t, queues, resources)) is not None]  # fmt: skip
+    admitted = [e for _, e in read if e.pool]
+    rank = {id(w): i for i, w in enumerate(kueue_order([w for t in teams for w in t.workloads]))}
+    waiting = [e for w, e in sorted(((w, e) for w, e in read if not e.pool and id(w) in rank),
+                                    key=lambda we: rank[id(we[0])])]  # fmt: skip
     if extra is not None:
         waiting.append(extra)
     value = int(live.priority_classes.get("default", 0))
-    others = [e for q in cohort if str(q["metadata"]["name"]) not in own
-              for e in others_entries(q, resources, value)]  # fmt: skip
-    assumed = [nodes_said] if nodes_said else []
+    assumed = [view_said(live, read)]
+    assumed += [nodes_said] if nodes_said else []
+    if live.everyone is not None:
+        others: list[Entry] = []
+        counted: dict[str, int] = {}
+    else:
+        others = [e for q in cohort if str(q["metadata"]["name"]) not in own
+                  for e in others_entries(q, resources, value)]  # fmt: skip
+        counted = {name: n for q in cohort if (name := str(q["metadata"]["name"])) not in own
+                   and (n := int(q.get("status", {}).get("pendingWorkloads", 0) or 0))}  # fmt: skip
     if others:
         held: dict[str, int] = {}
         for e in others:
@@ -488,8 +595,6 @@ def seed(live: Live, extra: Entry | None = None) -> Seed:
             + f"), at priority {value}, each job caught partway through a run drawn as for a job without a hint"
         )
     units = typical_units(live)
-    counted = {name: n for q in cohort if (name := str(q["metadata"]["name"])) not in own
-               and (n := int(q.get("status", {}).get("pendingWorkloads", 0) or 0))}  # fmt: skip
     unseen_waiting = [
         e
         for name, n in sorted(counted.items())
@@ -505,7 +610,21 @@ def seed(live: Live, extra: Entry | None = None) -> Seed:
         extra.queue if extra else (gpu_queues or sorted(own))[0])))  # fmt: skip
     streams, streams_said = streams_of(live, queues, resources, own, cohort)
     return Seed(pools, tuple(queues.values()), tuple([*admitted, *others, *waiting]), settings,
-                tuple([*assumed, streams_said]), tuple(unseen), streams)  # fmt: skip
+                tuple([*assumed, streams_said]), tuple(unseen), streams, node_names(live, resources))  # fmt: skip
+
+
+def view_said(live: Live, read: Sequence[tuple[Mapping[str, Any], Entry]]) -> str:
+    """Which view the estimate was made from, in the answer's words."""
+    if live.everyone is None:
+        return "view: your team's (other teams' Workloads are not readable with your access, so they are modelled below)"
+    theirs = [e for _, e in read if e.name.startswith(OTHERS + "/")]
+    running = sum(1 for e in theirs if e.pool)
+    placed = sum(1 for _, e in read if e.nodes)
+    where = f", {job_count(placed)} on the nodes their pods are bound to" if placed else ""
+    return (
+        f"view: full (every team's Workloads are readable): other teams' {running} admitted and "
+        f"{len(theirs) - running} waiting jobs as they are, with their priorities and hints{where}"
+    )
 
 
 def manifest_entry(manifest: Mapping[str, Any], live: Live) -> Entry:

@@ -2,8 +2,9 @@
 own access, estimated by ``eta`` from the state ``seed`` models, printed, and recorded as an Event on the
 Workload.
 
-What the caller may read decides what the estimate sees: nodes, other teams' Workloads and their waiting jobs
-are read only where their role allows, and the answer says what it could not see.
+What the caller may read decides what the estimate sees: nodes, other teams' Workloads, Jobs and pods are read
+only where their role allows (the platform team's full view; a team member's is their own team's), and the
+answer says which view it used and what it could not see.
 """
 
 from __future__ import annotations
@@ -20,15 +21,35 @@ from scheduler.explain.eta import Estimate, estimate
 from scheduler.explain.order import is_true, job_of, priority
 from scheduler.explain.quota import cohort_parents
 from scheduler.explain.reasons import explain
-from scheduler.explain.seed import Live, SeedError, manifest_entry, seed
+from scheduler.explain.seed import Everyone, Live, SeedError, manifest_entry, seed
+
+
+def read_everyone(kubectl: Kubectl) -> Everyone | None:
+    """Every namespace's Workloads, Jobs, LocalQueues and pods, where the caller may list Workloads in all of
+    them (the platform team's access); None where that is refused (a team member: RBAC Forbidden)."""
+    try:
+        workloads = kubectl.get("workloads.kueue.x-k8s.io", "-A").get("items", [])
+        local_queues: dict[str, dict[str, str]] = {}
+        for lq in kubectl.get("localqueues.kueue.x-k8s.io", "-A").get("items", []):
+            meta = lq["metadata"]
+            local_queues.setdefault(str(meta.get("namespace", "")), {})[str(meta["name"])] = str(
+                (lq.get("spec") or {}).get("clusterQueue", "")
+            )
+        jobs = kubectl.get("jobs.batch", "-A").get("items", [])
+        pods = kubectl.get("pods", "-A").get("items", [])
+    except ClusterError:
+        return None
+    return Everyone(local_queues, workloads, jobs, pods)
 
 
 def read_live(kubectl: Kubectl, team: Team, now: datetime | None = None) -> Live:
-    """Everything the estimate reads, with the caller's access; nodes only where their role may list them."""
+    """Everything the estimate reads, with the caller's access; nodes only where their role may list them, and
+    every team's Workloads (the full view) only where it may list those."""
     try:
         nodes: list[dict[str, Any]] | None = kubectl.get("nodes").get("items", [])
     except ClusterError:
         nodes = None
+    everyone = read_everyone(kubectl)
     classes = kubectl.get("workloadpriorityclasses.kueue.x-k8s.io").get("items", [])
     return Live(
         namespace=team.namespace,
@@ -41,6 +62,7 @@ def read_live(kubectl: Kubectl, team: Team, now: datetime | None = None) -> Live
         jobs=kubectl.get("jobs.batch", "-n", team.namespace).get("items", []),
         priority_classes={str(c["metadata"]["name"]): int(c.get("value", 0)) for c in classes},
         now=now or datetime.now(UTC),
+        everyone=everyone,
     )
 
 

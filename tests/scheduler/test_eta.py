@@ -29,7 +29,7 @@ from scheduler.explain.durations import (
 )
 from scheduler.explain.eta import MAX_ARRIVALS, arrivals, estimate, start_in
 from scheduler.explain.quota import cohort_parents
-from scheduler.explain.seed import Live, SeedError, manifest_entry, rate_of, seed
+from scheduler.explain.seed import Everyone, Live, SeedError, manifest_entry, rate_of, seed
 from tests.conftest import load_example
 from tests.scheduler.helpers import of_kind
 
@@ -410,3 +410,101 @@ def test_a_job_waiting_for_other_teams_running_work_starts_at_its_residual(
     found = estimate(state, state.index("job-next"), finished_jobs(history_jobs), runs=40)
     assert found.p50_s is not None and found.p90_s is not None
     assert 150 <= found.p50_s <= 450 and found.p90_s <= 1000
+
+
+def of_nlp(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Job or Workload of vision's helpers, as nlp's (namespace nlp, LocalQueue default -> ClusterQueue nlp)."""
+    out = copy.deepcopy(obj)
+    out["metadata"]["namespace"] = "nlp"
+    if "admission" in out.get("status", {}):
+        out["status"]["admission"]["clusterQueue"] = "nlp"
+    return out
+
+
+def pod_of(owner: dict[str, Any], node: str, i: int = 0) -> dict[str, Any]:
+    """A running pod of Job `owner`, bound to `node`."""
+    meta = owner["metadata"]
+    return {"metadata": {"name": f"{meta['name']}-{i}", "namespace": meta["namespace"],
+                         "ownerReferences": [{"kind": "Job", "name": meta["name"], "uid": meta["uid"]}]},
+            "spec": {"nodeName": node}, "status": {"phase": "Running"}}  # fmt: skip
+
+
+def full_view(
+    team: Live,
+    workloads: list[dict[str, Any]],
+    jobs: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None = None,
+) -> Live:
+    """`team` as the platform team reads it: every namespace's Workloads, Jobs and pods besides."""
+    lqs = {"vision": dict(team.local_queues), "nlp": {"default": "nlp"}}
+    return replace(
+        team, everyone=Everyone(lqs, [*team.workloads, *workloads], [*team.jobs, *jobs], pods or [])
+    )
+
+
+def test_the_full_view_seeds_other_teams_workloads_as_they_are(compiled: list[dict[str, Any]]) -> None:
+    """Where every team's Workloads are readable, nlp's are seeded as they are: its running 2 x 8-GPU job with
+    what its hint leaves, its waiting ones with their own sizes and priorities, in Kueue's order among vision's;
+    with that list Forbidden (`everyone` None), the team's view models nlp from its ClusterQueue's status."""
+    mine = job("next", hint="5m")
+    train, small, urgent = (of_nlp(job("train", hint="10m", pods=2)), of_nlp(job("eval", hint="2m", gpus=2)),
+                            of_nlp(job("urgent", hint="5m", gpus=4)))  # fmt: skip
+    theirs = [of_nlp(workload(train, admitted_ago=120)), of_nlp(workload(small, created_ago=30)),
+              of_nlp(workload(urgent, prio=1000, created_ago=10))]  # fmt: skip
+    team = live(compiled, [mine], [workload(mine, created_ago=20)], nlp_used=16, nlp_pending=2, nlp_holding=1)
+
+    full = seed(full_view(team, theirs, [train, small, urgent]))
+    names = [e.name for e in full.entries]
+    assert names == ["other/nlp/job-train", "other/nlp/job-urgent", "other/nlp/job-eval", "job-next"]
+    got = {
+        e.name: (e.queue, e.pool, e.pools, e.pods, e.units, e.priority, e.remaining.known)
+        for e in full.entries
+    }
+    assert got["other/nlp/job-train"] == ("nlp", "h100", ("h100",), 2, 8, 100, 480)  # 10 min less 2 run
+    assert got["other/nlp/job-urgent"] == ("nlp", "", ("h100",), 1, 4, 1000, 300)
+    assert got["other/nlp/job-eval"] == ("nlp", "", ("h100",), 1, 2, 100, 120)
+    assert full.unseen == () and full.assumed[0].startswith("view: full")
+    assert not any("seen only as their queues' use" in a for a in full.assumed)
+
+    blind = seed(team)
+    names = [e.name for e in blind.entries]
+    assert names == ["other/nlp/h100/0", "other/nlp/h100/1", "other/nlp/waiting/0", "other/nlp/waiting/1",
+                     "job-next"]  # fmt: skip
+    assert {e.units for e in blind.entries[:4]} == {8} and blind.assumed[0].startswith("view: your team's")
+    assert "queue nlp has 2 waiting jobs of another team" in blind.unseen[0]
+
+
+def test_the_full_view_places_running_pods_where_they_are(compiled: list[dict[str, Any]]) -> None:
+    """4 nodes of 8 GPUs; nlp's three 4-GPU jobs (300, 600, 900 s left) sit on three different nodes, so
+    vision's gang of two 8-GPU pods fits only once the first ends: about 300 s. Without their pods' nodes the
+    simulator packs the three on two nodes and the gang starts at once."""
+    nodes = [{"metadata": {"name": f"n{i}", "labels": {"gpufleet.io/pool": "h100"}},
+              "status": {"allocatable": {GPU: "8"}}} for i in range(4)]  # fmt: skip
+    theirs = [of_nlp(job(f"t{s}", hint=f"{s}s", gpus=4)) for s in (300, 600, 900)]
+    wls = [of_nlp(workload(j, admitted_ago=0)) for j in theirs]
+    gang = job("gang", hint="5m", pods=2)
+    team = live(compiled, [gang], [workload(gang)], nodes=nodes)
+    pinned = seed(full_view(team, wls, theirs, [pod_of(j, f"n{i}") for i, j in enumerate(theirs)]))
+    assert [e.nodes for e in pinned.entries[:3]] == [("n0",), ("n1",), ("n2",)]
+    assert "3 jobs on the nodes their pods are bound to" in pinned.assumed[0]
+    found = estimate(pinned, pinned.index("job-gang"), [])
+    assert found.p50_s is not None and 300 <= found.p50_s <= 302 and found.runs == 1
+
+    packed = seed(full_view(team, wls, theirs))
+    assert all(e.nodes == () for e in packed.entries)
+    found = estimate(packed, packed.index("job-gang"), [])
+    assert found.p50_s is not None and found.p50_s < 2
+
+
+def test_the_full_view_learns_other_teams_submissions_from_their_jobs(compiled: list[dict[str, Any]]) -> None:
+    """nlp's own Jobs created over the last 40 s (one every 10 s, 4-GPU) are its later submissions in the full
+    view; the team's view takes nlp to be given jobs of vision's shapes at the rate its queue finishes them."""
+    mine = [submitted_job(f"s{i}", 50 - 10 * i) for i in range(5)]  # 1 GPU, one every 10 s over 50 s
+    theirs = [of_nlp(submitted_job(f"n{i}", 40 - 10 * i, gpus=4)) for i in range(5)]
+    team = live(compiled, mine, [], nlp_used=8, nlp_holding=2)
+    full = {s.name: s for s in seed(full_view(team, [], theirs)).streams}
+    assert set(full) == {"vision", "nlp"}
+    assert full["nlp"].rate_per_s == pytest.approx(4 / 40) and full["nlp"].horizon_s == 40.0
+    assert {(s.queue, s.units) for s in full["nlp"].shapes} == {("nlp", 4)}
+    blind = {s.name: s for s in seed(team).streams}
+    assert {(s.queue, s.units) for s in blind["nlp"].shapes} == {("nlp", 1)}  # vision's shapes

@@ -94,8 +94,6 @@ class Placement:
         ``placed``. True when it stopped because no node of ``nodes`` has room for the next pod (not because
         the policy declined one that has)."""
         s = int(self.shapes.pod_shape[j])
-        cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])
-        milli = int(self.shapes.gpu_milli[s])
         share = self.is_share[s]
         while len(placed) < int(self.w.jobs.pods[j]) and len(nodes):
             if self.plain_choice:  # the highest score, the first node of ``nodes`` among equals
@@ -111,14 +109,29 @@ class Placement:
                 node = self.policy.choose_node(column, s)
                 if node < 0:
                     return not bool((column >= 0).any())
-            gpus = self.policy.choose_gpus(node, s, int(gpu[node]))
-            self.state.allocate(node, cpu, mem, gpus, milli)
-            self.policy.placed(node, s)
-            if self.policy.live_frag:
-                self.frag.update(node)
-            self.changed.append(node)
-            placed.append((node, gpus))
+            self._allocate(s, node, int(gpu[node]), placed)
         return len(placed) < int(self.w.jobs.pods[j])
+
+    def place_on(self, j: int, placed: list[tuple[int, list[int]]], node: int) -> bool:
+        """Place one more of job ``j``'s pods on ``node``, chosen beforehand (where a pod running now is bound),
+        not by the policy; False when it does not fit there."""
+        s = int(self.shapes.pod_shape[j])
+        score, gpu = self.scores(s, np.array([node], dtype=np.int64), self.is_share[s])
+        if score[node] < 0:
+            return False
+        self._allocate(s, node, int(gpu[node]), placed)
+        return True
+
+    def _allocate(self, s: int, node: int, share_gpu: int, placed: list[tuple[int, list[int]]]) -> None:
+        """A pod of shape ``s`` onto ``node``: its GPUs as the policy picks them, the node logged as changed."""
+        cpu, mem, milli = int(self.shapes.cpu[s]), int(self.shapes.mem[s]), int(self.shapes.gpu_milli[s])
+        gpus = self.policy.choose_gpus(node, s, share_gpu)
+        self.state.allocate(node, cpu, mem, gpus, milli)
+        self.policy.placed(node, s)
+        if self.policy.live_frag:
+            self.frag.update(node)
+        self.changed.append(node)
+        placed.append((node, gpus))
 
     def release(self, j: int, placed: list[tuple[int, list[int]]]) -> list[int]:
         """Free what job ``j``'s ``placed`` pods hold; return the nodes left without pods, in that order."""
