@@ -4,22 +4,18 @@ same engine with the straightforward scans the indexes replace:
 
 - victims chosen by classifying and sorting every admitted job of the pool (Kueue's classical preemption as
   written in v0.19.2 `preemption.go` / `common/ordering.go`), not by the per-(queue, priority) index;
-- placement that tries every pending job of a pool in order at every instant, not only the pod shapes that may
-  find room (room grew since they last found none, and some Ready node has their GPUs free), and chooses each
-  pod's node over a whole-cluster column, not from the (pod shape, pool) heap;
+- placement that tries every pending job of a pool again at every instant, not only after room grew, and
+  chooses each pod's node over a whole-cluster column, not from the (pod shape, pool) heap;
 - blocked-while-idle that sorts the demand groups, walks every group and asks every "could a node run it" of
   the pool's Ready nodes afresh at every step, not reusing the last step's matches, passing over groups nor
   resuming the last walk from the first group whose demand or pools changed.
 
 The heap's every answer is also checked against the argmax of freshly computed scores over the pool, each fit
-tested node by node in Python against numpy's test over the nodes, each quota answer in Python against the
-arithmetic over the quota's arrays, and each pool's kept GPU room against its Ready nodes' GPUs counted afresh,
-its "no room" for a shape against every node's test.
+tested node by node in Python against numpy's test over the nodes, and each quota answer in Python against the
+arithmetic over the quota's arrays.
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -27,7 +23,6 @@ import pytest
 from benchmarks.dynamic_simulation import Traced
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
-from scheduler.sim.dynamic.pool_room import PoolRoom
 from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
 from scheduler.sim.dynamic.quota import Quota
 from scheduler.sim.dynamic.recorder import Recorder
@@ -142,12 +137,9 @@ class Scanning(Traced):
 
     def _place(self, t: float) -> None:
         self.placement.plain_choice = False
-        for p in sorted(self.dirty_pools):  # every pending job, in the order they came, no shape passed over
-            nodes = self.autoscaler.ready_in(p)
-            for j in list(self.pending[p]):
-                if self._place_job(j, nodes, t):
-                    self._unpend(p, j)
-        self.dirty_pools.clear()
+        for full in self.full:
+            full.clear()  # no memory of shapes that found no room
+        super()._place(t)
 
 
 def loaded_world(
@@ -249,23 +241,6 @@ class Checked(Traced):
             return got
 
         quota.available = plain_available  # type: ignore[method-assign]
-        self.room_said_none = 0
-        placement, kept_room = self.placement, self.placement.room
-
-        def room(p: int, nodes: np.ndarray) -> PoolRoom:
-            got = kept_room(p, nodes)
-            rows = placement.state.free_gpu[nodes]
-            full, most = (rows == MILLI).sum(axis=1), rows.max(axis=1)
-            assert got.whole == np.bincount(full, minlength=rows.shape[1] + 1).tolist()
-            assert got.part == dict(Counter(most.tolist()))
-            for s in {placement.shapes.pod_shape[j] for j in self.pending[p]}:
-                _, _, k, d = placement.shapes.requests[s]
-                if not got.may_fit(k, d):  # no node has the GPUs: feasible finds none
-                    assert not feasible(placement.state, placement.shapes, s, nodes).any()
-                    self.room_said_none += 1
-            return got
-
-        placement.room = room  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize(
@@ -278,12 +253,11 @@ def test_each_heap_answer_is_the_pools_best_node(
 ) -> None:
     sim = Checked(loaded_world(seed, policy, autoscale, None, lending))
     sim.run()
-    # asked often, with room and without (most shapes without room are ruled out before the heap is asked)
-    assert len(sim.answers) > 300 and sim.answers.count(-1) > 0 and len(set(sim.answers) - {-1}) > 5
+    # asked often, with room and without
+    assert len(sim.answers) > 300 and sim.answers.count(-1) > 10 and len(set(sim.answers) - {-1}) > 5
     # fit tested node by node, both ways; quota asked with room and without
     assert sim.fit_asked.count(True) > 100 and sim.fit_asked.count(False) > 100
     assert len(set(sim.available_asked)) > 10 and min(sim.available_asked) <= 0
-    assert sim.room_said_none > 30  # the kept room ruled shapes out
 
 
 @pytest.mark.parametrize(

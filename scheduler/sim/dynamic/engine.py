@@ -136,13 +136,7 @@ class Simulation:
             zip(jobs.queue.tolist(), wl.gpu_spec, jobs.pods.tolist(), wl.num_gpu.tolist(),
                 wl.gpu_milli.tolist(), jobs.priority.tolist(), strict=True)
         )  # fmt: skip
-        # admitted jobs with pods to place, by pool, in the order they came (a dict: removed in place), and the
-        # same by pod shape (each in that order) with each job's place in the whole order, so that a pass of
-        # placement visits only the shapes that may find room
-        self.pending: list[dict[int, None]] = [{} for _ in world.pools]
-        self.pending_shapes: list[dict[int, dict[int, None]]] = [{} for _ in world.pools]
-        self.pending_at = [0] * jobs.size
-        self.pending_seq = itertools.count()
+        self.pending: list[list[int]] = [[] for _ in world.pools]  # admitted jobs with pods to place, by pool
         self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
         self.by_group = [Admitted() for _ in world.pools]  # the same, as classical preemption reads them
         self.dirty_pools: set[int] = set()
@@ -488,9 +482,7 @@ class Simulation:
         """Job ``j`` is admitted on its reserved quota: its pods are created and wait to be placed."""
         job = self.jobs[j]
         job.state = ADMITTED
-        self.pending[job.pool][j] = None
-        self.pending_shapes[job.pool].setdefault(self.pod_shape[j], {})[j] = None
-        self.pending_at[j] = next(self.pending_seq)
+        self.pending[job.pool].append(j)
         self.dirty_pools.add(job.pool)
         timeout = self.w.settings.pods_ready_timeout_s
         if timeout is not None:
@@ -500,7 +492,7 @@ class Simulation:
         """Preemption or a waitForPodsReady timeout: free the pods and the quota, requeue the job at ``key``."""
         job = self.jobs[j]
         if job.state == ADMITTED:
-            self._unpend(job.pool, j)
+            self.pending[job.pool].remove(j)
             self.recorder.pending(j, -1, job.pool)
         elif job.state == RESERVED:  # Kueue deletes the job's ProvisioningRequest
             self.requests.drop(j)
@@ -532,46 +524,15 @@ class Simulation:
 
     # ---- placement and the autoscaler -------------------------------------------------------------------
 
-    def _unpend(self, p: int, j: int) -> None:
-        """Job ``j`` has no pods left to place in pool ``p`` (all placed, or evicted)."""
-        del self.pending[p][j]
-        shapes = self.pending_shapes[p]
-        s = self.pod_shape[j]
-        alike = shapes[s]
-        del alike[j]
-        if not alike:
-            del shapes[s]
-
     def _place(self, t: float) -> None:
-        """Try the pending jobs of each pool something happened in, in the order they came, passing over the pod
-        shapes known to find no room: marked so since room last grew, or (for a policy that takes the highest
-        score) whose GPUs no Ready node of the pool has free now, marked so here. Within a pass room only
-        shrinks, so a shape without room at its start finds none at its turn, as trying its jobs would find."""
-        requests, plain = self.placement.shapes.requests, self.placement.plain_choice
         for p in sorted(self.dirty_pools):
+            still: list[int] = []
             nodes = self.autoscaler.ready_in(p)
             room, full, shape = self.room[p], self.full[p], self.pod_shape
-            bound = self.placement.room(p, nodes) if plain else None
-            live = []
-            for s, alike in self.pending_shapes[p].items():
-                if full.get(s) == room:
-                    continue
-                if bound is not None:
-                    _, _, k, d = requests[s]
-                    if not bound.may_fit(k, d):
-                        full[s] = room
-                        continue
-                live.append(alike)
-            if not live:
-                continue
-            order = (
-                list(live[0])
-                if len(live) == 1
-                else sorted(itertools.chain(*live), key=self.pending_at.__getitem__)
-            )
-            for j in order:
-                if full.get(shape[j]) != room and self._place_job(j, nodes, t):
-                    self._unpend(p, j)
+            for j in self.pending[p]:
+                if full.get(shape[j]) == room or not self._place_job(j, nodes, t):
+                    still.append(j)
+            self.pending[p] = still
         self.dirty_pools.clear()
 
     def _place_job(self, j: int, nodes: np.ndarray, t: float) -> bool:

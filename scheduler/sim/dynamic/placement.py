@@ -19,7 +19,6 @@ from scheduler.fgd.frag import NodeFragmentation
 from scheduler.fgd.shapes import build_shapes, target_workload
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
-from scheduler.sim.dynamic.pool_room import PoolRoom
 from scheduler.sim.policies import Context, Policy, make_policy
 from scheduler.sim.policies.base import feasible, score_nodes
 
@@ -87,7 +86,6 @@ class Placement:
         self.pool_changed: list[list[int]] = [[] for _ in world.pools]
         self._split = 0
         self.heaps: dict[tuple[int, int], _Best] = {}
-        self.rooms: dict[int, PoolRoom] = {}  # per pool: its Ready nodes' most GPU room, see room()
         self._member_sets: dict[int, tuple[np.ndarray, frozenset[int]]] = {}
 
     def place(self, j: int, placed: list[tuple[int, list[int]]], p: int, nodes: np.ndarray) -> bool:
@@ -143,13 +141,7 @@ class Placement:
 
         The (shape, pool) heap holds (-score, node) for feasible nodes; the pool's nodes changed since it last
         looked are scored again and pushed (a node turning Ready is among them); an entry whose score is no
-        longer the node's, or whose node is no longer Ready, is dropped when it comes to the top.
-
-        A shape whose GPUs no node of ``nodes`` has free (the pool's :class:`PoolRoom`) gets -1 first, the heap
-        left as it is: it looks at the nodes changed since when it is next asked."""
-        _, _, k, d = self.shapes.requests[s]
-        if not self.room(p, nodes).may_fit(k, d):
-            return -1
+        longer the node's, or whose node is no longer Ready, is dropped when it comes to the top."""
         log = self._changed_in(p)
         kept = self.heaps.get((s, p))
         if kept is None:
@@ -177,21 +169,6 @@ class Placement:
                 return node
             heapq.heappop(heap)
         return -1
-
-    def room(self, p: int, nodes: np.ndarray) -> PoolRoom:
-        """Pool ``p``'s :class:`PoolRoom` over ``nodes`` (its Ready nodes) brought up to its changed nodes,
-        counted afresh when readiness changed."""
-        log = self._changed_in(p)
-        room = self.rooms.get(p)
-        if room is None or room.nodes is not nodes:
-            room = PoolRoom(nodes, self._members(p, nodes), self.state.free_gpu, len(log))
-            self.rooms[p] = room
-        elif room.seen < len(log):
-            members, free_gpu = room.members, self.state.free_gpu
-            for node in {n for n in log[room.seen :] if n in members}:
-                room.update(node, free_gpu[node].tolist())
-            room.seen = len(log)
-        return room
 
     def _rescore(self, s: int, nodes: list[int], share: bool) -> list[int]:
         """Score shape ``s`` again on ``nodes`` (changed since their last scoring) into its kept scores; return
