@@ -28,6 +28,7 @@ from scheduler.explain.durations import (
     Finished,
     draw,
     history_for,
+    holding_lag,
 )
 from scheduler.explain.seed import OTHERS, Entry, Seed, Stream, human_time, job_count
 from scheduler.fgd.model import MILLI, Cluster, Workload
@@ -103,10 +104,11 @@ def hinted(entries: Sequence[Entry]) -> list[float]:
 
 def _draws(entries: Sequence[Entry], history: Sequence[Finished], rng: np.random.Generator) -> list[float]:
     prior = hinted(entries) if not history else []
+    lag = holding_lag(history)
     out = []
     for e in entries:
         durations, _ = history_for(history, e.pool or (e.pools[0] if len(e.pools) == 1 else ""), e.gpus)
-        out.append(draw(e.remaining, durations or prior, rng))
+        out.append(draw(e.remaining, durations or prior, rng, lag))
     return out
 
 
@@ -116,6 +118,7 @@ def arrivals(streams: Sequence[Stream], history: Sequence[Finished], prior: Sequ
     Poisson arrivals over its horizon (at most MAX_ARRIVALS), each a shape of the stream drawn at
     random, its run its hint or deadline, else drawn as an unknown one of its pool and GPUs."""
     out = []
+    lag = holding_lag(history)
     for stream in streams:
         t = 0.0
         for n in range(MAX_ARRIVALS):
@@ -124,7 +127,7 @@ def arrivals(streams: Sequence[Stream], history: Sequence[Finished], prior: Sequ
                 break
             s = stream.shapes[int(rng.integers(len(stream.shapes)))]
             durations, _ = history_for(history, s.pools[0] if len(s.pools) == 1 else "", s.pods * s.units)
-            run = draw(s.remaining, durations or prior, rng)
+            run = draw(s.remaining, durations or prior, rng, lag)
             out.append((t, Entry(f"{LATER}/{stream.name}/{n}", s.queue, s.pools, s.pods, s.units, s.priority,
                                  s.remaining), run))  # fmt: skip
     return sorted(out, key=lambda a: a[0])
@@ -232,6 +235,11 @@ def said(seed: Seed, target: int, history: Sequence[Finished]) -> list[str]:
         out.append(f"{kinds} {noun} without a duration hint: the remaining time was drawn from your team's last "
                    f"{len(recent)} finished jobs (median {human_time(float(np.median(recent)))}; the same pool and "
                    f"GPUs where {SIMILAR_AT_LEAST} or more)")  # fmt: skip
+    lag = holding_lag(history)
+    if lag > 0:
+        out.append(f"a job with a duration hint was taken to hold its quota {human_time(lag)} beyond it, as your "
+                   "team's finished jobs with a hint did (their median: pods started after admission, the end "
+                   "seen after they finished)")  # fmt: skip
     # other teams' running work, modelled (the team's view): what it was taken to have left
     caught = any(e.remaining.source == CAUGHT for e in seed.entries)
     if not history and prior and caught:

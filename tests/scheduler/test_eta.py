@@ -24,6 +24,7 @@ from scheduler.explain.durations import (
     draw,
     finished_jobs,
     history_for,
+    holding_lag,
     parse_duration,
     remaining_of,
 )
@@ -196,6 +197,33 @@ def test_the_wait_is_until_quota_frees_for_it(compiled: list[dict[str, Any]]) ->
     assert [e.name for e in state.entries][-2:] == ["job-urgent", "job-next"]  # Kueue's order: priority first
     found = estimate(state, state.index("job-next"), finished_jobs(history_jobs))
     assert found.p50_s is not None and 600 + 300 <= found.p50_s <= 600 + 300 + 3
+
+
+def test_hinted_jobs_hold_their_quota_as_much_longer_as_the_teams_finished_hinted_jobs_did() -> None:
+    """The lag is learnt from finished jobs that carried a hint (the median of run less hint, never below 0);
+    jobs without a hint say nothing of it."""
+    done = finished_jobs([job("a", hint="60s", ran=(200, 130)), job("b", hint="60s", ran=(300, 236)),
+                          job("c", hint="1m", ran=(400, 335)), job("d", ran=(500, 100))])  # fmt: skip
+    assert [f.hint for f in done] == [60.0, 60.0, 60.0, None]  # by when they ended
+    assert holding_lag(done) == 5.0  # runs of 70, 64 and 65 s against 60
+    assert holding_lag(finished_jobs([job("e", hint="90s", ran=(100, 20))])) == 0.0  # ran shorter: no lag
+    assert holding_lag(finished_jobs([job("d", ran=(500, 100))])) == 0.0
+    rng = np.random.default_rng(0)
+    assert draw(Remaining(30.0, "hint"), [], rng, lag=5.0) == 35.0
+    assert draw(Remaining(30.0, "deadline"), [], rng, lag=5.0) == 30.0  # a deadline bounds the whole hold
+
+
+def test_the_wait_counts_the_quota_a_hinted_job_holds_beyond_its_hint(compiled: list[dict[str, Any]]) -> None:
+    """The wait of test_the_wait_is_until_quota_frees_for_it, where the team's finished hinted jobs held their
+    quota 20 s beyond their hints: the running job's quota frees 20 s after its hint says, and the answer says
+    what was assumed."""
+    history_jobs = [job(f"h{i}", hint="1000s", ran=(5000, 3980)) for i in range(5)]  # 1020 s held each
+    running, waiting = job("run", hint="10m", pods=2), job("next", hint="1h", pods=2)
+    wls = [workload(running, admitted_ago=0), workload(waiting)]
+    state = seed(live(compiled, [*history_jobs, running, waiting], wls, nlp_used=16))
+    found = estimate(state, state.index("job-next"), finished_jobs(history_jobs))
+    assert found.p50_s is not None and 620 <= found.p50_s <= 622
+    assert any("hold its quota 20 s beyond it" in a for a in found.assumed), found.assumed
 
 
 def test_unknown_times_give_a_spread_and_say_so(compiled: list[dict[str, Any]]) -> None:
