@@ -41,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +98,11 @@ def hinted(job: ReplayJob) -> dict[str, Any]:
     return obj
 
 
-def one_run(binary: Path, kubeconfig: Path, jobs: list[ReplayJob], runs: int) -> list[dict[str, Any]]:
-    """Submit each job at its arrival, estimating it first; return per job its wait and the estimates."""
+def one_run(binary: Path, kubeconfig: Path, jobs: list[ReplayJob], runs: int,
+            then: Sequence[ReplayJob] = ()) -> list[dict[str, Any]]:  # fmt: skip
+    """Submit each job at its arrival, estimating it first, then the jobs of `then` at theirs without an
+    estimate (work that goes on arriving, as on a cluster that does not stop when the measured jobs do);
+    return per measured job its wait and the estimates."""
     base = [str(binary), f"--kubeconfig={kubeconfig}"]
     record = TwinRecord()
     t0 = [time.monotonic(), time.time()]
@@ -109,10 +114,16 @@ def one_run(binary: Path, kubeconfig: Path, jobs: list[ReplayJob], runs: int) ->
     admin = Kubectl.of(str(binary), str(kubeconfig))  # the platform team's kubeconfig: the full view
     try:
         t0[0], t0[1] = time.monotonic(), time.time()
-        for job in jobs:
+        for job in [*jobs, *then]:
             delay = job.arrival - (time.monotonic() - t0[0])
             if delay > 0:
                 time.sleep(delay)
+            if job.index >= len(jobs):
+                created = subprocess.run([*base, "create", "-f", "-"], input=json.dumps(hinted(job)),
+                                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+                if created.returncode != 0:
+                    raise RuntimeError(f"kubectl create job {job.name}: {created.stderr.strip()}")
+                continue
             member = Kubectl.of(
                 str(binary), str(kubeconfig), user="bench@example.com", groups=(f"{job.team}-team",)
             )
@@ -132,7 +143,7 @@ def one_run(binary: Path, kubeconfig: Path, jobs: list[ReplayJob], runs: int) ->
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
             with watch.lock:
-                if len(record.admitted) == len(jobs):
+                if all(job.index in record.admitted for job in jobs):
                     break
             time.sleep(1)
     finally:
@@ -196,6 +207,18 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def then_jobs(jobs: list[ReplayJob], args: argparse.Namespace, seed_value: int,
+              durations: tuple[float, float]) -> list[ReplayJob]:  # fmt: skip
+    """`--then` jobs of another trace seed (so the measured jobs stay those of the earlier runs), arriving at
+    the same rate after the last measured one, numbered after them."""
+    if not args.then:
+        return []
+    more = scaled_trace(list(TEAMS), jobs=args.then, rate_per_s=args.rate, duration_s=durations,
+                        seed=seed_value + 1000)  # fmt: skip
+    start = jobs[-1].arrival + 1.0 / args.rate
+    return [replace(j, index=len(jobs) + j.index, arrival=round(start + j.arrival, 3)) for j in more]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1,2,3", help="trace seeds, one run each")
@@ -203,6 +226,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=0.2, help="arrivals per second")
     parser.add_argument("--durations", default="20,60", help="job durations, uniform in MIN,MAX seconds")
     parser.add_argument("--runs", type=int, default=20, help="simulator runs per estimate")
+    parser.add_argument("--then", type=int, default=0,
+                        help="jobs submitted after the measured ones, not estimated (another seed's, at the same "
+                        "rate): work keeps arriving while the last measured jobs wait")  # fmt: skip
     parser.add_argument("--json", default="", help="write every row and the summaries here")
     args = parser.parse_args()
     lo, hi = (float(x) for x in args.durations.split(","))
@@ -218,7 +244,7 @@ def main() -> None:
             jobs = scaled_trace(
                 list(TEAMS), jobs=args.jobs, rate_per_s=args.rate, duration_s=(lo, hi), seed=s
             )
-            rows = one_run(binary, twin.kubeconfig, jobs, args.runs)
+            rows = one_run(binary, twin.kubeconfig, jobs, args.runs, then_jobs(jobs, args, s, (lo, hi)))
             results["runs"][s] = {"summary": summary(rows), "rows": rows}
             print(f"seed {s}:", json.dumps(results["runs"][s]["summary"]), flush=True)
     finally:
