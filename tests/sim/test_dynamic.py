@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, Simulation, World, simulate
 from scheduler.sim.dynamic.engine import ADMITTED, READY_TIMEOUT, WAITING
+from scheduler.sim.dynamic.preemption import Victim
 
 
 def cluster(nodes: int, gpus: int = 4, pool: str = "a") -> Cluster:
@@ -254,10 +255,17 @@ class Watched(Simulation):
         if evicted:
             self.timed_out.add(a)
 
+    def _preempt(self, j: int, p: int, victims: list[Victim], t: float) -> None:
+        # Kueue picks a preemption's candidates from the usage before any of them is evicted (v0.19.2
+        # preemption.go `findCandidates`, `cqIsBorrowing`): a second victim of a queue may leave it within
+        # its quota once the first is gone.
+        self.usage_before = self.usage.copy()
+        super()._preempt(j, p, victims, t)
+
     def preempting(self, victim: int, preemptor: int, pool: int, reason: str) -> None:
         self.just_preempted.add(victim)
         qv, qp = int(self.w.jobs.queue[victim]), int(self.w.jobs.queue[preemptor])
-        borrowing = self.usage[qv, pool] > self.nominal[qv, pool]
+        borrowing = self.usage_before[qv, pool] > self.nominal[qv, pool]
         lower = qv == qp and self.w.jobs.priority[victim] < self.w.jobs.priority[preemptor]
         assert (qv != qp and borrowing) or lower, (
             "preempted work that was neither borrowed nor lower priority"
