@@ -6,7 +6,10 @@ twice, with the autoscaler (pools from `minSize`, nodes after their provisioning
 up all the time), on the same trace, teams and seed. The table puts the numbers a platform owner defends side
 by side; the JSON adds each row's pools; `report.md` adds per-pool rows (a pool that never receives work shows
 0 runs), per-team rows and two plots (allocated GPUs and waiting jobs over time, for the
-approaches registered as plotted and the stack's own; wait distributions).
+approaches registered as plotted and the stack's own; wait distributions). All three name, in the stack's
+own runs, the queues that evicted each other's jobs in one pool both ways
+(:mod:`scheduler.sim.dynamic.exchanges`), with the stack option that ends it where the stack's fair sharing
+allows such an exchange.
 """
 
 from __future__ import annotations
@@ -18,8 +21,13 @@ from typing import Any
 from rich.console import Console
 
 from infra.tables import print_table
-from scheduler.sim.dynamic import Result
+from scheduler.sim.dynamic import Result, Settings
 from scheduler.sim.dynamic.alternatives import REGISTRY
+from scheduler.sim.dynamic.exchanges import AT_LEAST, exchanges
+
+# Kueue's first fair-sharing strategy lets two borrowers at equal shares evict each other (docs/simulation.md);
+# the strict one alone does not
+REMEDY = "`scheduling.fairSharingPreemptionStrategies: [LessThanInitialShare]` ends it (docs/scheduling.md)"
 
 HEAD = (
     "approach",
@@ -77,6 +85,41 @@ def pool_rows(r: Result) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def remedy(settings: Settings) -> str | None:
+    """The stack option that ends an exchange, where the stack's fair sharing runs Kueue's first strategy first
+    (`LessThanOrEqualToFinalShare` holds both ways at equal shares); otherwise none is known."""
+    if settings.fair_sharing and settings.fair_preemption_strategies[:1] == ("LessThanOrEqualToFinalShare",):
+        return REMEDY
+    return None
+
+
+def exchange_rows(
+    results: dict[tuple[str, bool], Result], stack_approach: str, settings: Settings
+) -> list[dict[str, Any]]:
+    """One row per run of the stack's own approach (with autoscaling and without) and pair of queues that
+    evicted each other in one pool at least ``AT_LEAST`` times each way, with the remedy for the stack's
+    ``settings``. The stack's rows alone: its configuration is what the remedy changes, and the alternatives
+    that keep its queues would repeat the same pairs (their counts are in the JSON's runs)."""
+    fix = remedy(settings)
+    return [
+        {"approach": name, "autoscaling": scaled, "pool": e.pool, "first": e.first, "second": e.second,
+         "first_evicted": e.first_evicted, "second_evicted": e.second_evicted, "remedy": fix}
+        for (name, scaled), r in results.items() if name == stack_approach
+        for e in exchanges(r.preempted_by)
+    ]  # fmt: skip
+
+
+def exchange_line(row: dict[str, Any]) -> str:
+    """One exchange in words: the run, the pool, the two queues and the count each way, and the remedy."""
+    scaling = "with autoscaling" if row["autoscaling"] else "at maxSize"
+    a, b = row["first"], row["second"]
+    line = (
+        f"{row['approach']} {scaling}: {a} and {b} evict each other's jobs in pool {row['pool']} "
+        f"({a} evicted {b}'s {row['first_evicted']:,} times, {b} evicted {a}'s {row['second_evicted']:,})"
+    )
+    return f"{line}: {row['remedy']}" if row["remedy"] else line
+
+
 def row_cells(row: dict[str, Any]) -> list[str]:
     cost = row["cost_usd"]
     return [
@@ -97,20 +140,41 @@ def row_cells(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def print_comparison(console: Console, title: str, results: dict[tuple[str, bool], Result]) -> None:
+EXCHANGES_HEAD = f"Queues that evicted each other's jobs in one pool, at least {AT_LEAST:,} times each way:"
+
+
+def print_comparison(
+    console: Console,
+    title: str,
+    results: dict[tuple[str, bool], Result],
+    stack_approach: str,
+    settings: Settings,
+) -> None:
+    """The table, then each exchange of the stack's own runs on a line of its own (nothing when there is
+    none); ``settings`` are the stack's, which decide the remedy."""
     rows = comparison_rows(results)
     print_table(console, title, list(HEAD), [row_cells(r) for r in rows], key=2)
+    found = exchange_rows(results, stack_approach, settings)
+    if found:
+        console.print(EXCHANGES_HEAD, markup=False, highlight=False, soft_wrap=True)
+        for row in found:
+            console.print(f"- {exchange_line(row)}", markup=False, highlight=False, soft_wrap=True)
 
 
-def to_json(results: dict[tuple[str, bool], Result], context: dict[str, Any]) -> str:
+def to_json(
+    results: dict[tuple[str, bool], Result], context: dict[str, Any], stack_approach: str, settings: Settings
+) -> str:
     runs = [
         {"approach": name, "autoscaling": scaled, **r.to_dict(waits=False)}
         for (name, scaled), r in results.items()
     ]
-    return (
-        json.dumps({"context": context, "comparison": comparison_rows(results), "runs": runs}, indent=2)
-        + "\n"
-    )
+    out = {
+        "context": context,
+        "comparison": comparison_rows(results),
+        "exchanges": exchange_rows(results, stack_approach, settings),
+        "runs": runs,
+    }
+    return json.dumps(out, indent=2) + "\n"
 
 
 def _plots(results: dict[tuple[str, bool], Result], folder: Path, stack_policy: str) -> list[Path]:
@@ -167,9 +231,15 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def write_dynamic_report(
-    results: dict[tuple[str, bool], Result], folder: Path, title: str, context: list[str], stack_policy: str
+    results: dict[tuple[str, bool], Result],
+    folder: Path,
+    title: str,
+    context: list[str],
+    stack_policy: str,
+    settings: Settings,
 ) -> list[Path]:
-    """report.md (comparison, per-team rows of the stack's policy, the plots) in ``folder``."""
+    """report.md (comparison, queues that evict each other, per-pool rows, per-team rows of the stack's
+    policy, the plots) in ``folder``; ``settings`` are the stack's, which decide the remedy."""
     folder.mkdir(parents=True, exist_ok=True)
     plots = _plots(results, folder, stack_policy)
     lines = [f"# Dynamic simulation: {title}", "", *[f"- {c}" for c in context], "", "## Comparison", ""]
@@ -178,6 +248,14 @@ def write_dynamic_report(
     lines += ["", "Approaches:", ""] + [
         f"- `{a.name}`: {a.description}" for a in REGISTRY.values() if any(k[0] == a.name for k in results)
     ]
+    found = exchange_rows(results, stack_policy, settings)
+    lines += ["", f"## Queues that evict each other, `{stack_policy}`", ""]
+    if found:
+        lines += [EXCHANGES_HEAD, "", *[f"- {exchange_line(row)}" for row in found]]
+    else:
+        lines.append(
+            f"None: no two queues evicted each other's jobs in one pool at least {AT_LEAST:,} times each way."
+        )
     lines += ["", "## Per pool, with autoscaling", "", "| approach | pool | runs | GPU-h | utilisation % |",
               "|---|---|---|---|---|"]  # fmt: skip
     for (name, scaled), r in results.items():

@@ -334,14 +334,18 @@ def simulate_over_time(
     with on_stop(f"nothing was written to {folder}"), Progress(console=console, transient=True) as bar:
         job = bar.add_task(f"{len(approaches)} approaches x with/without autoscaling", total=total)
         results = run_comparison(world, approaches, on_done=approach_done(bar, job, total))
-    print_comparison(console, f"{spec.stack}: the promise over time, {Path(req.pods).name}", results)
+    title = f"{spec.stack}: the promise over time, {Path(req.pods).name}"
+    print_comparison(console, title, results, made.stack_approach, world.settings)
     with on_stop(f"{folder} may hold part of the report: run the command again"), writing(folder):
+        named = f"{spec.stack}, {Path(req.pods).name}"
         for path in write_dynamic_report(
-            results, folder, f"{spec.stack}, {Path(req.pods).name}", context, made.stack_approach
+            results, folder, named, context, made.stack_approach, world.settings
         ):
             print(f"wrote {path}")
         if req.json:
-            Path(req.json).write_text(to_json(results, {"lines": context}))
+            Path(req.json).write_text(
+                to_json(results, {"lines": context}, made.stack_approach, world.settings)
+            )
             print(f"wrote {req.json}")
 
 

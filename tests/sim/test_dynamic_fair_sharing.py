@@ -169,14 +169,14 @@ def test_kueues_guarantees_hold_under_fair_sharing(rows: list[tuple[int, ...]], 
     assert result.started + result.never_started + result.unhostable == n
 
 
-def exchange(
-    m_jobs_of_t2: int, settings: Settings = FAIR
-) -> tuple[list[tuple[int, int, str]], set[int], set[int], int]:
+def exchange_world(
+    m_jobs_of_t2: int, settings: Settings = FAIR, a_s: float = 100.0
+) -> tuple[World, set[int], set[int], int]:
     """Pool a (16 GPUs, all team o's quota) and pool m (6 GPUs nobody has as quota), each a resource of its
     own; t1 (weight 2) and t2 (weight 1) have no quota and borrow in both. t=0: t1 takes 4 GPUs of m for 1000 s
-    (4000/6 = 667‰, weighted 333‰) and t2 ``m_jobs_of_t2``; in a, for 100 s, o runs 10 jobs within its quota,
-    t1 4 (4000/16 = 250‰) and t2 2 (125‰): a is full. t=10: one more job of t2 in a. Returns every
-    preemption (victim, preemptor, reason), t1's and t2's jobs in a, and the job that comes at t=10."""
+    (4000/6 = 667‰, weighted 333‰) and t2 ``m_jobs_of_t2``; in a, for ``a_s`` (100 s), o runs 10 jobs within its quota,
+    t1 4 (4000/16 = 250‰) and t2 2 (125‰): a is full. t=10: one more job of t2 in a. Returns the world,
+    t1's and t2's jobs in a, and the job that comes at t=10."""
     world_cluster = Cluster.build(
         ["a-0", "a-1", "m-0"], [64000] * 3, [262144] * 3, [8, 8, 6], ["a", "a", "m"]
     )
@@ -186,15 +186,24 @@ def exchange(
         Queue("t1", ("a", "m"), {"a": 0, "m": 0}, {"a": None, "m": None}, weight=2, cohort="c1"),
         Queue("t2", ("a", "m"), {"a": 0, "m": 0}, {"a": None, "m": None}, cohort="c2"),
     )
-    rows = [(0, 1000, 1, "m")] * 4 + [(0, 1000, 2, "m")] * m_jobs_of_t2 + [(0, 100, 0, "a")] * 10
+    rows = [(0, 1000, 1, "m")] * 4 + [(0, 1000, 2, "m")] * m_jobs_of_t2 + [(0, a_s, 0, "a")] * 10
     t1_a = set(range(len(rows), len(rows) + 4))
-    rows += [(0, 100, 1, "a")] * 4
+    rows += [(0, a_s, 1, "a")] * 4
     t2_a = set(range(len(rows), len(rows) + 3))
-    rows += [(0, 100, 2, "a")] * 2 + [(10, 100, 2, "a")]
+    rows += [(0, a_s, 2, "a")] * 2 + [(10, a_s, 2, "a")]
     n = len(rows)
     js = Jobs(np.array([r[0] for r in rows], dtype=np.float64), np.array([r[1] for r in rows], dtype=np.float64),
               np.ones(n, dtype=np.int64), np.array([r[2] for r in rows]), np.full(n, 100, dtype=np.int64),
               Workload.build([1000] * n, [1024] * n, [1] * n, [MILLI] * n, [r[3] for r in rows]))  # fmt: skip
+    return World(world_cluster, pools, queues, js, settings), t1_a, t2_a, n - 1
+
+
+def exchange(
+    m_jobs_of_t2: int, settings: Settings = FAIR
+) -> tuple[list[tuple[int, int, str]], set[int], set[int], int]:
+    """The world of :func:`exchange_world` run: every preemption (victim, preemptor, reason), t1's and t2's
+    jobs in a, and the job that comes at t=10."""
+    world, t1_a, t2_a, newcomer = exchange_world(m_jobs_of_t2, settings)
     preempted: list[tuple[int, int, str]] = []
 
     class Recording(Watched):
@@ -202,8 +211,8 @@ def exchange(
             super().preempting(victim, preemptor, pool, reason)
             preempted.append((victim, preemptor, reason))
 
-    Recording(World(world_cluster, pools, queues, js, settings), check=True).run()
-    return preempted, t1_a, t2_a, n - 1
+    Recording(world, check=True).run()
+    return preempted, t1_a, t2_a, newcomer
 
 
 def test_two_borrowers_at_equal_shares_take_a_pool_from_each_other_as_kueue_allows() -> None:

@@ -232,7 +232,7 @@ def test_a_registered_alternative_joins_the_comparison(one_queue_no_preemption: 
     assert [t.team for t in ours.teams] == ["everyone"]
     rows = [r for r in comparison_rows(results) if r["approach"] == one_queue_no_preemption]
     assert [r["autoscaling"] for r in rows] == [True, False]
-    assert one_queue_no_preemption in to_json(results, {})
+    assert one_queue_no_preemption in to_json(results, {}, "kueue-mostallocated", _tiny_world().settings)
 
 
 def test_an_alternative_name_is_registered_once() -> None:

@@ -19,7 +19,6 @@ Kueue as in the engine.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from infra.stackfile import load_stack
 from scheduler.sim.dynamic.engine import Simulation
 from scheduler.sim.timed_traces import read_timed_pods
 from tests.conftest import ROOT
+from tests.fair_sharing_exchange import DEFAULT, STRICT, exchange_stack
 from tests.support import eventually
 from tests.twin.conftest import start_twin
 from tests.twin.kube import Kube
@@ -42,30 +42,6 @@ SHARED = "nvidia.com/gpu.shared"
 WHOLE = "nvidia.com/gpu"
 REASON = "InCohortFairSharing"
 COHORT = "gpufleet"  # the metal stack's cohort, parent of each team's Cohort
-
-
-DEFAULT = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")  # the stack's default, example-prod's
-STRICT = ("LessThanInitialShare",)
-
-
-def exchange_stack(metal: dict[str, Any], strategies: tuple[str, ...]) -> dict[str, Any]:
-    """The exchange's stack file from the metal stack's: its two pools and three teams, fair sharing on with
-    the given `fairSharingPreemptionStrategies`."""
-    doc = copy.deepcopy(metal)
-    config = doc["config"]
-    config["gpufleet:scheduling"] = {"fairSharingPreemptionStrategies": list(strategies)}
-    config["gpufleet:nodePools"] = [
-        {"name": "a", "hosts": ["gpu-a-01", "gpu-a-02"], "gpuModel": "L40S", "gpusPerNode": 4, "cpusPerNode": 64,
-         "memoryGiBPerNode": 512, "sharing": {"timeSlicing": {"replicas": 2}}},
-        {"name": "m", "hosts": ["gpu-m-01"], "gpuModel": "H100", "gpusPerNode": 6, "cpusPerNode": 96,
-         "memoryGiBPerNode": 1024},
-    ]  # fmt: skip
-    config["gpufleet:teams"] = [
-        {"name": "lender", "quotas": {"a": 8, "m": 6}, "groups": ["lender-team"]},
-        {"name": "t1", "quotas": {}, "weight": 2, "groups": ["t1-team"]},
-        {"name": "t2", "quotas": {}, "groups": ["t2-team"]},
-    ]
-    return doc
 
 
 # (team, pool, duration s, arrival s) in submission order; the index of a row is the job's index in the engine

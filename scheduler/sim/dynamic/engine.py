@@ -441,10 +441,16 @@ class Simulation:
     def _preempt(self, j: int, p: int, victims: list[Victim], t: float) -> None:
         """Evict ``victims`` (from :func:`~scheduler.sim.dynamic.preemption.select_victims`) for job ``j`` in
         pool ``p``, as Kueue issues the preemptions it computed (v0.19.2 preemption.go IssuePreemptions); each
-        is requeued at its creation time and is back among the heads in the next cycle."""
+        is requeued at its creation time and is back among the heads in the next cycle. Each is counted by
+        pool and the two queues (the report names queues that evict each other both ways)."""
+        queue = self.w.jobs.queue
+        by = int(queue[j])
+        counts = self.recorder.preempted_by
         for v, reason in victims:
             self.preempting(v, j, p, reason)
             self.recorder.preempted(v, t)
+            key = (p, by, int(queue[v]))
+            counts[key] = counts.get(key, 0) + 1
             self._evict(v, t, float(self.w.jobs.arrival[v]))  # its queueing timestamp: its creation
             self.fresh.append(v)  # back among the heads in the next cycle
 

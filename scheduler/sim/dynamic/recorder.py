@@ -17,7 +17,9 @@
 - **Utilisation**: allocated GPUs over the GPUs of Ready nodes, and over the GPUs of every node the pools may
   grow to. **Per pool**: the runs started there, the GPU-hours they ran and those over the pool's Ready
   GPU-hours, so a pool that never receives work shows as such.
-- **Preemptions** and the GPU-hours their runs had done, thrown away; `waitForPodsReady` evictions apart.
+- **Preemptions** and the GPU-hours their runs had done, thrown away; `waitForPodsReady` evictions apart. Per
+  pool, how often each queue's jobs evicted each queue's: two queues that evict each other there both ways
+  show in it (:mod:`~scheduler.sim.dynamic.exchanges`).
 - **Node-hours and cost**: Ready or provisioning nodes, integrated, at each pool's price per node-hour; a
   capacity block is paid for whole: every node of the block for the part of its window the run covers, used or
   not (Amazon EC2 Capacity Blocks for ML are paid up front for the reservation's duration).
@@ -40,7 +42,7 @@ import numpy as np
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import Pool, World
-from scheduler.sim.dynamic.report import PoolResult, Result, TeamResult
+from scheduler.sim.dynamic.report import PoolResult, QueuePreemptions, Result, TeamResult
 
 HOUR = 3600.0
 TIMELINE_POINTS = 400
@@ -174,6 +176,8 @@ class Recorder:
         self.run_gpu_s = np.zeros(n_queues)
         self.preempt_count = np.zeros(n_queues, dtype=np.int64)
         self.preempt_gpu_s = np.zeros(n_queues)
+        # (pool, preemptor's queue, victim's queue) -> preemptions: counted by the engine where it evicts
+        self.preempted_by: dict[tuple[int, int, int], int] = {}
         self.timeouts = 0
         self.unhostable_jobs: set[int] = set()  # left out by the engine: no wait counted
         self.last_finish = 0.0
@@ -577,6 +581,10 @@ class Recorder:
             cost=cost,
             teams=tuple(teams),
             pools=pools,
+            preempted_by=tuple(
+                QueuePreemptions(w.pools[p].name, w.queues[by].name, w.queues[of].name, n)
+                for (p, by, of), n in sorted(self.preempted_by.items())
+            ),
             timeline=self._timeline(),
             waits=waits,
         )

@@ -32,6 +32,17 @@ class PoolResult:
 
 
 @dataclass(frozen=True)
+class QueuePreemptions:
+    """How often jobs of one ClusterQueue evicted jobs of another (or of their own) in one pool: counted both
+    ways, these show two queues that take a pool from each other (:mod:`scheduler.sim.dynamic.exchanges`)."""
+
+    pool: str
+    preemptor: str  # the evicting job's queue
+    victim: str  # the evicted job's queue
+    count: int
+
+
+@dataclass(frozen=True)
 class Result:
     """One dynamic run. Times in seconds from the first arrival."""
 
@@ -60,6 +71,7 @@ class Result:
     cost: float | None
     teams: tuple[TeamResult, ...]
     pools: tuple[PoolResult, ...]
+    preempted_by: tuple[QueuePreemptions, ...]  # per pool and pair of queues, in pool and queue order
     timeline: dict[str, list[float]]  # t, allocated, ready GPUs, waiting jobs, waiting GPUs (downsampled)
     waits: dict[str, list[float]]  # per team, every started job's wait (for the distribution plot)
     seconds: float = 0.0  # wall time of the run
