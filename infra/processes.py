@@ -4,7 +4,7 @@ A terminal's Ctrl-C reaches the whole foreground process group, but SIGTERM or S
 closed terminal, `kill`) reaches only the command: its children would run on, orphaned. `run_foreground` hands a
 stop on to the child as the interrupt it would have had from a terminal, gives it `GRACE_S` to wind down (Ansible
 prints "User interrupted execution" and stops its forks), then kills it and every process below it, and lets the
-stop go on up (`infra.errors.STOPS`), so the command exits 130, 143 or 129 well within two seconds.
+stop go on up (`infra.errors.STOPS`), so the command exits 130, 143 or 129 in about two seconds on an idle machine.
 
 The child keeps the command's process group, terminal and output, so a prompt (an SSH host key) still reaches
 the user. Linux: the process tree is read from /proc.
@@ -23,7 +23,7 @@ from types import FrameType
 
 from infra.errors import STOPS, Interrupted
 
-GRACE_S = 1.2  # from the interrupt to the kill: under the two seconds a stop may take, with room to exit
+GRACE_S = 1.2  # from the interrupt to the kill: about two seconds for a whole stop on an idle machine, with room to exit
 
 
 def descendants(pid: int, depth: int = 0) -> list[int]:

@@ -1,4 +1,4 @@
-"""A stopped command stops everything it started within two seconds, says what was left half-done, and exits
+"""A stopped command stops everything it started within seconds, says what was left half-done, and exits
 128 + the signal's number (130 for Ctrl-C's SIGINT, 143 for SIGTERM), as a shell reports a command a signal
 ended; an output folder that cannot be written is one line, exit 2. Each command runs as a user runs it: `python
 -m invoke ...` in a process of its own, without a terminal, signalled as a CI runner or `timeout` would."""
@@ -21,7 +21,10 @@ from tests.support import eventually
 
 pytestmark = pytest.mark.xdist_group("build-metal")
 
-STOP_S = 2.0  # from the signal to the command's exit, with every process it started gone
+# from the signal to the command's exit, with every process it started gone: infra.processes.GRACE_S (1.2 s) to
+# wind down, then the kill; about 2 s on an idle machine, 2.2 s seen at a load average of 10; the stand-ins
+# ignore the signal and sleep 600 s, so a command that did not kill them would take minutes
+STOP_S = 5.0
 
 
 def start(
