@@ -23,9 +23,11 @@ member cannot read. Beside them, a null estimator: (the team's jobs waiting ahea
 higher, plus one if the pool has fewer free GPUs than it asks) x the mean duration of the team's finished
 jobs.
 
-The estimate is of a start "were it submitted now"; each view's clock starts when its reading began (about
-a second apart, the member's first), and the job is created right after both are read. The simulations are
-made once the seed's run is over, from the states read, so that no estimate delays a submission.
+The estimate is of a start "were it submitted now", counted from the moment `eta` takes as now (`Live.now`,
+taken when its reads end; its answer says the start as that moment plus the p50), recorded per view (`now`,
+`full_now`); the member's reads come first, then the full view's, and the job is created right after both,
+so the member's estimate is a few seconds older at the create. The simulations are made once the seed's run
+is over, from the states read, so that no estimate delays a submission.
 
 Measured per job: the actual wait (Kueue's first admission, as a watch on Workloads sees it, less the moment
 before the create) and each estimator's absolute error of the start (`p50` the member's, `full_p50` the full
@@ -139,7 +141,8 @@ def one_run(binary: Path, kubeconfig: Path, jobs: list[ReplayJob], runs: int,
             read[job.index] = (job, live, full)
             rows[job.index] = {"job": job.index, "team": job.team, "gpus": job.gpus * job.pods,
                                "priority": job.priority, "asked": asked, "asked_full": asked_full,
-                               "submitted": submitted}  # fmt: skip
+                               "submitted": submitted, "now": live.now.timestamp() - t0[1],
+                               "full_now": full.now.timestamp() - t0[1]}  # fmt: skip
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
             with watch.lock:
@@ -173,11 +176,22 @@ def estimates(job: ReplayJob, live: Live, full: Live, runs: int) -> dict[str, An
     return out
 
 
-def predicted(row: dict[str, Any], key: str, asked: str = "asked") -> float:
-    """The start an estimate says: the simulation's clock starts when the state was read (`asked`), and the job
-    cannot start before it was created (inf: it did not start in the simulated future)."""
+def clock(row: dict[str, Any], view: str = "") -> float:
+    """When a view's estimate counts from (`view` "" the member's, "full_" the full view's), on the run's clock:
+    `eta`'s now, taken when its reads end. Rows recorded before it was kept take the next step's start: the
+    member's at the full view's first read (`asked_full`), the full view's at the create, each within
+    milliseconds of it; in the runs before the full view (no `asked_full`) the member's estimate was
+    simulated before the create, so the create is up to that simulation's time (tenths of a second) late."""
+    if f"{view}now" in row:
+        return float(row[f"{view}now"])
+    return float(row["asked_full"] if not view and "asked_full" in row else row["submitted"])
+
+
+def predicted(row: dict[str, Any], key: str, view: str = "") -> float:
+    """The start an estimate says: its view's `clock` plus the seconds it gives, and the job cannot start before
+    it was created (inf: it did not start in the simulated future)."""
     value = row[key]
-    return np.inf if value is None else max(row[asked] + value, row["submitted"])
+    return np.inf if value is None else max(clock(row, view) + value, row["submitted"])
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -191,8 +205,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["waited"] = int(waited.sum())
     out["wait_p50_s"] = float(np.median(waits[waited])) if waited.any() else None
     for name in ("p50_s", "full_p50_s", "null_s"):
-        asked = "asked_full" if name.startswith("full_") else "asked"
-        err = np.abs(np.array([predicted(r, name, asked) for r in done]) - actual)
+        view = "full_" if name.startswith("full_") else ""
+        err = np.abs(np.array([predicted(r, name, view) for r in done]) - actual)
         rel = err[waited] / waits[waited]
         out[name.removesuffix("_s")] = {
             "abs_p50_s": float(np.median(err)),
@@ -200,8 +214,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "rel_p50": float(np.median(rel)) if len(rel) else None,
             "rel_p90": float(np.percentile(rel, 90)) if len(rel) else None,
         }
-    for key, asked in (("", "asked"), ("full_", "asked_full")):
-        p90 = np.array([predicted(r, f"{key}p90_s", asked) for r in done])
+    for key in ("", "full_"):
+        p90 = np.array([predicted(r, f"{key}p90_s", key) for r in done])
         out[f"{key}started_by_p90"] = float((actual <= p90 + 1.0).mean())
         out[f"{key}estimate_s_p50"] = float(np.median([r[f"{key}estimate_s"] for r in rows]))
     return out

@@ -59,7 +59,7 @@ from scheduler.sim.dynamic import Settings  # noqa: E402
 from twin.dynamic_replay import ReplayJob, scaled_trace, simulate, write_trace  # noqa: E402
 
 PLAYOUTS = ("whole", "present", "drawn", "drawn, cut", "drawn to end", "run's rate")
-RECORDED = {"eta": ("full_p50_s", "asked_full"), "member": ("p50_s", "asked")}
+RECORDED = {"eta": ("full_p50_s", "full_"), "member": ("p50_s", "")}  # the estimate and its view
 SHARE = "by twin"
 FAR_S = 50.0  # a job `eta` put this far off has its overtakers listed
 
@@ -186,8 +186,8 @@ def playouts(spec: ClusterSpec, jobs: list[ReplayJob], rows: list[Row], start_la
             at[name] = float(np.percentile(starts, 50, method="inverted_cdf"))
         out[k] = {name: t - row["admitted"] for name, t in at.items()}
         out[k][SHARE] = float(np.mean(np.array(starts) <= row["admitted"]))  # of the last: the run's rate
-        for name, (key, asked) in RECORDED.items():
-            out[k][name] = predicted(row, key, asked) - row["admitted"]
+        for name, (key, view) in RECORDED.items():
+            out[k][name] = predicted(row, key, view) - row["admitted"]
     return out
 
 
