@@ -27,13 +27,12 @@ from typing import Any
 from infra.errors import CheckFailed
 from infra.pools import needs_cluster_autoscaler, uses_karpenter
 from infra.spec import ClusterSpec
-from infra.versions import PER_MINOR
 from scheduler.labels import KUEUE_NAMESPACE
 from twin import kueue as kueue_part
-from twin.controlplane import ControlPlane, kubeconfig, start_control_plane, write_kubeconfig
+from twin.controlplane import ControlPlane, start_control_plane
 from twin.dra import resource_slices
 from twin.kubectl import Kubectl
-from twin.kueue_visibility import visibility_available, visibility_for_loopback
+from twin.kueue_visibility import visibility_available
 from twin.kwok import start_kwok
 from twin.nodes import NodeCount, TwinNode, twin_nodes
 from twin.processes import Supervisor, wait_until
@@ -216,50 +215,32 @@ class Twin:
         )  # fmt: skip
 
     def _kueue(self) -> None:
+        """Kueue as every twin installs it (`twin.kueue.install`), with the stack's values; with the metrics
+        chain every replica of its Deployment runs instead of the one manager. Waits for the visibility API,
+        which the twin's clients read."""
         assert self.tools and self.plane and self.kubectl
         from infra.scheduling import scheduler_inputs
         from scheduler.kueue_config import kueue_values
 
-        folder = self.options.folder
         policy, _ = scheduler_inputs(self.options.spec)
-        patch = PER_MINOR[self.options.kubernetes_minor].kubernetes_patch
-        rendered = kueue_part.render_chart(
-            self.tools["helm"], self.tools.data["chart"], kueue_values(policy), patch, folder
-        )
-        ports = kueue_part.new_ports()
-        objects = kueue_part.for_loopback(rendered, f"https://127.0.0.1:{ports.webhook}", self.plane.ca.pem)
-        objects = visibility_for_loopback(objects, ports.visibility)
-        self.kubectl.run("create", "namespace", KUEUE_NAMESPACE)
-        self.kubectl.apply_crds_first(objects)
-        kueue_part.serving_certificates(self.plane.ca, folder / "kueue-webhook")
-        token = self.kubectl.token(kueue_part.SERVICE_ACCOUNT, KUEUE_NAMESPACE)
-        config = write_kubeconfig(
-            folder / "kueue.kubeconfig",
-            kubeconfig(self.plane.server, self.plane.ca.cert_path, "kueue", token=token),
-        )
-        chart_config = kueue_part.manager_configuration(rendered)
-        args = kueue_part.deployment_args(rendered)
-        local = kueue_part.local_configuration(chart_config, ports, folder / "kueue-webhook")
-        if not self.options.monitoring:
-            kueue_part.start_kueue(self.tools["kueue"], args, local, config, self.sup, folder, ports)
-        else:
-            self._kueue_replicas(rendered, chart_config, args, config, ports)
-        self.kueue_ports = ports
+        release = kueue_part.install(
+            self.tools, self.plane, self.kubectl, self.sup, self.options.folder, kueue_values(policy),
+            self.options.kubernetes_minor, start=not self.options.monitoring,
+        )  # fmt: skip
+        if self.options.monitoring:
+            self._kueue_replicas(release)
+        self.kueue_ports = release.ports
         kubectl = self.kubectl
         wait_until(lambda: visibility_available(kubectl), "Kueue's visibility API Available", None, 60)
 
-    def _kueue_replicas(
-        self, rendered: list[dict[str, Any]], chart_config: dict[str, Any], args: list[str], config: Path,
-        ports: kueue_part.KueuePorts,
-    ) -> None:  # fmt: skip
+    def _kueue_replicas(self, release: kueue_part.KueueRelease) -> None:
         """With the metrics chain, every replica of the chart's Deployment runs for real, each serving its
         /metrics at its pod's IP (leader election decides which one admits; both export the cache's gauges)."""
         assert self.tools and self.kubectl
         from twin.monitoring import pod_network_on_loopback
 
-        folder = self.options.folder
         pod_network_on_loopback()
-        deployment = next(o for o in rendered if o["kind"] == "Deployment")
+        deployment = next(o for o in release.rendered if o["kind"] == "Deployment")
         selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
         replicas = int(deployment["spec"].get("replicas", 1))
         kubectl = self.kubectl
@@ -271,17 +252,19 @@ class Twin:
             return len(pods) >= replicas
 
         wait_until(scheduled, f"{replicas} Kueue pods with IPs", None, 120)
+        chart_config = release.configuration
         metrics_port = str(chart_config.get("metrics", {}).get("bindAddress", ":8443")).rsplit(":", 1)[-1]
         for i, pod in enumerate(sorted(pods, key=lambda p: p["metadata"]["name"])[:replicas]):
-            replica_ports = ports if i == 0 else kueue_part.new_ports()
-            replica = kueue_part.local_configuration(chart_config, replica_ports, folder / "kueue-webhook")
+            replica_ports = release.ports if i == 0 else kueue_part.new_ports()
+            replica = kueue_part.local_configuration(chart_config, replica_ports, release.cert_dir)
             replica["metrics"] = {
                 **replica["metrics"],
                 "bindAddress": f"{pod['status']['podIP']}:{metrics_port}",
             }
             kueue_part.start_kueue(
-                self.tools["kueue"], args, replica, config, self.sup, folder, replica_ports, name=f"kueue-{i}"
-            )
+                self.tools["kueue"], release.args, replica, release.kubeconfig, self.sup, self.options.folder,
+                replica_ports, name=f"kueue-{i}",
+            )  # fmt: skip
 
     def _monitoring_chain(self) -> None:
         assert self.tools and self.plane and self.kubectl

@@ -12,7 +12,9 @@ with the twin's CA as `caBundle` (a Service would make the API server dial a Clu
 management is off (it issues certificates for the Service name and patches the configurations itself,
 pkg/util/cert/cert.go); the visibility API is served through the aggregator at 127.0.0.1 (`twin.kueue_visibility`);
 every listener binds 127.0.0.1. Kueue runs as its own ServiceAccount (a TokenRequest token), so the chart's RBAC
-is what it has.
+is what it has. `install` is that whole sequence, the one way every twin installs Kueue: the stack's twin
+(`twin.cluster`) and the replay twin's `--kueue` loop (`twin.replay_kueue`), which differ only in the values, in
+whether the chart's Deployment is applied and in who starts the manager.
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ from typing import Any
 
 import yaml
 
+from infra.versions import PER_MINOR
 from scheduler.labels import KUEUE_NAMESPACE
 from scheduler.yamltext import dump_text
-from twin.kueue_visibility import in_own_root, visibility_certificate
+from twin.controlplane import ControlPlane, kubeconfig, write_kubeconfig
+from twin.kubectl import Kubectl
+from twin.kueue_visibility import in_own_root, visibility_certificate, visibility_for_loopback
 from twin.pki import CertificateAuthority
 from twin.processes import Process, Supervisor, free_port, https_ok, tcp_open, wait_until
+from twin.toolchain.build import Toolchain
 
 RELEASE = "kueue"
 SERVICE_ACCOUNT = "kueue-controller-manager"
@@ -194,11 +200,71 @@ def new_ports() -> KueuePorts:
     return KueuePorts(free_port(), free_port(), free_port(), free_port())
 
 
+@dataclass(frozen=True)
+class KueueRelease:
+    """The chart's release as applied, with what a manager is started from: its configuration and Deployment
+    `args`, the ServiceAccount's kubeconfig, the ports the webhooks and the visibility APIService point at, and
+    the serving certificates' folder. A caller that runs the managers its own way (the metrics chain runs every
+    replica of the Deployment) starts them from this."""
+
+    rendered: list[dict[str, Any]]
+    configuration: dict[str, Any]  # the chart's manager configuration (`manager_configuration`)
+    args: list[str]  # the Deployment's (`deployment_args`)
+    kubeconfig: Path
+    ports: KueuePorts
+    cert_dir: Path
+
+
+def install(
+    tools: Toolchain,
+    plane: ControlPlane,
+    kubectl: Kubectl,
+    sup: Supervisor,
+    folder: Path,
+    values: dict[str, Any],
+    minor: str,
+    *,
+    deployment: bool = True,
+    start: bool = True,
+) -> KueueRelease:
+    """Kueue's release from the chart rendered with `values` for Kubernetes `minor`, applied on loopback
+    (webhooks, conversion and visibility at 127.0.0.1), CRDs first, into its namespace; its serving certificates
+    and its ServiceAccount's token kubeconfig written; with `start`, one manager started and waited for until it
+    serves its webhooks and is ready. Without `deployment` the chart's Deployment is not applied: its pods would
+    take cores on the nodes of a twin that counts them (the replay's). The visibility API is left for the
+    caller to wait for (`twin.kueue_visibility.visibility_available`): only a twin that reads it needs it."""
+    rendered = render_chart(
+        tools["helm"], tools.data["chart"], values, PER_MINOR[minor].kubernetes_patch, folder
+    )
+    ports = new_ports()
+    objects = for_loopback(rendered, f"https://127.0.0.1:{ports.webhook}", plane.ca.pem)
+    objects = visibility_for_loopback(objects, ports.visibility)
+    if not deployment:
+        objects = [o for o in objects if o["kind"] != "Deployment"]
+    kubectl.run("create", "namespace", KUEUE_NAMESPACE)
+    kubectl.apply_crds_first(objects)
+    cert_dir = folder / "kueue-webhook"
+    serving_certificates(plane.ca, cert_dir)
+    token = kubectl.token(SERVICE_ACCOUNT, KUEUE_NAMESPACE)
+    config = write_kubeconfig(
+        folder / "kueue.kubeconfig", kubeconfig(plane.server, plane.ca.cert_path, "kueue", token=token)
+    )
+    release = KueueRelease(
+        rendered, manager_configuration(rendered), deployment_args(rendered), config, ports, cert_dir
+    )
+    if start:
+        local = local_configuration(release.configuration, ports, cert_dir)
+        start_kueue(tools["kueue"], release.args, local, config, sup, folder, ports)
+    return release
+
+
 __all__ = [
     "KueuePorts",
+    "KueueRelease",
     "deployment_args",
     "for_loopback",
     "https_ok",
+    "install",
     "local_argv",
     "local_configuration",
     "manager_configuration",

@@ -23,17 +23,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from infra.versions import KUEUE_VERSION, PER_MINOR
+from infra.versions import KUEUE_VERSION
 from scheduler.checks import GPU_CORES_FLAVOR
 from scheduler.fgd.model import Cluster
 from scheduler.kueue import API as KUEUE_API
 from scheduler.kueue import LOCAL_QUEUE, resource_flavors
 from scheduler.kueue_config import QUEUE_MANAGED_LABEL, kueue_values
-from scheduler.labels import KUEUE_NAMESPACE, SHARE_RESOURCE
+from scheduler.labels import SHARE_RESOURCE
 from scheduler.labels import metadata as _meta
 from scheduler.model import SchedulingPolicy
+
+if TYPE_CHECKING:
+    from twin.controlplane import ControlPlane
+    from twin.kubectl import Kubectl
+    from twin.processes import Supervisor
+    from twin.toolchain.build import Toolchain
 
 QUEUE = "replay"  # the ClusterQueue
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -111,27 +117,15 @@ def queued(pod: dict[str, Any]) -> dict[str, Any]:
 # ---- inside the replay twin's namespaces ---------------------------------------------------------------
 
 
-def install(tools: Any, plane: Any, kubectl: Any, sup: Any, folder: Path, minor: str) -> None:
-    """Kueue from the stack's chart values, as the twin installs it (twin.cluster), less the chart's Deployment:
-    its pods would take cores on the replay's nodes. Waits until Kueue serves its webhooks and is ready."""
+def install(
+    tools: Toolchain, plane: ControlPlane, kubectl: Kubectl, sup: Supervisor, folder: Path, minor: str
+) -> None:
+    """Kueue from the stack's chart values, as every twin installs it (`twin.kueue.install`), less the chart's
+    Deployment: its pods would take cores on the replay's nodes. Waits until Kueue serves its webhooks and is
+    ready."""
     from twin import kueue as part
-    from twin.controlplane import kubeconfig, write_kubeconfig
-    from twin.kueue_visibility import visibility_for_loopback
 
-    values = kueue_values(replay_policy())
-    rendered = part.render_chart(tools["helm"], tools.data["chart"], values, PER_MINOR[minor].kubernetes_patch,
-                                 folder)  # fmt: skip
-    ports = part.new_ports()
-    objects = part.for_loopback(rendered, f"https://127.0.0.1:{ports.webhook}", plane.ca.pem)
-    objects = [o for o in visibility_for_loopback(objects, ports.visibility) if o["kind"] != "Deployment"]
-    kubectl.run("create", "namespace", KUEUE_NAMESPACE)
-    kubectl.apply_crds_first(objects)
-    part.serving_certificates(plane.ca, folder / "kueue-webhook")
-    token = kubectl.token(part.SERVICE_ACCOUNT, KUEUE_NAMESPACE)
-    config = write_kubeconfig(folder / "kueue.kubeconfig",
-                              kubeconfig(plane.server, plane.ca.cert_path, "kueue", token=token))  # fmt: skip
-    local = part.local_configuration(part.manager_configuration(rendered), ports, folder / "kueue-webhook")
-    part.start_kueue(tools["kueue"], part.deployment_args(rendered), local, config, sup, folder, ports)
+    part.install(tools, plane, kubectl, sup, folder, kueue_values(replay_policy()), minor, deployment=False)
 
 
 # ---- on the machine: what Kueue admitted and counted ------------------------------------------------------
