@@ -24,8 +24,14 @@ whole sample, claims made from templates) and reports what Kueue admitted and co
 allocator gave (``kueue_queue_usage``, ``kueue_counted_shares``, ``claimed_shares``), with per pod its admission
 and bind times and counted shares in ``--json``'s ``kueue_records``.
 
+The twin's nodes carry the seed's ranked names (`scheduler.sim.protocol.seed_order`), so the extender's
+first-by-name among FGD's equal nodes is the simulator's first in rank. Each row names the first pod whose node
+differs from the last side's (``first_parting``: the simulator's and the in-process extender's against the
+twin's); ``--records`` keeps, per pod, the node and GPUs each side gave it and the devices the twin's
+allocator gave its claim (``pod_records``), and ``--keep DIR`` the twin's folder with its processes' logs.
+
 Usage: python benchmarks/dra_twin_replay.py [--workload default] [--nodes 60] [--seed 42] [--gpu-only]
-[--learned-target] [--kueue] [--no-twin] [--json FILE]
+[--learned-target] [--kueue] [--no-twin] [--records] [--keep DIR] [--json FILE]
 (the traces from GPUFLEET_SHARED or ../shared; needs the twin's 1.36 toolchain). Measured in
 docs/simulation.md ("GPU shares through DRA, through the real scheduler").
 """
@@ -46,8 +52,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.dra_shares import SHARES, in_shares  # noqa: E402
 from scheduler.fgd.model import Cluster, Workload  # noqa: E402
-from scheduler.sim import read_nodes, read_pods, run_one  # noqa: E402
+from scheduler.sim import read_nodes, read_pods  # noqa: E402
 from scheduler.sim.policies.extender_claims import ExtenderClaimsPolicy  # noqa: E402
+from scheduler.sim.protocol import seed_order  # noqa: E402
+from scheduler.sim.runner import Placement, run_placed  # noqa: E402
 
 NOMINAL_MEMORY_MIB = 16384
 
@@ -74,18 +82,20 @@ def replay_twin(
     units: dict[str, int],
     claims: frozenset[str],
     devices: dict[str, tuple[str, int]],
-) -> dict[str, object]:
-    """The replay through a twin's real scheduler: its figures and what its claims got."""
+) -> tuple[dict[str, object], list[Placement], list[list[int]]]:
+    """The replay through a twin's real scheduler: its figures, where each pod went and the devices its claim
+    got. With ``--keep`` the twin's folder (its processes' logs) stays there, one folder a profile."""
     from twin.replay import ReplayTwin, twin_policy
 
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.keep) / profile if args.keep else Path(tmp)
         started = time.monotonic()
         target = None if args.learned_target else pods
         twin = ReplayTwin.start(
-            cluster,
+            seed_order(cluster, pods, args.seed)[1],  # its nodes named as the run ranks them
             units,
             profile,
-            Path(tmp),
+            folder,
             target=target,
             claims=claims,
             devices=devices,
@@ -93,12 +103,12 @@ def replay_twin(
         )
         try:
             policy = twin_policy(profile, twin, claims, units)
-            real = run_one(cluster, pods, policy, args.seed, share_rule="first-fit")
+            real, placed = run_placed(cluster, pods, policy, args.seed, share_rule="first-fit")
             seen = twin.kueue_summary() | {"kueue_gated": twin.gated} if args.kueue else {}
         finally:
             twin.stop()
         wall = time.monotonic() - started
-    return {
+    figures = {
         "pods": int(policy.placed_pods),
         "twin_unallocated": round(real.unallocated(100), 2),
         "twin_failed": int(real.failed),
@@ -106,7 +116,32 @@ def replay_twin(
         "claimed": policy.claimed,
         "devices_differ": policy.devices_differ,
         "wall_s": round(wall),
-    } | seen
+    }
+    return figures | seen, placed, policy.pod_devices
+
+
+def pod_records(
+    sides: dict[str, list[Placement]], devices: list[list[int]] | None
+) -> list[dict[str, object]]:
+    """Per pod of the protocol's order, the node and GPUs each side gave it (None: failed) and, from the twin,
+    the devices the real allocator gave its claim: the first pod whose node differs is where two replays part."""
+    out = []
+    for i, placed in enumerate(zip(*sides.values(), strict=True)):
+        row: dict[str, object] = {"pod": i}
+        for side, p in zip(sides, placed, strict=True):
+            row[side] = None if p is None else [p[0], p[1]]
+        if devices is not None and devices[i]:
+            row["twin_devices"] = devices[i]
+        out.append(row)
+    return out
+
+
+def first_parting(a: list[Placement], b: list[Placement]) -> int | None:
+    """The first pod (its place in the protocol's order) whose node, or failure, differs between two replays."""
+    for i, (got_a, got_b) in enumerate(zip(a, b, strict=True)):
+        if (got_a is None) != (got_b is None) or (got_a and got_b and got_a[0] != got_b[0]):
+            return i
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         "--no-twin", action="store_true", help="the simulator and the in-process extender only (any --nodes)"
     )
     parser.add_argument("--json", default="")
+    parser.add_argument("--records", action="store_true",
+                        help="per pod, the node and GPUs each side gave it, in --json's rows")  # fmt: skip
+    parser.add_argument("--keep", default="", help="keep the twin's folder (its logs) under this folder")
     args = parser.parse_args(argv)
     from benchmarks.fgd_reproduction import shared_dir
 
@@ -148,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     in_process = {"FragmentationAware": ExtenderClaimsPolicy}
     for profile in [p for p in args.profiles.split(",") if p]:
         policy_name, params = sims[profile]
-        sim = run_one(cluster, pods, policy_name, args.seed, params=params, share_rule="first-fit")
+        sim, sides = run_placed(cluster, pods, policy_name, args.seed, params=params, share_rule="first-fit")
+        placements = {"sim": sides}
         extender = in_process.get(profile)
         ext = None
         if extender is not None:
             own = extender(SHARES, not args.learned_target)
-            ext = run_one(cluster, pods, own, args.seed, share_rule="first-fit")
+            ext, placements["in_process"] = run_placed(cluster, pods, own, args.seed, share_rule="first-fit")
         row = {
             "profile": profile,
             "simulator_policy": policy_name,
@@ -161,10 +200,21 @@ def main(argv: list[str] | None = None) -> int:
             "extender_in_process_unallocated": round(ext.unallocated(100), 2) if ext else None,
             "sim_failed": int(sim.failed),
         }
+        got = None
         if not args.no_twin:
-            row |= replay_twin(cluster, pods, profile, args, units, claims, devices)
+            twin_row, placements["twin"], got = replay_twin(
+                cluster, pods, profile, args, units, claims, devices
+            )
+            row |= twin_row
+        *others, last = placements
+        row["first_parting"] = {o: first_parting(placements[o], placements[last]) for o in others}
+        if args.records:
+            row["pod_records"] = pod_records(placements, got)
         rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "kueue_records"}), flush=True)
+        print(
+            json.dumps({k: v for k, v in row.items() if k not in ("kueue_records", "pod_records")}),
+            flush=True,
+        )
     if args.json:
         setup = {"nodes": args.nodes, "seed": args.seed, "gpu_only": args.gpu_only,
                  "learned_target": args.learned_target, "kueue": args.kueue}  # fmt: skip

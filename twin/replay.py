@@ -8,7 +8,10 @@ loopback address the profile calls.
 
 The simulator's protocol drives it unchanged (`scheduler.sim.run_one`: the seed's order, inflation to 1.3x the
 GPU capacity, nodes in the seed's rank): :class:`TwinPolicy` places each pod by creating it in the twin and
-waiting until the real scheduler has bound it (or marked it Unschedulable), then reads which node it got. Which
+waiting until the real scheduler has bound it (or marked it Unschedulable), then reads which node it got. The
+twin's nodes carry the seed's ranked names (`scheduler.sim.protocol.seed_order`, as the paper artifact creates
+its nodes): the extender takes the first by name among FGD's equal nodes, which is then the simulator's first
+in rank; under the trace's own names it broke those ties another way, and the replays parted from there. Which
 GPU a time-sliced replica takes is the device plugin's rule (`distributed`), as in the as-deployed replay; the
 simulator's metrics are computed from those placements, so the two replays are compared on one measure.
 
@@ -603,7 +606,9 @@ class TwinPolicy(Policy):
 
     ``claims``/``units``: the pools whose shares are DRA claims and each pool's shares per GPU; a pod routed to
     them asks its GPUs through a claim. Which devices the allocator gave it is compared with the GPUs the
-    simulator's first-fit rule takes (the metrics keep the simulator's): ``claimed`` pods, ``devices_differ``."""
+    simulator's first-fit rule takes (the metrics keep the simulator's): ``claimed`` pods, ``devices_differ``,
+    and kept per pod (``pod_devices``). The twin's nodes may carry the run's ranked names (see
+    :func:`~scheduler.sim.protocol.seed_order`) or the trace's."""
 
     name = "Twin"
 
@@ -619,12 +624,14 @@ class TwinPolicy(Policy):
         self.claimed = 0
         self.devices_differ = 0
         self._devices: list[int] = []  # the last claiming pod's devices, as GPU indices of its node
+        self.pod_devices: list[list[int]] = []  # every pod's devices in the protocol's order ([]: no claim)
         self._names: dict[str, int] = {}
 
     def bind(self, ctx: Any) -> None:
         super().bind(ctx)
         # the protocol ranks the nodes by prefixing a random rank to each name (scheduler.sim.protocol.rank_nodes)
-        self._names = {str(n).split("-", 1)[1]: i for i, n in enumerate(ctx.cluster.names)}
+        ranked = {str(n): i for i, n in enumerate(ctx.cluster.names)}
+        self._names = ranked | {name.split("-", 1)[1]: i for name, i in ranked.items()}
 
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
         return np.zeros(len(batch.nodes), dtype=np.int64), None
@@ -646,6 +653,7 @@ class TwinPolicy(Policy):
             node, devices = self.twin.place_claiming(*pod_claim(pod, *asked))
             self._devices = [int(str(dev).rsplit("-", 1)[1]) for dev in devices]  # twin.dra's gpu-<minor>
         self.seconds += time.perf_counter() - start
+        self.pod_devices.append(self._devices)
         return -1 if node is None else self._names[node]
 
     def claim_of(self, pools: str, num_gpu: int, gpu_milli: int) -> tuple[int, int] | None:
@@ -717,6 +725,7 @@ def replay_stack(
     ``share_rule``: who picks a share's GPU on the stack (infra.simulate.stack.share_rule); ``claims``: the
     pools whose shares are DRA claims (``gpu_models``: their GPU models)."""
     from scheduler.sim import run_one
+    from scheduler.sim.protocol import seed_order
 
     mixed = mixed_pods(workload, claims, {str(m) for m in cluster.gpu_model})
     if mixed:
@@ -727,7 +736,8 @@ def replay_stack(
     out = []
     for profile in profiles:
         for seed in seeds:
-            twin = ReplayTwin.start(cluster, units, profile, folder / f"{profile}-{seed}", target=workload,
+            ranked = seed_order(cluster, workload, seed)[1]  # its nodes named as the run ranks them
+            twin = ReplayTwin.start(ranked, units, profile, folder / f"{profile}-{seed}", target=workload,
                                     claims=claims, devices=catalog_devices(gpu_models or {}))  # fmt: skip
             try:
                 policy = twin_policy(profile, twin, claims, units)

@@ -65,6 +65,20 @@ def rank_nodes(cluster: Cluster, rng: np.random.Generator) -> Cluster:
     )
 
 
+def seed_order(
+    cluster: Cluster, workload: Workload, seed: int, inflation: float = INFLATION
+) -> tuple[np.ndarray, Cluster, np.random.Generator]:
+    """A run's start with ``seed``: the pods' order (indices into ``workload``, inflated to ``inflation`` x the
+    cluster's GPU capacity), the ranked nodes, and the generator the replay goes on drawing from.
+
+    A replay through a real scheduler creates its nodes under these ranked names before the run (the paper
+    artifact's nodes carry them too), so a placement that breaks ties by node name breaks them by the seed's
+    rank there as in the simulator."""
+    rng = np.random.default_rng(seed)
+    order = order_and_inflate(workload, rng, inflation * cluster.gpu_capacity_milli)
+    return order, rank_nodes(cluster, rng), rng
+
+
 def unhostable_pods(cluster: Cluster, workload: Workload) -> list[int]:
     """Indices of the pods no node of the empty cluster can ever host (too big, or a GPU model it lacks).
 

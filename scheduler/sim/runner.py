@@ -29,8 +29,7 @@ from scheduler.sim.protocol import (
     INFLATION,
     bucket_curve,
     check_fits_somewhere,
-    order_and_inflate,
-    rank_nodes,
+    seed_order,
     unhostable_pods,
 )
 
@@ -195,14 +194,36 @@ def run_one(
     A pod no node of the empty cluster can host fails like any pod that finds no room (counted in ``failed``
     and in ``unhostable``); with ``strict`` it raises :class:`TraceError` naming the file and row instead.
     """
+    result, _ = run_placed(cluster, workload, policy, seed, params=params, inflation=inflation, check=check,
+                           share_rule=share_rule, strict=strict)  # fmt: skip
+    return result
+
+
+Placement = tuple[str, list[int]] | None  # a pod's node (its name) and GPUs, or None where it failed
+
+
+def run_placed(
+    cluster: Cluster,
+    workload: Workload,
+    policy: str | Policy,
+    seed: int,
+    *,
+    params: dict[str, Any] | None = None,
+    inflation: float = INFLATION,
+    check: Callable[[ClusterState], None] | None = None,
+    share_rule: ShareRule = "policy",
+    strict: bool = False,
+) -> tuple[RunResult, list[Placement]]:
+    """:func:`run_one`, and where each pod of the protocol's order went: two replays of one seed (a
+    simulator's and a twin's) are compared pod by pod to find where they part. A node is named as the trace
+    names it (without the protocol's rank)."""
     start = time.perf_counter()
     if strict:
         check_fits_somewhere(cluster, workload)
     never = len(unhostable_pods(cluster, workload))
     pol = _policy(policy, params)
-    rng = np.random.default_rng(seed)
-    pods = workload.take(order_and_inflate(workload, rng, inflation * cluster.gpu_capacity_milli))
-    cluster = rank_nodes(cluster, rng)
+    order, cluster, rng = seed_order(cluster, workload, seed, inflation)
+    pods = workload.take(order)
     run = replay(cluster, pods, pol, target=workload, rng=rng, check=check, share_rule=share_rule)
     cap = run.state.capacity_gpu_milli
     x = run.arrived * 100.0 / cap
@@ -218,7 +239,7 @@ def run_one(
         failed=run.failed,
         seconds=round(time.perf_counter() - start, 4),
         unhostable=never,
-    )
+    ), [None if p is None else (str(cluster.names[p[0]]).split("-", 1)[1], p[1]) for p in run.placements]
 
 
 def _run_task(args: tuple[Cluster, Workload, str, int, dict[str, Any] | None, ShareRule]) -> RunResult:

@@ -7,9 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scheduler.extender import wire
+from scheduler.extender.view import ExtenderView
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.policies.extender_claims import ExtenderClaimsPolicy, claim_ask, first_fit
-from scheduler.sim.runner import replay
+from scheduler.sim.policies.fgd_extender import node_object, pod_object
+from scheduler.sim.protocol import seed_order
+from scheduler.sim.runner import replay, run_placed
 from tests.sim.tiny import cluster, workload
 
 
@@ -43,3 +47,24 @@ def test_the_extender_on_claims_places_every_pod_where_the_simulators_fgd_does(s
     ext = replay(c, pods, ExtenderClaimsPolicy(), share_rule="first-fit", check=ClusterState.check)
     assert sum(p is not None for p in fgd.placements) > 10
     assert ext.placements == fgd.placements
+
+
+def test_on_the_seeds_ranked_node_names_the_extender_breaks_a_tie_where_the_simulator_does() -> None:
+    """Identical empty nodes tie for the first pod. The simulator takes the one of lowest random rank, the
+    extender the first by name: a replay twin whose nodes carry seed_order's ranked names gets the simulator's
+    node from its extender, on every seed (under the trace's names it would always get the first name)."""
+    c = cluster(*[(f"n{i}", 16000, 65536, 4, "T4") for i in range(6)])
+    pods = workload((2000, 1024, 1, 1000), (1000, 1024, 1, 1000))
+    chosen = set()
+    for seed in range(8):
+        _, placed = run_placed(c, pods, "FGD", seed, share_rule="first-fit")
+        assert placed[0] is not None
+        names = list(seed_order(c, pods, seed)[1].names)
+        view = ExtenderView(expected=pods)
+        view.load_nodes(node_object(n, 16000, 65536, 4, "T4", 1) for n in names)
+        first = pod_object("pod-0", 2000, 1024, 1, 1000, "")
+        scored = view.prioritize(wire.parse_args({"Pod": first, "Nodes": None, "NodeNames": names}))
+        top = [h["Host"] for h in scored if h["Score"] == wire.MAX_PRIORITY]
+        assert [n.split("-", 1)[1] for n in top] == [placed[0][0]], seed
+        chosen.add(placed[0][0])
+    assert len(chosen) > 1  # the simulator's node is not the first by the trace's names on every seed

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from scheduler.sim import RunResult, read_nodes, read_pods, run_many, run_one
-from scheduler.sim.protocol import bucket_curve, order_and_inflate, rank_nodes
-from scheduler.sim.runner import replay
+from scheduler.sim.policies import Context
+from scheduler.sim.policies.fgd import FgdPolicy
+from scheduler.sim.protocol import bucket_curve, order_and_inflate, rank_nodes, seed_order
+from scheduler.sim.runner import replay, run_placed
 from tests.sim.tiny import cluster, workload
 
 SMALL = cluster(("a", 32000, 65536, 4, "T4"), ("b", 16000, 65536, 2, "A10"), ("c", 8000, 32768, 1, "T4"))
@@ -69,6 +71,37 @@ def test_ties_go_to_the_node_of_lowest_random_rank() -> None:
         assert name.startswith("0000-")  # every node scores 0: the lowest rank wins
         chosen.add(name.split("-", 1)[1])
     assert len(chosen) > 1  # not always the smallest original name
+
+
+class SeenNodes(FgdPolicy):
+    """FGD keeping the nodes the run bound it to (their ranked names)."""
+
+    def bind(self, ctx: Context) -> None:
+        super().bind(ctx)
+        self.seen = ctx.cluster
+
+
+@pytest.mark.parametrize("seed", [0, 5, 42])
+def test_seed_order_is_the_runs_own_start(seed: int) -> None:
+    """A replay twin is started with seed_order's ranked nodes before the run places anything: the run must
+    name its nodes exactly so, or an extender breaking ties by name parts from the simulator's rank."""
+    order, ranked, _ = seed_order(SMALL, PODS, seed)
+    policy = SeenNodes()
+    result = run_one(SMALL, PODS, policy, seed)
+    assert policy.seen.names == ranked.names
+    assert result.pods == len(order)
+    assert {n.split("-", 1)[1] for n in ranked.names} == set(SMALL.names)
+
+
+def test_run_placed_names_each_pods_node_as_the_trace_does() -> None:
+    result, placed = run_placed(SMALL, PODS, "FGD", 4, share_rule="first-fit")
+    assert result.allocated == run_one(SMALL, PODS, "FGD", 4, share_rule="first-fit").allocated
+    assert len(placed) == result.pods and sum(p is None for p in placed) == result.failed > 0
+    gpus = dict(zip(SMALL.names, SMALL.num_gpu.tolist(), strict=True))
+    for p in placed:
+        if p is not None:
+            assert p[0] in gpus and all(0 <= g < gpus[p[0]] for g in p[1])
+    assert sum(len(p[1]) for p in placed if p is not None) >= 1
 
 
 def test_bucket_curve_means_and_fills_gaps() -> None:
