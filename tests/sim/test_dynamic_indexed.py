@@ -4,15 +4,17 @@ same engine with the straightforward scans the indexes replace:
 
 - victims chosen by classifying and sorting every admitted job of the pool (Kueue's classical preemption as
   written in v0.19.2 `preemption.go` / `common/ordering.go`), not by the per-(queue, priority) index;
-- placement that tries every pending job of a pool again at every instant, not only after room grew, and
-  chooses each pod's node over a whole-cluster column, not from the (pod shape, pool) heap;
+- placement that tries every pending job of a pool again at every instant, in order, not only after room grew
+  nor through the pending jobs kept by pod shape, and chooses each pod's node over a whole-cluster column, not
+  from the (pod shape, pool) heap;
 - blocked-while-idle that sorts the demand groups, walks every group and asks every "could a node run it" of
   the pool's Ready nodes afresh at every step, not reusing the last step's matches, passing over groups nor
   resuming the last walk from the first group whose demand or pools changed.
 
-The heap's every answer is also checked against the argmax of freshly computed scores over the pool, each fit
-tested node by node in Python against numpy's test over the nodes, and each quota answer in Python against the
-arithmetic over the quota's arrays.
+The pending jobs kept by pod shape are also checked against a scan of every job in order, as jobs join and
+leave and shapes close. The heap's every answer is also checked against the argmax of freshly computed scores
+over the pool, each fit tested node by node in Python against numpy's test over the nodes, and each quota
+answer in Python against the arithmetic over the quota's arrays.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from benchmarks.dynamic_simulation import Traced
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
+from scheduler.sim.dynamic.pending import Pending
 from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
 from scheduler.sim.dynamic.quota import Quota
 from scheduler.sim.dynamic.recorder import Recorder
@@ -136,10 +139,14 @@ class Scanning(Traced):
         return scanned_victims(self.quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p])
 
     def _place(self, t: float) -> None:
+        """Every pending job of each changed pool tried, in order: no memory of shapes that found no room, no
+        index by shape."""
         self.placement.plain_choice = False
-        for full in self.full:
-            full.clear()  # no memory of shapes that found no room
-        super()._place(t)
+        for p in sorted(self.dirty_pools):
+            nodes, pending = self.autoscaler.ready_in(p), self.pending[p]
+            for j in [j for j in pending if self._place_job(j, nodes, t)]:
+                pending.remove(j, self.pod_shape[j])
+        self.dirty_pools.clear()
 
 
 def loaded_world(
@@ -281,3 +288,52 @@ def test_indexed_engine_decides_as_the_scanning_one(
     assert got.to_dict(waits=True) == want.to_dict(waits=True)
     # the load is real: jobs waited, preemption was tried and happened
     assert want.preemptions > 0 and slow.victim_calls > want.preemptions and want.wait_p95_s > 0
+
+
+def scanned_open_jobs(
+    order: list[int], shape_of: dict[int, int], closed: set[int], closes: set[int]
+) -> list[int]:
+    """The jobs a scan of every job in order tries: those whose shape is not closed when their turn comes; trying
+    a job of ``closes`` closes its shape (a pod that found no room)."""
+    closed, tried = set(closed), []
+    for j in order:
+        if shape_of[j] not in closed:
+            tried.append(j)
+            if j in closes:
+                closed.add(shape_of[j])
+    return tried
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pending_jobs_by_shape_come_as_a_scan_tries_them(seed: int) -> None:
+    """Jobs join and leave a pool's pending jobs; at every tenth change a pass that closes shapes as it goes
+    visits, by shape, the jobs a scan of every job in order tries, in its order."""
+    rng = np.random.default_rng(seed)
+    pending = Pending()
+    order: list[int] = []
+    shape_of: dict[int, int] = {}
+    passed_over = 0
+    for step in range(400):
+        if order and rng.random() < 0.3:
+            j = order.pop(int(rng.integers(len(order))))
+            pending.remove(j, shape_of[j])
+        else:
+            j = int(rng.integers(80))
+            if j not in order:
+                shape_of[j] = int(rng.integers(6))
+                order.append(j)
+                pending.add(j, shape_of[j])
+        assert list(pending) == order and len(pending) == len(order)
+        if step % 10:
+            continue
+        closed = {s for s in range(6) if rng.random() < 0.3}
+        closes = {j for j in order if rng.random() < 0.2}
+        want = scanned_open_jobs(order, shape_of, closed, closes)
+        shut, got = set(closed), []
+        for j in pending.open_jobs(lambda s, shut=shut: s not in shut):  # type: ignore[misc]
+            got.append(j)
+            if j in closes:
+                shut.add(shape_of[j])
+        assert got == want
+        passed_over += len(order) - len(want)
+    assert passed_over > 100  # shapes were closed, before and during the passes

@@ -62,6 +62,7 @@ from scheduler.sim.dynamic.autoscaler import Autoscaler
 from scheduler.sim.dynamic.fair_preemption import select_fair_victims
 from scheduler.sim.dynamic.fair_sharing import Entry, Shares, Tree
 from scheduler.sim.dynamic.model import World
+from scheduler.sim.dynamic.pending import Pending
 from scheduler.sim.dynamic.placement import Placement, unhostable
 from scheduler.sim.dynamic.preemption import Victim, Workloads, select_victims
 from scheduler.sim.dynamic.provisioning import PodAsk, Requests, Room, first_fit
@@ -136,7 +137,7 @@ class Simulation:
             zip(jobs.queue.tolist(), wl.gpu_spec, jobs.pods.tolist(), wl.num_gpu.tolist(),
                 wl.gpu_milli.tolist(), jobs.priority.tolist(), strict=True)
         )  # fmt: skip
-        self.pending: list[list[int]] = [[] for _ in world.pools]  # admitted jobs with pods to place, by pool
+        self.pending = [Pending() for _ in world.pools]  # admitted jobs with pods to place, by pool
         self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
         self.by_group = [Admitted() for _ in world.pools]  # the same, as classical preemption reads them
         self.dirty_pools: set[int] = set()
@@ -488,7 +489,7 @@ class Simulation:
         """Job ``j`` is admitted on its reserved quota: its pods are created and wait to be placed."""
         job = self.jobs[j]
         job.state = ADMITTED
-        self.pending[job.pool].append(j)
+        self.pending[job.pool].add(j, self.pod_shape[j])
         self.dirty_pools.add(job.pool)
         timeout = self.w.settings.pods_ready_timeout_s
         if timeout is not None:
@@ -498,7 +499,7 @@ class Simulation:
         """Preemption or a waitForPodsReady timeout: free the pods and the quota, requeue the job at ``key``."""
         job = self.jobs[j]
         if job.state == ADMITTED:
-            self.pending[job.pool].remove(j)
+            self.pending[job.pool].remove(j, self.pod_shape[j])
             self.recorder.pending(j, -1, job.pool)
         elif job.state == RESERVED:  # Kueue deletes the job's ProvisioningRequest
             self.requests.drop(j)
@@ -532,14 +533,17 @@ class Simulation:
 
     def _place(self, t: float) -> None:
         for p in sorted(self.dirty_pools):
-            still: list[int] = []
-            nodes = self.autoscaler.ready_in(p)
-            room, full, shape = self.room[p], self.full[p], self.pod_shape
-            for j in self.pending[p]:
-                if full.get(shape[j]) == room or not self._place_job(j, nodes, t):
-                    still.append(j)
-            self.pending[p] = still
+            self._place_in(p, t)
         self.dirty_pools.clear()
+
+    def _place_in(self, p: int, t: float) -> None:
+        """Try pool ``p``'s pending jobs in order, passing over the pod shapes that found no room while the pool's
+        room has not grown since (by shape, without visiting their jobs)."""
+        nodes = self.autoscaler.ready_in(p)
+        room, full, pending = self.room[p], self.full[p], self.pending[p]
+        ran = [j for j in pending.open_jobs(lambda s: full.get(s) != room) if self._place_job(j, nodes, t)]
+        for j in ran:
+            pending.remove(j, self.pod_shape[j])
 
     def _place_job(self, j: int, nodes: np.ndarray, t: float) -> bool:
         job = self.jobs[j]
