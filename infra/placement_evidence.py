@@ -11,9 +11,9 @@ weighted 10 already packs best-fit, and a time-sliced replica's GPU is the devic
 scheduler's, so FGD and MostAllocated mostly pick the same nodes there. FGD's gains (the paper's) come where
 the scheduler chooses the GPU fraction: on gpufleet's layouts that is DRA shares, which the extender scores by FGD
 over the devices' free shares (`--dra-shares`). An openb sample replayed through the real scheduler on DRA
-shares (docs/simulation.md, "GPU shares through DRA, through the real scheduler": 60 of the 1,213 nodes, five
-seeds) has it 1.39 ± 0.78 points ahead on the mean with GPU pods only, the case a stack's GPU taint makes (0.31
-to 2.29 a seed), so that layout lifts the mark; the plan states the gain as a mean, the docs its spread.
+shares (docs/simulation.md, "GPU shares through DRA, through the real scheduler": 60 of the 1,213 nodes, ten
+seeds) has it 1.59 ± 0.62 points ahead on the mean with GPU pods only, the case a stack's GPU taint makes (0.78
+to 2.62 a seed), so that layout lifts the mark; the plan states the gain as a mean, the docs its spread.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ MEASURED = (
                 "GPU shares through DRA"),
     Measurement("openb nodes in DRA shares, default", frozenset({"draShares"}), 3.12, 8.32, "simulator",
                 "GPU shares through DRA"),
-    # five seeds of a 60-node sample, GPU pods only (a stack's GPU taint keeps CPU-only pods off its GPU nodes)
-    Measurement("openb 60-node samples in DRA shares, GPU pods only", frozenset({"draShares"}), 4.13, 5.52,
+    # ten seeds of a 60-node sample, GPU pods only (a stack's GPU taint keeps CPU-only pods off its GPU nodes)
+    Measurement("openb 60-node samples in DRA shares, GPU pods only", frozenset({"draShares"}), 3.49, 5.08,
                 "real scheduler", "GPU shares through DRA, through the real scheduler"),
 )  # fmt: skip
 
