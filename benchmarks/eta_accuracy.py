@@ -187,11 +187,16 @@ def clock(row: dict[str, Any], view: str = "") -> float:
     return float(row["asked_full"] if not view and "asked_full" in row else row["submitted"])
 
 
-def predicted(row: dict[str, Any], key: str, view: str = "") -> float:
-    """The start an estimate says: its view's `clock` plus the seconds it gives, and the job cannot start before
-    it was created (inf: it did not start in the simulated future)."""
+def said_from(row: dict[str, Any], key: str, origin: float) -> float:
+    """The start an estimate says counted from `origin`: the seconds it gives after it, and the job cannot start
+    before it was created (inf: it did not start in the simulated future)."""
     value = row[key]
-    return np.inf if value is None else max(clock(row, view) + value, row["submitted"])
+    return np.inf if value is None else max(origin + value, row["submitted"])
+
+
+def predicted(row: dict[str, Any], key: str, view: str = "") -> float:
+    """The start an estimate says: from its view's `clock`."""
+    return said_from(row, key, clock(row, view))
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

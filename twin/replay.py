@@ -52,6 +52,7 @@ from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.sim.policies.base import Batch, Policy
 from scheduler.sim.policies.fgd_extender import node_object, pod_object
+from scheduler.sim.protocol import trace_name
 from twin import netns
 from twin.kwok import start_kwok
 from twin.nodes import KWOK_LABEL, KWOK_VALUE
@@ -631,7 +632,7 @@ class TwinPolicy(Policy):
         super().bind(ctx)
         # the protocol ranks the nodes by prefixing a random rank to each name (scheduler.sim.protocol.rank_nodes)
         ranked = {str(n): i for i, n in enumerate(ctx.cluster.names)}
-        self._names = ranked | {name.split("-", 1)[1]: i for name, i in ranked.items()}
+        self._names = ranked | {trace_name(name): i for name, i in ranked.items()}
 
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
         return np.zeros(len(batch.nodes), dtype=np.int64), None

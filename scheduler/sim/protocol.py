@@ -65,6 +65,11 @@ def rank_nodes(cluster: Cluster, rng: np.random.Generator) -> Cluster:
     )
 
 
+def trace_name(ranked: str) -> str:
+    """A ranked node's name as the trace gives it: :func:`rank_nodes`'s prefix taken off."""
+    return ranked.split("-", 1)[1]
+
+
 def seed_order(
     cluster: Cluster, workload: Workload, seed: int, inflation: float = INFLATION
 ) -> tuple[np.ndarray, Cluster, np.random.Generator]:

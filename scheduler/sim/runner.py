@@ -30,6 +30,7 @@ from scheduler.sim.protocol import (
     bucket_curve,
     check_fits_somewhere,
     seed_order,
+    trace_name,
     unhostable_pods,
 )
 
@@ -239,7 +240,7 @@ def run_placed(
         failed=run.failed,
         seconds=round(time.perf_counter() - start, 4),
         unhostable=never,
-    ), [None if p is None else (str(cluster.names[p[0]]).split("-", 1)[1], p[1]) for p in run.placements]
+    ), [None if p is None else (trace_name(str(cluster.names[p[0]])), p[1]) for p in run.placements]
 
 
 def _run_task(args: tuple[Cluster, Workload, str, int, dict[str, Any] | None, ShareRule]) -> RunResult:
