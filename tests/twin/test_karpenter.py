@@ -164,7 +164,11 @@ def test_a_pending_gpu_job_gets_a_spot_node_of_its_pool_which_goes_once_empty(
         assert pod["metadata"]["annotations"].get("karpenter.sh/do-not-disrupt") == "true"
         claim = claim_of(twin, node["metadata"]["name"])
         # Graceful disruption (emptiness, consolidation) is held off by the pod, and Karpenter says so. Karpenter
-        # may first block it for another reason (a node not yet initialized, say), in an Event of its own.
+        # may first block it for another reason (a node not yet initialized or still nominated, say); its recorder
+        # then drops every further DisruptionBlocked on this node for two minutes, since the dedupe key is the
+        # reason and the node's UID, not the message (kubernetes-sigs/karpenter@v1.14.1 pkg/events/recorder.go
+        # defaultDedupeTimeout, disruption/events/events.go Blocked). So the wait spans that window and one
+        # disruption pass (10 s).
         eventually(
             lambda: [
                 e
@@ -172,7 +176,7 @@ def test_a_pending_gpu_job_gets_a_spot_node_of_its_pool_which_goes_once_empty(
                 if '"karpenter.sh/do-not-disrupt" annotation' in e["message"]
             ],
             "a DisruptionBlocked naming the pod's do-not-disrupt annotation",
-            60,
+            150,
         )
     finally:
         twin.delete("job", train, NAMESPACE)
