@@ -280,20 +280,29 @@ def test_without_a_grace_period_a_drift_budget_waits_for_do_not_disrupt(twin: Ku
     bumped = variant(folder, "never-bumped", ami=NEW_AMI, budgets=budget, terminationGracePeriod="Never")
     assert rollout_facts(bumped)["pools"][POOL]["waitsForJobs"] is True
     deploy_pool(twin, never)
-    train = submit(twin, 60)
+    # The job outlives Karpenter's two-minute dedupe of DisruptionBlocked per node (see the first test), so
+    # the do-not-disrupt block is said even when the new node was first blocked for another reason.
+    train = submit(twin, 150)
     try:
         pod = running_pod(twin, train)
         node = pod["spec"]["nodeName"]
         deploy_pool(twin, bumped)
         drifted(twin, node)
-        said = eventually(lambda: events(twin, "Node", node, "DisruptionBlocked"), "a DisruptionBlocked", 60)
-        assert any('"karpenter.sh/do-not-disrupt" annotation' in e["message"] for e in said), said
+        eventually(
+            lambda: [
+                e
+                for e in events(twin, "Node", node, "DisruptionBlocked")
+                if '"karpenter.sh/do-not-disrupt" annotation' in e["message"]
+            ],
+            "a DisruptionBlocked naming the pod's do-not-disrupt annotation",
+            150,
+        )
         # With a budget of one node and a grace period the node would be drained within a disruption pass
         # (10 s); here the job runs on to its end on the drifted node.
         done = eventually(
             lambda: [p for p in pods_of(twin, NAMESPACE, train) if p["status"].get("phase") == "Succeeded"],
             "the job to finish on the drifted node",
-            120,
+            240,
         )
         assert done[0]["metadata"]["uid"] == pod["metadata"]["uid"] and done[0]["spec"]["nodeName"] == node
     finally:
