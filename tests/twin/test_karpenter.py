@@ -107,6 +107,19 @@ def events(kube: Kube, kind: str, obj: str, reason: str) -> list[dict[str, Any]]
     ]
 
 
+def do_not_disrupt_blocks(kube: Kube, node: str) -> list[dict[str, Any]]:
+    """The node's DisruptionBlocked Events that name a pod's do-not-disrupt annotation. Karpenter may first block
+    a new node for another reason (not yet initialized, still nominated); its recorder then drops every further
+    DisruptionBlocked on that node for two minutes, since the dedupe key is the reason and the node's UID, not
+    the message (kubernetes-sigs/karpenter@v1.14.1 pkg/events/recorder.go defaultDedupeTimeout,
+    disruption/events/events.go Blocked). A wait for one spans that window and a disruption pass (10 s)."""
+    return [
+        e
+        for e in events(kube, "Node", node, "DisruptionBlocked")
+        if '"karpenter.sh/do-not-disrupt" annotation' in e["message"]
+    ]
+
+
 def submit(kube: Kube, seconds: int) -> str:
     """A one-GPU research job that runs `seconds` on its node (the twin's kwok convention)."""
     member = kube.as_member(("researchers",))
@@ -163,18 +176,9 @@ def test_a_pending_gpu_job_gets_a_spot_node_of_its_pool_which_goes_once_empty(
         assert condition(node, "Ready")["status"] == "True"  # type: ignore[index]
         assert pod["metadata"]["annotations"].get("karpenter.sh/do-not-disrupt") == "true"
         claim = claim_of(twin, node["metadata"]["name"])
-        # Graceful disruption (emptiness, consolidation) is held off by the pod, and Karpenter says so. Karpenter
-        # may first block it for another reason (a node not yet initialized or still nominated, say); its recorder
-        # then drops every further DisruptionBlocked on this node for two minutes, since the dedupe key is the
-        # reason and the node's UID, not the message (kubernetes-sigs/karpenter@v1.14.1 pkg/events/recorder.go
-        # defaultDedupeTimeout, disruption/events/events.go Blocked). So the wait spans that window and one
-        # disruption pass (10 s).
+        # Graceful disruption (emptiness, consolidation) is held off by the pod, and Karpenter says so.
         eventually(
-            lambda: [
-                e
-                for e in events(twin, "Node", node["metadata"]["name"], "DisruptionBlocked")
-                if '"karpenter.sh/do-not-disrupt" annotation' in e["message"]
-            ],
+            lambda: do_not_disrupt_blocks(twin, node["metadata"]["name"]),
             "a DisruptionBlocked naming the pod's do-not-disrupt annotation",
             150,
         )
@@ -280,7 +284,7 @@ def test_without_a_grace_period_a_drift_budget_waits_for_do_not_disrupt(twin: Ku
     bumped = variant(folder, "never-bumped", ami=NEW_AMI, budgets=budget, terminationGracePeriod="Never")
     assert rollout_facts(bumped)["pools"][POOL]["waitsForJobs"] is True
     deploy_pool(twin, never)
-    # The job outlives Karpenter's two-minute dedupe of DisruptionBlocked per node (see the first test), so
+    # The job outlives Karpenter's two-minute dedupe of DisruptionBlocked per node (do_not_disrupt_blocks), so
     # the do-not-disrupt block is said even when the new node was first blocked for another reason.
     train = submit(twin, 150)
     try:
@@ -289,11 +293,7 @@ def test_without_a_grace_period_a_drift_budget_waits_for_do_not_disrupt(twin: Ku
         deploy_pool(twin, bumped)
         drifted(twin, node)
         eventually(
-            lambda: [
-                e
-                for e in events(twin, "Node", node, "DisruptionBlocked")
-                if '"karpenter.sh/do-not-disrupt" annotation' in e["message"]
-            ],
+            lambda: do_not_disrupt_blocks(twin, node),
             "a DisruptionBlocked naming the pod's do-not-disrupt annotation",
             150,
         )
