@@ -8,9 +8,12 @@ The one place a spec becomes a :class:`scheduler.sim.dynamic.World` (`invoke sim
   CPU-only pods leave the GPU replay.
 - **Queues** are read from the stack's compiled ClusterQueues (:func:`scheduler.compile`), never restated:
   every GPU ClusterQueue as its own queue, the flavors of its GPU resource group in their order, and for each
-  the nominal quota, borrowing and lending limit of the pool's GPU resource. A job goes to its team's
-  ``default`` queue, or to ``<team>-topology`` when the trace's ``queue`` column says ``topology``: only
-  those jobs reach a topology pool, as in Kueue.
+  the nominal quota, borrowing and lending limit of the pool's GPU resource. A job goes to the LocalQueue
+  the trace's ``queue`` column names (``default``, or ``topology`` for ``<team>-topology``); where the trace
+  names none, to its team's ``default`` queue when that queue holds quota on a pool that can hold the job's
+  pod, else to the team's topology queue when that one does (a training team whose only GPUs are a capacity
+  block submits its work there), else ``default`` (:func:`scheduler.sim.dynamic.routing.own_queue`). Only
+  jobs in a topology queue reach a topology pool, as in Kueue.
 - **Priorities** are the stack's WorkloadPriorityClass values; a trace row's `priority` names one, otherwise a
   job has its team's default class.
 - **Teams**: a trace's `team` column, or else each job is given to a team at random (seeded), in proportion to
@@ -37,7 +40,7 @@ alone: what they need of the stack is already in it (pools' prices and provision
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,6 +55,7 @@ from infra.spec import ClusterSpec
 from scheduler import compile as compile_policy
 from scheduler.resources import gpu_resource
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
+from scheduler.sim.dynamic.routing import own_queue
 from scheduler.sim.errors import TraceError
 from scheduler.sim.timed_traces import TimedTrace
 
@@ -192,6 +196,7 @@ def stack_world(
     rng = np.random.default_rng(seed)
     drawn = rng.choice(len(teams), size=len(keep), p=share)
     queue = np.empty(len(keep), dtype=np.int64)
+    named = np.zeros(len(keep), dtype=bool)  # the trace named the job's LocalQueue
     priority = np.empty(len(keep), dtype=np.int64)
     source = trace.workload.source
     for i, row in enumerate(keep.tolist()):
@@ -217,6 +222,7 @@ def stack_world(
                 f"team {team!r} has no topology queue (no quota on a topology pool)", path=source, row=line
             )
         queue[i] = names.index(name)
+        named[i] = bool(local)
         wanted = trace.priority[row]
         if wanted and wanted not in values:
             raise TraceError(
@@ -257,4 +263,7 @@ def stack_world(
         jobs,
         settings,
     )
+    # a job whose LocalQueue the trace does not name goes where its team holds quota for its hardware
+    other = {names.index(t): names.index(f"{t}-topology") for t in teams if f"{t}-topology" in names}
+    world = replace(world, jobs=replace(jobs, queue=own_queue(world, named, other)))
     return DynamicInput(world, int((trace.workload.num_gpu == 0).sum()), stack_policy, routing)

@@ -34,6 +34,7 @@ from scheduler.fgd.model import MILLI, Cluster
 from scheduler.sim.dynamic.engine import simulate
 from scheduler.sim.dynamic.model import Queue, World
 from scheduler.sim.dynamic.report import Result
+from scheduler.sim.dynamic.routing import able_queues
 
 Transform = Callable[[World], World]
 
@@ -205,24 +206,10 @@ def partition_teams(world: World) -> np.ndarray:
     run it. A job keeps its priority class."""
     rng = np.random.default_rng(world.settings.seed)
     gpus = np.array([team_gpus(world, q) for q in world.queues])
-    owns = [{f for f, n in q.nominal.items() if n > 0} for q in world.queues]
-    c, wl = world.cluster, world.jobs.workload
-    biggest = {
-        p.name: (int(c.num_gpu[list(p.nodes)].max()), int(c.cpu_milli[list(p.nodes)].max()),
-                 int(c.memory_mib[list(p.nodes)].max()))
-        for p in world.pools if p.nodes
-    }  # fmt: skip
+    able = able_queues(world)
     team = world.jobs.queue.copy()
-    able: dict[tuple[str, int, int, int], np.ndarray] = {}
     for j in range(world.jobs.size):
-        key = (wl.gpu_spec[j], int(wl.num_gpu[j]), int(wl.cpu_milli[j]), int(wl.memory_mib[j]))
-        if key not in able:
-            hosts = {
-                p for p in key[0].split("|")
-                if p in biggest and all(need <= has for need, has in zip(key[1:], biggest[p], strict=True))
-            }  # fmt: skip
-            able[key] = np.array([bool(hosts & o) for o in owns])
-        mask = able[key]
+        mask = able(j)
         if mask[team[j]] or not mask.any():
             continue
         weights = np.where(mask, gpus, 0.0)
