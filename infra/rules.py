@@ -129,12 +129,13 @@ def _topology_from_zero(spec: ClusterSpec, problems: list[str]) -> None:
                 "on nodes that exist and Karpenter does not implement the ProvisioningRequest check that would "
                 "let them wait; remove topologyLabels (its pods then go through the ordinary queue)"
             )
-        elif (pool.min_size or 0) == 0 and not spec.scheduling.provisioning_requests:
+        elif (pool.min_size or 0) == 0 and not spec.scheduling.provisions(pool.name):
             problems.append(
                 f"{at}: topology-aware (its EFA pods are placed by network domain) with minSize 0, but Kueue "
                 "places a topology gang only on nodes that already exist, so a pool at 0 nodes never starts "
-                "one; set gpufleet:scheduling.provisioningRequests: true (the autoscaler provisions the gang's "
-                "nodes first), or minSize to the nodes a gang needs, or topologyLabels: [] to opt out"
+                "one; set gpufleet:scheduling.provisioningRequests: true or list the pool there (the "
+                "autoscaler provisions the gang's nodes first), or minSize to the nodes a gang needs, or "
+                "topologyLabels: [] to opt out"
             )
 
 

@@ -154,7 +154,10 @@ def scheduler_inputs(spec: ClusterSpec) -> tuple[SchedulingPolicy, list[PoolView
         fair_sharing=s.fair_sharing,
         fair_preemption_strategies=tuple(s.fair_sharing_preemption_strategies),
         wait_for_pods_ready_timeout=s.wait_for_pods_ready_timeout,
-        provisioning_requests=s.provisioning_requests,
+        provisioning_requests=bool(s.provisioning_requests),
+        provisioning_pools=tuple(s.provisioning_requests)
+        if isinstance(s.provisioning_requests, list)
+        else (),
         platform=spec.platform,
         kubernetes_version=spec.cluster.kubernetes_version,
         kube_scheduler_image_tag=spec.versions.kube_scheduler_image or "",

@@ -550,7 +550,16 @@ class Scheduling(Model):
     )
     # Must exceed GPU node provisioning (cold GPU nodes take 10-15 minutes) so gangs are not requeued early.
     wait_for_pods_ready_timeout: Annotated[str, Field(pattern=r"^\d+(s|m|h)$")] = "30m"
-    provisioning_requests: bool = False
+    # Admission waits for the cluster-autoscaler to provision a job's nodes (Kueue's ProvisioningRequest check):
+    # true on every autoscaled GPU pool, or a list of the pools whose jobs wait (gangs that must start whole),
+    # since the autoscaler answers one request per loop and every checked admission waits for it.
+    provisioning_requests: bool | list[Name] = False
+
+    def provisions(self, pool: str) -> bool:
+        """Whether jobs on ``pool`` wait for a ProvisioningRequest (the pool must also be autoscaled)."""
+        checked = self.provisioning_requests
+        return checked is True or (isinstance(checked, list) and pool in checked)
+
     # Namespaces whose pods may reach team pods besides Prometheus's (cluster.monitoring.namespace, always
     # allowed while monitoring is enabled): the ingress controller's by default.
     platform_namespaces: list[Name] = Field(default_factory=lambda: ["ingress"])

@@ -114,9 +114,22 @@ def check(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> None:
             f"{ROOT}:scheduling.provisioningRequests: no pool is autoscaled (existing clusters have fixed hosts), "
             "so a ProvisioningRequest could never be satisfied; set it to false"
         )
+    problems += _provisioning_pool_problems(policy, pools)
     problems += _capacity_problems(policy, pools)
     if problems:
         raise SchedulerConfigError(problems)
+
+
+def _provisioning_pool_problems(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[str]:
+    """A listed pool must be one whose nodes the cluster-autoscaler adds: a static pool (fixed hosts, DRA shares)
+    has nothing to provision, so its jobs would wait on the check for ever."""
+    autoscaled = [p.name for p in pools if p.node_group and p.sharing != "draShares"]
+    return [
+        f"{ROOT}:scheduling.provisioningRequests[{i}]: {name!r} is not an autoscaled GPU pool; accepted: "
+        f"{', '.join(autoscaled) or 'none (set it to false)'}"
+        for i, name in enumerate(policy.provisioning_pools)
+        if name not in autoscaled
+    ]
 
 
 def _pool_problems(pools: Sequence[PoolView]) -> list[str]:

@@ -101,6 +101,8 @@ class SchedulingPolicy:
     fair_preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
     wait_for_pods_ready_timeout: str = "30m"
     provisioning_requests: bool = False
+    # the pools whose flavors carry the check; empty: every autoscaled GPU pool
+    provisioning_pools: tuple[str, ...] = ()
     platform: Literal["aws", "existing"] = "aws"
     kubernetes_version: str = "1.35"
     kube_scheduler_image_tag: str = "v1.35.2"

@@ -247,3 +247,18 @@ def test_bottlerocket_pools_cannot_share_gpus() -> None:
     ]
     with pytest.raises(ConfigError, match=r"nodePools\[0\]\.sharing: timeSlicing"):
         parse_config(config, "t")
+
+
+def test_a_topology_pool_from_zero_needs_the_check_on_that_pool() -> None:
+    """A topology-aware EFA pool at minSize 0 starts gangs only if its own jobs wait for the autoscaler:
+    listing that pool in `provisioningRequests` is enough, listing another is not."""
+    doc = _efa_spec("ON_DEMAND")
+    del doc["gpufleet:nodePools"][0]["topologyLabels"]  # the EKS network layers: topology-aware
+    other = {"name": "l", "instanceType": "g6e.12xlarge", "maxSize": 2}
+    doc["gpufleet:nodePools"].append(other)
+    doc["gpufleet:scheduling"] = {"provisioningRequests": ["l"]}
+    with pytest.raises(ConfigError, match=r"nodePools\[0\]: topology-aware .* list the pool there"):
+        parse_config(doc, "t")
+    doc["gpufleet:scheduling"] = {"provisioningRequests": ["h"]}
+    spec = parse_config(doc, "t")
+    assert spec.scheduling.provisions("h") and not spec.scheduling.provisions("l")

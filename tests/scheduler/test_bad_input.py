@@ -150,6 +150,16 @@ def test_provisioning_requests_need_autoscaled_pools() -> None:
     assert message.startswith("gpufleet:scheduling.provisioningRequests: no pool is autoscaled")
 
 
+def test_a_listed_pool_must_be_autoscaled() -> None:
+    policy = replace(
+        PROD, provisioning_requests=True, provisioning_pools=("h100-train", "h200", "l40s-infer")
+    )
+    assert _error(policy).splitlines() == [
+        "gpufleet:scheduling.provisioningRequests[1]: 'h200' is not an autoscaled GPU pool; accepted: "
+        "h100-train, l40s-infer, a10g-batch, h100-mig"
+    ]
+
+
 def test_teams_must_be_dns_labels() -> None:
     policy = replace(PROD, teams=(TeamPolicy("Research_Team", "research", {}),))
     assert "gpufleet:teams[0].name: 'Research_Team' must be a DNS label" in _error(policy)

@@ -244,6 +244,21 @@ def test_provisioning_request_check_guards_gpu_flavors() -> None:
     assert "admissionChecksStrategy" not in find(compile(PROD, PROD_POOLS), "ClusterQueue", "batch")["spec"]
 
 
+def test_a_list_of_pools_puts_the_check_on_those_pools_only() -> None:
+    """`provisioningRequests: [h100-train]`: the topology queues' gangs wait for the autoscaler; the default
+    queues' flavors carry no check, so their one-node jobs are admitted by quota and scale pools up as pods."""
+    objects = compile(
+        replace(PROD, provisioning_requests=True, provisioning_pools=("h100-train",)), PROD_POOLS
+    )
+    checked = {
+        q["metadata"]["name"]: q["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"]
+        for q in of_kind(objects, "ClusterQueue")
+        if "admissionChecksStrategy" in q["spec"]
+    }
+    assert checked == {f"{t.name}-topology": ["h100-train"] for t in PROD.teams}
+    assert find(objects, "AdmissionCheck", "gpufleet-provisioning")
+
+
 def test_kueue_manager_config_gang_admission_and_unqueued_jobs() -> None:
     values = kueue_values(PROD)
     assert values["controllerManager"]["manager"]["image"]["tag"] == "v0.19.2"
