@@ -100,14 +100,17 @@ class _Group:
 
     __slots__ = (
         "afters", "ahead", "amounts", "here", "key", "mask", "matches", "need", "pools", "q", "stale", "taken",
-        "took", "whole",
+        "took", "walk", "whole",
     )  # fmt: skip
 
-    def __init__(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]]) -> None:
+    def __init__(
+        self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], pools: tuple[int, ...], walk: int
+    ) -> None:
         self.key = key
         self.q, _, self.need = key
-        self.pools = tuple(dict.fromkeys(key[1]))
-        self.mask = sum(1 << p for p in self.pools)
+        self.pools = pools
+        self.mask = sum(1 << p for p in pools)
+        self.walk = walk  # the walks before it came
         self.taken: list[int] = []
         self.amounts: list[float] = []
         self.afters: list[float] = []
@@ -178,6 +181,8 @@ class Recorder:
         self._group_of: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], _Group] = {}
         self._gone = 0  # groups gone, still in ``_groups`` (each dropped once it took nothing in a walk)
         self._born = 0  # groups that came since the last walk
+        self._walks = 0
+        self._unique: dict[tuple[int, ...], tuple[int, ...]] = {}  # a group's pools, each once
         self._start: list[float] = [0.0] * len(world.pools)  # each pool's idle GPUs when the last walk began
         # Where the last walk's state can be taken up again: per pool, the places (in walk order) of the groups
         # that took from it and its idle GPUs after each; the places of the groups that matched and the matches
@@ -366,7 +371,10 @@ class Recorder:
         if left > 1e-9:
             demand[key] = left
             if group is None:
-                group = self._group_of[key] = _Group(key)
+                pools = self._unique.get(key[1])
+                if pools is None:
+                    pools = self._unique[key[1]] = tuple(dict.fromkeys(key[1]))
+                group = self._group_of[key] = _Group(key, pools, self._walks)
                 self._born += 1
                 length = len(key[1])
                 if length not in self._groups:
@@ -376,10 +384,15 @@ class Recorder:
             group.stale = True
         else:
             demand.pop(key, None)
-            if group is not None:  # kept in its place, matching nothing, until the next walk has passed it
-                group.stale, group.here = True, False
+            if group is not None:
                 del self._group_of[key]
-                self._gone += 1
+                members = self._groups[len(key[1])]
+                if group.walk == self._walks and members[-1] is group:  # no walk saw it: dropped at once
+                    members.pop()
+                    self._born -= 1
+                else:  # kept in its place, matching nothing, until the next walk has passed it
+                    group.stale, group.here = True, False
+                    self._gone += 1
 
     def waiting(self, j: int, sign: int) -> None:
         gpus = sign * self.gpu_list[j]
@@ -494,6 +507,7 @@ class Recorder:
         groups = self._groups
         start, born = 0, self._born
         self._born = 0
+        self._walks += 1
         if self._gone > 16 and 4 * self._gone > len(self._group_of):
             # drop the gone groups that took nothing in the last walk (no walk sees them): places move, so
             # this walk starts from the first group and takes nothing of the last one after it either
