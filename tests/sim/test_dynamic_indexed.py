@@ -7,12 +7,14 @@ same engine with the straightforward scans the indexes replace:
 - placement that tries every pending job of a pool again at every instant, in order, not only after room grew
   nor through the pending jobs kept by pod shape, and chooses each pod's node over a whole-cluster column, not
   from the (pod shape, pool) heap;
-- blocked-while-idle that sorts the demand groups, walks every group and asks every "could a node run it" of
-  the pool's Ready nodes afresh at every step, not reusing the last step's matches, passing over groups nor
-  resuming the last walk from the first group whose demand or pools changed.
+- blocked-while-idle that sums each pool's idle GPUs over its Ready nodes afresh, sorts the demand groups, walks
+  every group and asks every "could a node run it" of the pool's Ready nodes afresh at every step, not
+  reusing the last step's matches, the running sums of idle GPUs, nor the last walk's matches of the groups
+  whose demand and pools' idle GPUs are as they were.
 
 The pending jobs kept by pod shape are also checked against a scan of every job in order, as jobs join and
-leave and shapes close. The heap's every answer is also checked against the argmax of freshly computed scores
+leave and shapes close; blocked-while-idle's idle GPUs and walk against the fresh sums and a walk of every
+group at every step. The heap's every answer is also checked against the argmax of freshly computed scores
 over the pool, each fit tested node by node in Python against numpy's test over the nodes, and each quota
 answer in Python against the arithmetic over the quota's arrays.
 """
@@ -24,6 +26,7 @@ import pytest
 
 from benchmarks.dynamic_simulation import Traced
 from scheduler.fgd.model import MILLI, Cluster, Workload
+from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
 from scheduler.sim.dynamic.pending import Pending
 from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
@@ -101,28 +104,67 @@ def scanned_victims(
     return []
 
 
+def plain_idle(rec: Recorder) -> list[float]:
+    """Each pool's free GPUs summed over its Ready nodes afresh, node by node in index order."""
+    free = rec.view.state.free_gpu_sum
+    return [
+        float(np.bincount(np.zeros(len(nodes), dtype=np.int64), weights=free[nodes] / MILLI, minlength=1)[0])
+        for nodes in rec._ready_in
+    ]
+
+
+def plain_walk(rec: Recorder, idle: list[float]) -> list[tuple[int, float, bool]]:
+    """Every demand group walked in order, every fit asked of the pool's Ready nodes."""
+    matched = []
+    for key in sorted(rec.demand, key=lambda k: len(k[1])):
+        q, pools, need = key
+        left = rec.demand[key]
+        for p in pools:
+            if left <= 1e-9:
+                break
+            take = min(left, idle[p])
+            if take > 0:
+                idle[p] -= take
+                left -= take
+                matched.append((q, take, bool(rec._fit_mask(rec._ready_in[p], need).any())))
+    return matched
+
+
 class ScanningRecorder(Recorder):
-    """Blocked-while-idle with nothing kept between steps: every group walked, every fit asked of the nodes."""
+    """Blocked-while-idle with nothing kept between steps: idle GPUs summed afresh, every group walked, every fit
+    asked of the nodes."""
 
     def advance(self, t: float) -> None:
         self._matched_at = (-1, -1, -1)
-        self._idle_ready = -1
         super().advance(t)
 
+    def _idle_gpus(self) -> list[float]:
+        return plain_idle(self)
+
     def _match(self, idle: list[float]) -> list[tuple[int, float, bool]]:
-        matched = []
-        for key in sorted(self.demand, key=lambda k: len(k[1])):
-            q, pools, need = key
-            left = self.demand[key]
-            for p in pools:
-                if left <= 1e-9:
-                    break
-                take = min(left, idle[p])
-                if take > 0:
-                    idle[p] -= take
-                    left -= take
-                    matched.append((q, take, bool(self._fit_mask(self._ready_in[p], need).any())))
-        return matched
+        return plain_walk(self, idle)
+
+
+class CheckedRecorder(Recorder):
+    """Each step's idle GPUs compared with the sums taken afresh, each walk with a fresh walk; counts the walks
+    and the groups with matches that a walk passed over (their last matches kept, not evaluated again)."""
+
+    walks = 0
+    passed_over = 0
+
+    def _idle_gpus(self) -> list[float]:
+        got = super()._idle_gpus()
+        assert got == plain_idle(self)
+        return got
+
+    def _match(self, idle: list[float]) -> list[tuple[int, float, bool]]:
+        want = plain_walk(self, idle.copy())
+        kept = {id(g.matches) for groups in self._groups.values() for g in groups if g.matches}
+        got = super()._match(idle)
+        assert got == want
+        self.walks += 1
+        self.passed_over += sum(id(g.matches) in kept for groups in self._groups.values() for g in groups)
+        return got
 
 
 class Scanning(Traced):
@@ -288,6 +330,75 @@ def test_indexed_engine_decides_as_the_scanning_one(
     assert got.to_dict(waits=True) == want.to_dict(waits=True)
     # the load is real: jobs waited, preemption was tried and happened
     assert want.preemptions > 0 and slow.victim_calls > want.preemptions and want.wait_p95_s > 0
+
+
+@pytest.mark.parametrize(
+    ("seed", "policy", "autoscale", "alike"),
+    [
+        (1, "MostAllocated", False, False),
+        (2, "MostAllocated", True, False),
+        (8, "MostAllocated", False, True),
+    ],
+)
+def test_blocked_while_idle_kept_between_steps_equals_a_fresh_count(
+    seed: int, policy: str, autoscale: bool, alike: bool
+) -> None:
+    """At every step the idle GPUs kept as running sums equal the sums taken afresh over the Ready nodes, and the
+    walk that evaluates only the groups that can match otherwise gives the matches of a walk over every group."""
+    world = loaded_world(seed, policy, autoscale, None, alike=alike)
+    sim = Traced(world)
+    rec = sim.recorder = CheckedRecorder(world, sim, sim.allowed, sim.flavors)
+    rec.unhostable_jobs = sim.unhostable
+    sim.run()
+    # walked often, and groups with matches were passed over as they were
+    assert rec.walks > 100 and rec.passed_over > 100
+
+
+class HandView:
+    """A run's view that a test changes by hand: every node Ready, readiness never changing."""
+
+    def __init__(self, world: World) -> None:
+        n = world.cluster.size
+        self.state = ClusterState(world.cluster)
+        self.ready = np.ones(n, dtype=bool)
+        self.provisioning = np.zeros(n, dtype=bool)
+        self.node_pool = np.full(n, -1, dtype=np.int64)
+        for p, pool in enumerate(world.pools):
+            self.node_pool[list(pool.nodes)] = p
+        self.ready_version = 0
+        self.changed: list[int] = []
+
+    @property
+    def alloc_version(self) -> int:
+        return len(self.changed)
+
+
+def test_a_kept_match_is_asked_again_whether_a_node_could_run_it_when_its_pools_nodes_change() -> None:
+    """Pool A is full, pool B has two idle GPUs. A job waits for A, then one for B (a pod of 1 GPU and 4 CPUs,
+    which B's node can run). Then a CPU-only pod lands on B's node (its idle GPUs stay two, but no node of B
+    can run that pod now) and a second job joins the group waiting for A: the walk starts again at A's group
+    and keeps the rest of the last walk, whose match in B must now count as fragmentation, not policy."""
+    c = Cluster.build(["a0", "b0"], [8000, 8000], [65536, 65536], [1, 2], ["A", "B"])
+    pools = (Pool("A", (0,)), Pool("B", (1,)))
+    queues = (Queue("t0", ("A", "B"), {"A": 1, "B": 2}, {"A": None, "B": None}),)
+    wl = Workload.build([1000, 4000, 1000], [1024] * 3, [1, 1, 1], [MILLI] * 3, ["A", "B", "A"])
+    one = np.ones(3)
+    jobs = Jobs(np.zeros(3), 100 * one, one.astype(np.int64), np.zeros(3, dtype=np.int64), np.zeros(3), wl)
+    world = World(c, pools, queues, jobs, Settings(policy="MostAllocated", autoscale=False))
+    view = HandView(world)
+    rec = CheckedRecorder(world, view, [[0], [1], [0]], [[0, 1]])
+    view.state.allocate(0, 0, 0, [0], MILLI)  # A has no idle GPU
+    view.changed.append(0)
+    rec.waiting(0, +1)
+    rec.waiting(1, +1)
+    rec.advance(10.0)
+    rec.advance(20.0)  # matched in B over 0-20 s: 1 GPU a node could run
+    view.state.allocate(1, 6000, 0, [], 0)  # B's idle GPUs as they were, its node short of CPU
+    view.changed.append(1)
+    rec.waiting(2, +1)
+    rec.advance(30.0)  # matched in B over 20-30 s: 1 GPU no node could run
+    assert rec.walks == 2
+    assert rec.blocked[0] == pytest.approx(30.0) and rec.blocked_policy == pytest.approx(20.0)
 
 
 def scanned_open_jobs(

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -93,6 +92,36 @@ def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else 0.0
 
 
+class _Group:
+    """A demand group of blocked-while-idle: its key (queue, pools, pod need), its pools (each once, in order) and
+    as bits, and what it took in the last walk: the pools, the GPUs taken from each and the pool's idle GPUs
+    left after, the matches they made, the pools taken from as bits; whether it took its whole demand from one
+    pool, and the pools before that one. ``stale``: its demand changed since; ``here``: it still waits."""
+
+    __slots__ = (
+        "afters", "ahead", "amounts", "here", "key", "mask", "matches", "need", "pools", "q", "stale", "taken",
+        "took", "walk", "whole",
+    )  # fmt: skip
+
+    def __init__(
+        self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], pools: tuple[int, ...], walk: int
+    ) -> None:
+        self.key = key
+        self.q, _, self.need = key
+        self.pools = pools
+        self.mask = sum(1 << p for p in pools)
+        self.walk = walk  # the walks before it came
+        self.taken: list[int] = []
+        self.amounts: list[float] = []
+        self.afters: list[float] = []
+        self.matches: list[tuple[int, float, bool]] = []
+        self.took = 0
+        self.whole = False  # it took its whole demand from one pool
+        self.ahead = 0  # the pools before that one, as bits
+        self.stale = True
+        self.here = True
+
+
 class Recorder:
     """Integrates the run's quantities between events; builds the :class:`Result` at the end."""
 
@@ -135,23 +164,35 @@ class Recorder:
         self._node_pool = view.node_pool.tolist()
         # per pool: the positions in ``changed`` of its nodes' entries (as far as ``_sync_fits`` has seen)
         self._pool_pos: list[list[int]] = [[] for _ in world.pools]
-        self._idle = [0.0] * len(world.pools)  # free GPUs of each pool's Ready nodes
+        # Each pool's free GPUs over its Ready nodes, summed node by node in index order (a float sum, whose
+        # rounding depends on that order): each Ready node's term and the running sums, so a change at a node
+        # sums again only from its place on (see _idle_gpus)
+        self._terms: list[np.ndarray[Any, Any]] = []
+        self._sums: list[np.ndarray[Any, Any]] = []
+        self._slot = [-1] * world.cluster.size  # a Ready node's place in its pool's list, -1 if none
+        self._idle = [0.0] * len(world.pools)
         self._idle_ready = -1
         self._idle_seen = 0
-        # the demand groups in the order blocked-while-idle walks them (fewest pools first, then insertion
-        # order); None when a group came or went since
-        self._order: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] | None = None
-        self._masks: list[int] = []  # per group of ``_order``: its pools as bits
-        # The last walk: its order, its state before each group it matched and where it stopped (group's
-        # position, each pool's idle GPUs left, matches so far), the groups whose demand changed since, and the
-        # ``changed`` entries and ready_version it saw. A walk resumes from the last such state before the first
-        # group whose demand or pools changed since: the groups before it match as they did.
-        self._walked: list[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = []
-        self._marks: list[tuple[int, list[float], int]] = []
-        self._touched: set[tuple[int, tuple[int, ...], tuple[int, int, int, int]]] = set()
+        # The demand groups in the order blocked-while-idle walks them: by their number of pools, then in the
+        # order they came (a group that goes and comes again comes last); each keeps what it matched in the last
+        # walk, so a walk evaluates again only the groups that can match otherwise (see _match)
+        self._groups: dict[int, list[_Group]] = {}
+        self._lengths: list[int] = []  # the keys of ``_groups``, sorted
+        self._group_of: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], _Group] = {}
+        self._gone = 0  # groups gone, still in ``_groups`` (each dropped once it took nothing in a walk)
+        self._born = 0  # groups that came since the last walk
+        self._walks = 0
+        self._unique: dict[tuple[int, ...], tuple[int, ...]] = {}  # a group's pools, each once
+        self._start: list[float] = [0.0] * len(world.pools)  # each pool's idle GPUs when the last walk began
+        # Where the last walk's state can be taken up again: per pool, the places (in walk order) of the groups
+        # that took from it and its idle GPUs after each; the places of the groups that matched and the matches
+        # before each
+        self._took_at: list[list[int]] = [[] for _ in world.pools]
+        self._left_at: list[list[float]] = [[] for _ in world.pools]
+        self._match_at: list[int] = []
+        self._matches_before: list[int] = []
         self._walk_seen = 0
         self._walk_ready = -1
-        self._pool_bits: dict[tuple[int, ...], int] = {}
         # The last walk's matched GPUs, in walk order: (queue, GPUs, a node could have run it), and what it
         # holds for: the demand's version, the entries of ``changed`` and the ready_version it saw. The same
         # demand on the same nodes matches alike, so a step with neither changed adds the same amounts.
@@ -218,23 +259,44 @@ class Recorder:
             self._ready_at = view.ready_version
 
     def _idle_gpus(self) -> list[float]:
-        """Free GPUs on the Ready nodes of each pool (summed node by node in index order); a pool's sum is
-        taken again only when one of its nodes changed, every pool's when readiness changed."""
+        """Free GPUs on the Ready nodes of each pool, summed node by node in index order.
+
+        The float sum's rounding depends on that order, so it is kept as running sums over the pool's Ready
+        nodes: a node that changed sums again from its place on, from the running sum before it, which gives
+        the same float as summing the whole pool again (the same additions in the same order). Every pool is
+        summed afresh when readiness changed."""
         view = self.view
         changed = view.changed
-        if self._idle_ready != view.ready_version:
-            todo: Iterable[int] = range(len(self.w.pools))
-            self._idle_ready = view.ready_version
-        elif self._idle_seen < len(changed):
-            todo = set(view.node_pool[changed[self._idle_seen :]].tolist())
-        else:
-            todo = ()
-        self._idle_seen = len(changed)
         free = view.state.free_gpu_sum
-        for p in todo:
-            nodes = self._ready_in[p]
-            zero = np.zeros(len(nodes), dtype=np.int64)
-            self._idle[p] = float(np.bincount(zero, weights=free[nodes] / MILLI, minlength=1)[0])
+        if self._idle_ready != view.ready_version:
+            self._idle_ready = view.ready_version
+            slot = np.full(len(self._node_pool), -1, dtype=np.int64)
+            self._terms, self._sums = [], []
+            for p, nodes in enumerate(self._ready_in):
+                slot[nodes] = np.arange(len(nodes))
+                terms = free[nodes] / MILLI
+                self._terms.append(terms)
+                self._sums.append(np.cumsum(terms))
+                self._idle[p] = float(self._sums[p][-1]) if len(nodes) else 0.0
+            self._slot = slot.tolist()
+        elif self._idle_seen < len(changed):
+            first: dict[int, int] = {}  # per pool, the first place changed
+            slots, node_pool, all_terms = self._slot, self._node_pool, self._terms
+            for node in changed[self._idle_seen :]:
+                at = slots[node]
+                if at >= 0:
+                    p = node_pool[node]
+                    all_terms[p][at] = free[node] / MILLI
+                    if first.get(p, at) >= at:
+                        first[p] = at
+            for p, k in first.items():
+                terms, sums = all_terms[p], self._sums[p]
+                tail = terms[k:].copy()
+                if k:
+                    tail[0] += sums[k - 1]
+                np.cumsum(tail, out=sums[k:])
+                self._idle[p] = float(sums[-1])
+        self._idle_seen = len(changed)
         return list(self._idle)
 
     def _sync_fits(self) -> None:
@@ -303,17 +365,34 @@ class Recorder:
 
     def _demand(self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], gpus: float) -> None:
         self._demand_version += 1
-        self._touched.add(key)
-        had = key in self.demand
-        left = self.demand[key] + gpus
+        demand = self.demand
+        left = demand.get(key, 0.0) + gpus
+        group = self._group_of.get(key)
         if left > 1e-9:
-            self.demand[key] = left
-            if not had:
-                self._order = None
+            demand[key] = left
+            if group is None:
+                pools = self._unique.get(key[1])
+                if pools is None:
+                    pools = self._unique[key[1]] = tuple(dict.fromkeys(key[1]))
+                group = self._group_of[key] = _Group(key, pools, self._walks)
+                self._born += 1
+                length = len(key[1])
+                if length not in self._groups:
+                    self._groups[length] = []
+                    self._lengths = sorted(self._groups)
+                self._groups[length].append(group)
+            group.stale = True
         else:
-            del self.demand[key]
-            if had:
-                self._order = None
+            demand.pop(key, None)
+            if group is not None:
+                del self._group_of[key]
+                members = self._groups[len(key[1])]
+                if group.walk == self._walks and members[-1] is group:  # no walk saw it: dropped at once
+                    members.pop()
+                    self._born -= 1
+                else:  # kept in its place, matching nothing, until the next walk has passed it
+                    group.stale, group.here = True, False
+                    self._gone += 1
 
     def waiting(self, j: int, sign: int) -> None:
         gpus = sign * self.gpu_list[j]
@@ -393,88 +472,208 @@ class Recorder:
     def _match(self, idle: list[float]) -> list[tuple[int, float, bool]]:
         """The waiting demand matched to ``idle`` (each pool's idle GPUs, used up here) greedily, groups restricted
         to fewer pools first: (queue, GPUs, could a Ready node of the pool run one of its pods) per match, in
-        order. A group none of whose pools has GPUs left is passed over, and the walk stops when none has.
+        order.
 
-        The walk resumes from the last walk's state before the first group whose demand or pools (their nodes'
-        state, hence idle GPUs and fit) changed since, or that is not the last walk's group at its place: each
-        group before it had the same demand and met the same idle GPUs, so it matched alike."""
-        if self._order is None:
-            self._order = sorted(self.demand, key=lambda k: len(k[1]))
-            bits = self._pool_bits
-            for _, pools, _ in self._order:
-                if pools not in bits:
-                    bits[pools] = sum(1 << p for p in set(pools))
-            self._masks = [bits[k[1]] for k in self._order]
+        A group's matches depend only on its demand, the idle GPUs of its pools when its turn comes, and those
+        pools' fit answers. The walk takes the last walk up again before the first group whose demand changed,
+        whose pools' idle GPUs changed, or which took from a pool whose nodes changed since: every group before
+        it matches as it did, and each pool's idle GPUs there are those the last walk left. From there it goes
+        through the groups beside a replay of the last walk (each pool's idle GPUs as that walk had them at the
+        same place, from the takes each group keeps): a group whose demand did not change, whose pools have the
+        same idle GPUs in both, and which took nothing from a pool whose nodes changed, matches as it did, so it
+        is not evaluated again (its takes are applied to both), and one that took its whole demand from one pool
+        takes it again where that pool still has as much. Past the last group whose demand changed, once every
+        pool has the same idle GPUs in both, the rest of the last walk is taken as it was (the fit of its takes
+        from pools whose nodes changed asked again). The walk stops where no pool has idle GPUs left in
+        either."""
         self._sync_fits()
-        order, masks = self._order, self._masks
         view = self.view
-        marks = self._marks
-        start = 0
-        before = 0  # the pools of the groups before ``start``, as bits
-        if marks and self._walk_ready == view.ready_version:
-            seen, changed = self._walk_seen, 0
+        n = len(idle)
+        if self._walk_ready != view.ready_version:
+            refit = (1 << n) - 1
+        else:
+            refit, seen = 0, self._walk_seen
             for p, pos in enumerate(self._pool_pos):
                 if pos and pos[-1] >= seen:
-                    changed |= 1 << p
-            walked, touched = self._walked, self._touched
-            same = walked is order
-            for start in range(len(order)):
-                key = order[start]
-                if masks[start] & changed or key in touched:
-                    break
-                if not (same or (start < len(walked) and walked[start] == key)):
-                    break
-                before |= masks[start]
-            else:
-                start = len(order)
-        self._touched.clear()
+                    refit |= 1 << p
         self._walk_seen = self._fits_seen
         self._walk_ready = view.ready_version
-        self._walked = order
-        # the last state at or before ``start``: its idle GPUs, except those of pools no group before takes from
-        k = bisect.bisect_right(marks, start, key=lambda m: m[0]) if start else 0
-        if k:
-            first, kept, count = marks[k - 1]
-            for p, left in enumerate(kept):
-                if before >> p & 1:
-                    idle[p] = left
-            matched = self._matched[:count]
-            del marks[k - 1 :]
+        new, old = idle, self._start
+        self._start = idle.copy()
+        dirty = 0  # pools whose idle GPUs differ from the last walk's at the same place
+        for p, x in enumerate(new):
+            if x != old[p]:
+                dirty |= 1 << p
+        groups = self._groups
+        start, born = 0, self._born
+        self._born = 0
+        self._walks += 1
+        if self._gone > 16 and 4 * self._gone > len(self._group_of):
+            # drop the gone groups that took nothing in the last walk (no walk sees them): places move, so
+            # this walk starts from the first group and takes nothing of the last one after it either
+            for length, members in groups.items():
+                groups[length] = [g for g in members if g.here or g.taken]
+            self._gone = sum(not g.here for members in groups.values() for g in members)
+            order = [g for length in self._lengths for g in groups[length]]
+            last = len(order)
         else:
-            first, matched = 0, []
-            marks.clear()
-        live = 0
-        for p, x in enumerate(idle):
-            if x > 0:
+            order = [g for length in self._lengths for g in groups[length]]
+            for start, g in enumerate(order):  # noqa: B007 (the place it stops at is used below)
+                if g.stale or g.mask & dirty or g.took & refit:
+                    break
+            else:
+                start = len(order)
+            last = start  # the last group whose demand changed
+            for j in range(len(order) - 1, start, -1):
+                if order[j].stale:
+                    last = j
+                    break
+        took_at, left_at = self._took_at, self._left_at
+        kept_at: list[list[int]] = []  # the last walk's takes from ``start`` on, per pool, and what they left
+        kept_left: list[list[float]] = []
+        live = 0  # pools with idle GPUs in either walk
+        for p in range(n):
+            at = took_at[p]
+            k = bisect.bisect_left(at, start) if at else 0
+            if k:  # a group before ``start`` took from it, so its idle GPUs did not change
+                new[p] = old[p] = left_at[p][k - 1]
+            kept_at.append(at[k:])
+            kept_left.append(left_at[p][k:])
+            del at[k:], left_at[p][k:]
+            if new[p] > 0 or old[p] > 0:
                 live |= 1 << p
+        k = bisect.bisect_left(self._match_at, start)
+        match_at, before, last_matched = self._match_at, self._matches_before, self._matched
+        kept_match_at, kept_before = match_at[k:], before[k:]
+        matched = last_matched[: before[k]] if k < len(before) else last_matched[:]
+        del match_at[k:], before[k:]
         demand, fits, known, stamp = self.demand, self._node_fits, self._fits, self._stamp
-        i = first
-        for i in range(first, len(order)):
+        for i in range(start, len(order)):
             if not live:
                 break
-            if not masks[i] & live:
+            if i > last and not dirty:
+                # the groups from here on match as they did, on the same idle GPUs; they were ``born`` places
+                # earlier in the last walk (the groups that came since are all before here)
+                for p, at in enumerate(kept_at):
+                    j = bisect.bisect_left(at, i - born)
+                    took_at[p] += [x + born for x in at[j:]]
+                    left_at[p] += kept_left[p][j:]
+                j = bisect.bisect_left(kept_match_at, i - born)
+                if j < len(kept_match_at):
+                    shift = len(matched) - kept_before[j]
+                    match_at += [x + born for x in kept_match_at[j:]]
+                    before += [b + shift for b in kept_before[j:]]
+                    matched += last_matched[kept_before[j] :]
+                # asked again whether a node could run them, where the pool's nodes changed
+                for p in range(n):
+                    if refit >> p & 1:
+                        at = took_at[p]
+                        for x in at[bisect.bisect_left(at, i) :]:
+                            g = order[x]
+                            hit = known.get((p, g.need))
+                            fit = (hit is not None and hit[0] and stamp[hit[1]] < hit[2]) or fits(p, g.need)
+                            o = g.taken.index(p)
+                            q, take, was_fit = g.matches[o]
+                            if fit != was_fit:
+                                g.matches = [*g.matches[:o], (q, take, fit), *g.matches[o + 1 :]]
+                                matched[before[bisect.bisect_left(match_at, x)] + o] = (q, take, fit)
+                break
+            g = order[i]
+            if not g.mask & live:  # no idle GPUs for it in either walk: it takes nothing
+                g.stale = False
+                if not g.here:  # gone: it takes nothing in any walk from now on
+                    g.mask = 0
                 continue
-            marks.append((i, idle.copy(), len(matched)))
-            q, pools, need = key = order[i]
-            left = demand[key]
-            for p in pools:
+            if not (g.stale or g.mask & dirty or g.took & refit):
+                for p, after in zip(g.taken, g.afters, strict=True):
+                    new[p] = old[p] = after
+                    took_at[p].append(i)
+                    left_at[p].append(after)
+                    if not after > 0:
+                        live &= ~(1 << p)
+                if g.matches:
+                    match_at.append(i)
+                    before.append(len(matched))
+                    matched += g.matches
+                continue
+            was = g.taken
+            if g.whole and not (g.stale or g.ahead & dirty):
+                # It took its whole demand from one pool, the pools before it have no idle GPUs in either walk:
+                # if that pool has as many idle GPUs now, it takes the same again (asked again whether a node
+                # could run it if the pool's nodes changed)
+                p = was[0]
+                old[p] = g.afters[0]
+                free, want = new[p], g.amounts[0]
+                if not free < want:
+                    new[p] = free = free - want
+                    g.afters = [free]
+                    if g.took & refit:
+                        hit = known.get((p, g.need))
+                        fit = (hit is not None and hit[0] and stamp[hit[1]] < hit[2]) or fits(p, g.need)
+                        if fit != g.matches[0][2]:
+                            g.matches = [(g.q, want, fit)]
+                    took_at[p].append(i)
+                    left_at[p].append(free)
+                    bit = 1 << p
+                    if free != old[p]:
+                        dirty |= bit
+                    else:
+                        dirty &= ~bit
+                    if not (free > 0 or old[p] > 0):
+                        live &= ~bit
+                    match_at.append(i)
+                    before.append(len(matched))
+                    matched += g.matches
+                    continue
+            for p, after in zip(was, g.afters, strict=True):  # the last walk's state after this group
+                old[p] = after
+            left = demand[g.key] if g.here else 0.0
+            taken: list[int] = []
+            amounts: list[float] = []
+            afters: list[float] = []
+            for p in g.pools:
                 if left <= 1e-9:
                     break
-                free = idle[p]
+                free = new[p]
                 take = free if free < left else left  # min(left, free), the first of equals
                 if take > 0:
-                    idle[p] -= take
+                    new[p] = free = free - take
                     left -= take
+                    taken.append(p)
+                    amounts.append(take)
+                    afters.append(free)
+                    took_at[p].append(i)
+                    left_at[p].append(free)
+            if amounts != g.amounts or taken != was or g.took & refit:  # else the same matches
+                q, need = g.q, g.need
+                matches: list[tuple[int, float, bool]] = []
+                took = 0
+                for p, take in zip(taken, amounts, strict=True):
                     hit = known.get((p, need))  # a yes whose node is unchanged, without the call
                     if hit is not None and hit[0] and stamp[hit[1]] < hit[2]:
-                        matched.append((q, take, True))
+                        matches.append((q, take, True))
                     else:
-                        matched.append((q, take, fits(p, need)))
-                    if not idle[p] > 0:
-                        live &= ~(1 << p)
-        else:
-            i = len(order)
-        marks.append((i, idle.copy(), len(matched)))
+                        matches.append((q, take, fits(p, need)))
+                    took |= 1 << p
+                g.matches, g.took = matches, took
+            g.taken, g.amounts, g.afters, g.stale = taken, amounts, afters, False
+            g.whole = len(taken) == 1 and left <= 0.0
+            if g.whole:
+                g.ahead = sum(1 << p for p in g.pools[: g.pools.index(taken[0])])
+            if not g.here:  # gone: it takes nothing in any walk from now on
+                g.mask = 0
+            for p in was + taken:  # the other pools' idle GPUs are as they were, in both walks
+                bit = 1 << p
+                if new[p] != old[p]:
+                    dirty |= bit
+                else:
+                    dirty &= ~bit
+                if not (new[p] > 0 or old[p] > 0):
+                    live &= ~bit
+            if g.matches:
+                match_at.append(i)
+                before.append(len(matched))
+                matched += g.matches
         return matched
 
     def sample(self, t: float) -> None:
