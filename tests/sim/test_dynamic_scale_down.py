@@ -107,8 +107,9 @@ def test_nothing_runs_on_a_capacity_block_outside_its_window() -> None:
 
 def test_example_prods_pools_scale_down_as_compiled(tmp_path: Path) -> None:
     """example-prod: the capacity block's group never scales down and is billed whole, the other groups by the
-    stack's 10m and its 20m cool-down, and every default and topology queue checks its autoscaled flavors;
-    example-karpenter's NodePools consolidate after their compiled consolidateAfter."""
+    stack's 10m and its 20m cool-down, and the ProvisioningRequest check on the pool it lists (`h100-train`, in
+    the topology queues) and no other; example-karpenter's NodePools consolidate after their compiled
+    consolidateAfter."""
     trace = tmp_path / "jobs.csv"
     trace.write_text("arrival,duration,cpu_milli,memory_mib,num_gpu,gpu_milli,pods,team\n0,60,1000,1024,1,1000,1,research\n")  # fmt: skip
     prod = stack_world(load_example("example-prod"), read_timed_pods(trace)).world
@@ -117,7 +118,7 @@ def test_example_prods_pools_scale_down_as_compiled(tmp_path: Path) -> None:
     assert (pools["l40s-infer"].unneeded_s, pools["l40s-infer"].window) == (600.0, None)
     assert prod.settings.scale_down_delay_after_add_s == 1200
     assert {q.name: q.checked for q in prod.queues}["research-topology"] == ("h100-train",)
-    assert all(set(q.checked) == set(q.flavors) for q in prod.queues)
+    assert all(q.checked == (("h100-train",) if q.name.endswith("-topology") else ()) for q in prod.queues)
     karpenter = stack_world(load_example("example-karpenter"), read_timed_pods(trace)).world
     kpools = {p.name: p for p in karpenter.pools}
     assert kpools["l40s-infer"].karpenter and kpools["l40s-infer"].unneeded_s == 3600
