@@ -123,7 +123,7 @@ def check(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> None:
 def _provisioning_pool_problems(policy: SchedulingPolicy, pools: Sequence[PoolView]) -> list[str]:
     """A listed pool must be one whose nodes the cluster-autoscaler adds: a static pool (fixed hosts, DRA shares)
     has nothing to provision, so its jobs would wait on the check for ever."""
-    autoscaled = [p.name for p in pools if p.node_group and p.sharing != "draShares"]
+    autoscaled = [p.name for p in pools if p.provisionable]
     return [
         f"{ROOT}:scheduling.provisioningRequests[{i}]: {name!r} is not an autoscaled GPU pool; accepted: "
         f"{', '.join(autoscaled) or 'none (set it to false)'}"

@@ -282,13 +282,10 @@ def _queue_spec(
         "preemption": preemption,
         "resourceGroups": groups,
     }
-    # A DRA-shared pool is static (infra.shares): nothing to provision, and no autoscaler counts its shares.
     autoscaled = [
         p.name
         for p in pools
-        if p.node_group
-        and p.sharing != "draShares"
-        and (not policy.provisioning_pools or p.name in policy.provisioning_pools)
+        if p.provisionable and (not policy.provisioning_pools or p.name in policy.provisioning_pools)
     ]
     if policy.provisioning_requests and autoscaled:
         spec["admissionChecksStrategy"] = {

@@ -55,6 +55,12 @@ class PoolView:
     def max_gpus(self) -> int:
         return self.max_nodes * self.gpus_per_node
 
+    @property
+    def provisionable(self) -> bool:
+        """Whether the cluster-autoscaler adds this pool's nodes, so a ProvisioningRequest can be answered: a
+        DRA-shared pool is static (infra.shares), and no autoscaler counts its shares."""
+        return bool(self.node_group) and self.sharing != "draShares"
+
 
 @dataclass(frozen=True)
 class TeamPolicy:
