@@ -48,6 +48,7 @@ COLUMNS = (
     ("utilisation_pct", "utilisation %", 1),
     ("preemptions", "preemptions", 0),
     ("preempted_gpu_h", "preempted GPU-h", 1),
+    ("ready_evictions", "pods-ready evictions", 0),
     ("never_started", "never started", 0),
     ("node_hours", "node-hours", 0),
     ("cost_usd", "cost $", 0),
@@ -84,7 +85,7 @@ def aggregate(per_seed: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         pools = {
             p["pool"]: {
                 k: spread([float(r["pools"][j][k]) for r in rows])
-                for k in ("runs", "gpu_h", "utilisation_pct")
+                for k in ("runs", "gpu_h", "utilisation_pct", "ready_evictions")
             }
             for j, p in enumerate(first["pools"])
         }
@@ -140,13 +141,14 @@ def tables(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['approach']} | {'yes' if r['autoscaling'] else 'no'} | " + " | ".join(cells) + " |"
         )
     lines += ["", "Per pool, with autoscaling (mean ± sd over the seeds; runs started there, the GPU-hours they ran,",
-              "and those over the pool's Ready GPU-hours):", "",
-              "| approach | pool | runs | GPU-h | utilisation % |", "|---|---|---|---|---|"]  # fmt: skip
+              "those over the pool's Ready GPU-hours, and admissions there that waitForPodsReady evicted):", "",
+              "| approach | pool | runs | GPU-h | utilisation % | pods-ready evictions |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         if r["autoscaling"]:
             for pool, s in r["pools"].items():
                 cells = [f"{_num(s[k][0], d)} ± {_num(s[k][1], d)}" for k, d in (("runs", 0), ("gpu_h", 1),
-                                                                                ("utilisation_pct", 1))]  # fmt: skip
+                         ("utilisation_pct", 1), ("ready_evictions", 0))]  # fmt: skip
                 lines.append(f"| {r['approach']} | {pool} | " + " | ".join(cells) + " |")
     return lines
 

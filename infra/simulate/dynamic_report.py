@@ -41,6 +41,7 @@ HEAD = (
     "utilisation %",
     "preemptions",
     "preempted GPU-h",
+    "pods-ready evictions",
     "never started",
     "node-hours",
     "cost $",
@@ -67,6 +68,7 @@ def comparison_rows(results: dict[tuple[str, bool], Result]) -> list[dict[str, A
                 "utilisation_pct": round(100 * r.utilisation_ready, 1),
                 "preemptions": r.preemptions,
                 "preempted_gpu_h": round(r.preempted_gpu_hours, 1),
+                "ready_evictions": r.ready_timeouts,
                 "never_started": r.never_started,
                 "node_hours": round(r.node_hours, 1),
                 "cost_usd": None if r.cost is None else round(r.cost, 0),
@@ -77,10 +79,11 @@ def comparison_rows(results: dict[tuple[str, bool], Result]) -> list[dict[str, A
 
 
 def pool_rows(r: Result) -> list[dict[str, Any]]:
-    """Per pool of one run: runs started there, GPU-hours and utilisation of its Ready GPUs."""
+    """Per pool of one run: runs started there, GPU-hours and utilisation of its Ready GPUs, and admissions there
+    that waitForPodsReady evicted (quota held while no node could take the pods)."""
     return [
         {"pool": p.pool, "runs": p.runs, "gpu_h": round(p.gpu_hours, 1),
-         "utilisation_pct": round(100 * p.utilisation_ready, 1)}
+         "utilisation_pct": round(100 * p.utilisation_ready, 1), "ready_evictions": p.ready_evictions}
         for p in r.pools
     ]  # fmt: skip
 
@@ -134,6 +137,7 @@ def row_cells(row: dict[str, Any]) -> list[str]:
         f"{row['utilisation_pct']:g}",
         str(row["preemptions"]),
         f"{row['preempted_gpu_h']:g}",
+        str(row["ready_evictions"]),
         str(row["never_started"]),
         f"{row['node_hours']:g}",
         "-" if cost is None else f"{cost:,.0f}",
@@ -256,12 +260,12 @@ def write_dynamic_report(
         lines.append(
             f"None: no two queues evicted each other's jobs in one pool at least {AT_LEAST:,} times each way."
         )
-    lines += ["", "## Per pool, with autoscaling", "", "| approach | pool | runs | GPU-h | utilisation % |",
-              "|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", "## Per pool, with autoscaling", "",
+              "| approach | pool | runs | GPU-h | utilisation % | pods-ready evictions |", "|---|---|---|---|---|---|"]  # fmt: skip
     for (name, scaled), r in results.items():
         if scaled:
-            lines += [f"| {name} | {p['pool']} | {p['runs']} | {p['gpu_h']:g} | {p['utilisation_pct']:g} |"
-                      for p in pool_rows(r)]  # fmt: skip
+            lines += [f"| {name} | {p['pool']} | {p['runs']} | {p['gpu_h']:g} | {p['utilisation_pct']:g} | "
+                      f"{p['ready_evictions']} |" for p in pool_rows(r)]  # fmt: skip
     own = results.get((stack_policy, True))
     if own is not None:
         lines += ["", f"## Per team, `{stack_policy}` with autoscaling", ""]

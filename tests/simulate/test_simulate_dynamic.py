@@ -14,7 +14,7 @@ import pytest
 from infra.simulate.dynamic import stack_world
 from infra.simulate.dynamic_report import comparison_rows, to_json
 from scheduler.fgd.model import MILLI, Cluster, Workload
-from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
+from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World, simulate
 from scheduler.sim.dynamic.alternatives import REGISTRY, names, register, run_comparison
 from scheduler.sim.errors import TraceError
 from scheduler.sim.timed_traces import read_timed_pods
@@ -238,3 +238,28 @@ def test_a_registered_alternative_joins_the_comparison(one_queue_no_preemption: 
 def test_an_alternative_name_is_registered_once() -> None:
     with pytest.raises(ValueError, match="already registered"):
         register("null-fifo", "again")(lambda world: world)
+
+
+def test_the_table_counts_pods_ready_evictions_where_they_happened() -> None:
+    """Kueue admits on quota alone: a gang of two 4-GPU pods gets pool b (a's quota holds only 4 GPUs), whose
+    three nodes hold 12 GPUs while another team's two 1-GPU jobs, spread by LeastAllocated, leave one whole node
+    until t=1000. One pod waits for a whole node until `waitForPodsReady.timeout` (300 s) evicts the gang, three
+    times (310, 610, 910 s); the team's 1-GPU job on pool a runs at once. The comparison's row counts the
+    evictions, and its pool rows put them in pool b."""
+    cluster = Cluster.build([f"{p}-{i}" for p, i in (("a", 0), ("b", 0), ("b", 1), ("b", 2))], [64000] * 4,
+                            [262144] * 4, [4] * 4, ["a", "b", "b", "b"])  # fmt: skip
+    workload = Workload.build([1000] * 4, [1024] * 4, [1, 1, 1, 4], [MILLI] * 4, ["a|b", "b", "b", "a|b"])
+    jobs = Jobs(
+        arrival=np.array([0.0, 0.0, 0.0, 10.0]),
+        duration=np.array([1000.0, 1000.0, 1000.0, 100.0]),
+        pods=np.array([1, 1, 1, 2]),
+        queue=np.array([0, 1, 1, 0]),
+        priority=np.array([100] * 4),
+        workload=workload,
+    )
+    queues = (Queue("t", ("a", "b"), {"a": 4, "b": 10}), Queue("u", ("b",), {"b": 2}))
+    settings = Settings(policy="LeastAllocated", autoscale=False, pods_ready_timeout_s=300)
+    world = World(cluster, (Pool("a", (0,)), Pool("b", (1, 2, 3))), queues, jobs, settings)
+    (row,) = comparison_rows({("the stack", False): simulate(world, check=True)})
+    assert row["ready_evictions"] == 3
+    assert [(p["pool"], p["runs"], p["ready_evictions"]) for p in row["pools"]] == [("a", 1, 0), ("b", 3, 3)]

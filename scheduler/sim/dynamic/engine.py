@@ -277,7 +277,7 @@ class Simulation:
         elif kind == READY_TIMEOUT:
             job = self.jobs[a]
             if job.state == ADMITTED and job.run == b:
-                self.recorder.timed_out(a)
+                self.recorder.timed_out(a, job.pool)
                 self._evict(a, t, t)  # requeuingStrategy.timestamp Eviction: to the back of the queue
         elif kind == NODE_READY:
             if self.autoscaler.node_ready(a, t):

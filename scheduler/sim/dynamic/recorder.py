@@ -220,6 +220,7 @@ class Recorder:
         # (pool, preemptor's queue, victim's queue) -> preemptions: counted by the engine where it evicts
         self.preempted_by: dict[tuple[int, int, int], int] = {}
         self.timeouts = 0
+        self.pool_timeouts = [0] * len(world.pools)
         self.unhostable_jobs: set[int] = set()  # left out by the engine: no wait counted
         self.last_finish = 0.0
         self.started_at: dict[int, float] = {}
@@ -439,8 +440,10 @@ class Recorder:
             self.preempt_gpu_s[q] += (t - self.started_at[j]) * self.gpus[j]
             self.queued_since[j] = t
 
-    def timed_out(self, j: int) -> None:
+    def timed_out(self, j: int, pool: int) -> None:
+        """Job ``j``'s admission to ``pool`` is evicted by the waitForPodsReady timeout."""
         self.timeouts += 1
+        self.pool_timeouts[pool] += 1
 
     # ---- integration --------------------------------------------------------------------------------
 
@@ -744,6 +747,7 @@ class Recorder:
                 runs=int(self.pool_runs[p]),
                 gpu_hours=float(self.pool_gpu_s[p]) / HOUR,
                 utilisation_ready=float(self.pool_gpu_s[p] / ready_gpu_s[p]) if ready_gpu_s[p] else 0.0,
+                ready_evictions=self.pool_timeouts[p],
             )
             for p, pool in enumerate(w.pools)
         )

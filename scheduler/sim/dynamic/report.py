@@ -29,6 +29,9 @@ class PoolResult:
     runs: int  # runs started in the pool (a preempted job that runs again counts again)
     gpu_hours: float  # GPU-hours those runs ran
     utilisation_ready: float  # gpu_hours over the GPU-hours of the pool's Ready nodes
+    # admissions to the pool evicted by waitForPodsReady: Kueue admitted them on quota while no Ready node of
+    # the pool could hold every pod within the timeout
+    ready_evictions: int = 0
 
 
 @dataclass(frozen=True)
