@@ -219,8 +219,7 @@ class Recorder:
         self.preempt_gpu_s = np.zeros(n_queues)
         # (pool, preemptor's queue, victim's queue) -> preemptions: counted by the engine where it evicts
         self.preempted_by: dict[tuple[int, int, int], int] = {}
-        self.timeouts = 0
-        self.pool_timeouts = [0] * len(world.pools)
+        self.pool_timeouts = [0] * len(world.pools)  # waitForPodsReady evictions, by pool
         self.unhostable_jobs: set[int] = set()  # left out by the engine: no wait counted
         self.last_finish = 0.0
         self.started_at: dict[int, float] = {}
@@ -442,7 +441,6 @@ class Recorder:
 
     def timed_out(self, j: int, pool: int) -> None:
         """Job ``j``'s admission to ``pool`` is evicted by the waitForPodsReady timeout."""
-        self.timeouts += 1
         self.pool_timeouts[pool] += 1
 
     # ---- integration --------------------------------------------------------------------------------
@@ -779,7 +777,7 @@ class Recorder:
             gpu_hours=float(self.run_gpu_s.sum()) / HOUR,
             preemptions=int(self.preempt_count.sum()),
             preempted_gpu_hours=float(self.preempt_gpu_s.sum()) / HOUR,
-            ready_timeouts=self.timeouts,
+            ready_timeouts=sum(self.pool_timeouts),
             node_hours=float(self.node_s.sum()) / HOUR,
             cost=cost,
             teams=tuple(teams),

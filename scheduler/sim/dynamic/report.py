@@ -31,7 +31,7 @@ class PoolResult:
     utilisation_ready: float  # gpu_hours over the GPU-hours of the pool's Ready nodes
     # admissions to the pool evicted by waitForPodsReady: Kueue admitted them on quota while no Ready node of
     # the pool could hold every pod within the timeout
-    ready_evictions: int = 0
+    ready_evictions: int
 
 
 @dataclass(frozen=True)
