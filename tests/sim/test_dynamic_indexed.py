@@ -12,10 +12,13 @@ same engine with the straightforward scans the indexes replace:
   reusing the last step's matches, the running sums of idle GPUs, nor the last walk's matches of the groups
   whose demand and pools' idle GPUs are as they were.
 
+- placement that asks the (pod shape, pool) heap for every pod, not first the pool's ceiling (the most whole
+  GPUs free on one node and the most free of one GPU), which turns away a pod no node of the pool can take.
+
 The pending jobs kept by pod shape are also checked against a scan of every job in order, as jobs join and
 leave and shapes close; blocked-while-idle's idle GPUs and walk against the fresh sums and a walk of every
 group at every step. The heap's every answer is also checked against the argmax of freshly computed scores
-over the pool, each fit tested node by node in Python against numpy's test over the nodes, and each quota
+over the pool, each ceiling's answer against the counts taken afresh, each fit tested node by node in Python against numpy's test over the nodes, and each quota
 answer in Python against the arithmetic over the quota's arrays.
 """
 
@@ -250,10 +253,12 @@ def loaded_world(
 
 class Checked(Traced):
     """Each answer of the (pod shape, pool) heap compared with the argmax of fresh scores over the pool's Ready
-    nodes (the highest score, the lowest node index among equals; -1 when no node fits)."""
+    nodes (the highest score, the lowest node index among equals; -1 when no node fits). The pools' ceilings let
+    every pod through to the heap, so it answers the pods no node can take as well."""
 
     def __init__(self, world: World) -> None:
         super().__init__(world)
+        self.placement.ceiling.may_fit = lambda p, gpus, milli: True  # type: ignore[method-assign]
         self.answers: list[int] = []
         heap_best = self.placement.best
 
@@ -448,3 +453,42 @@ def test_pending_jobs_by_shape_come_as_a_scan_tries_them(seed: int) -> None:
         assert got == want
         passed_over += len(order) - len(want)
     assert passed_over > 100  # shapes were closed, before and during the passes
+
+
+class Ceilinged(Traced):
+    """Each answer of the pools' ceilings compared with the most whole GPUs free on one node and the most free of
+    one GPU, counted afresh over the pool's nodes, and with whether a Ready node of the pool has the GPUs."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.turned_away = 0
+        self.let_through = 0
+        ceiling, may_fit = self.placement.ceiling, self.placement.ceiling.may_fit
+        pools = [np.array(pool.nodes, dtype=np.int64) for pool in world.pools]
+
+        def fresh(p: int, gpus: int, milli: int) -> bool:
+            got = may_fit(p, gpus, milli)
+            free = self.placement.state.free_gpu[pools[p]]
+            if milli >= MILLI:
+                assert got == bool(((free >= MILLI).sum(axis=1) >= gpus).any())
+            else:
+                assert got == bool((free >= milli).any())
+            ready = self.autoscaler.ready_in(p)
+            if not got:  # no Ready node has them either: the pod is turned away only where none fits
+                assert not ((self.placement.state.free_gpu[ready] >= milli).sum(axis=1) >= gpus).any()
+                self.turned_away += 1
+            else:
+                self.let_through += 1
+            return got
+
+        ceiling.may_fit = fresh  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(("seed", "autoscale"), [(1, False), (2, True), (6, False)])
+def test_a_pool_ceiling_turns_away_only_pods_no_node_can_take(seed: int, autoscale: bool) -> None:
+    world = loaded_world(seed, "MostAllocated", autoscale, None)
+    checked, plain = Ceilinged(world), Scanning(world)
+    got, want = checked.run(), plain.run()
+    assert checked.log == plain.log and got.to_dict(waits=True) == want.to_dict(waits=True)
+    # asked both ways: pods turned away without scoring a node, and pods let through to the pool's heap
+    assert checked.turned_away > 10 and checked.let_through > 50, (checked.turned_away, checked.let_through)

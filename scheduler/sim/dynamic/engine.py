@@ -127,16 +127,33 @@ class Simulation:
         # Kueue's inadmissible workloads (v0.19.2 pkg/cache/queue): a head that did not fit waits, with every
         # job of its queue of the same shape (SchedulingEquivalenceHashing), until quota is released and the
         # batched requeue `requeue_batch_s` later moves them back to the heads
-        self.parked: set[tuple[int, str, int, int, int, int]] = set()
+        self.parked: set[int] = set()  # shapes (``shape_of``)
         self.requeue_due = False
         # Jobs Kueue would hold as inadmissible until the batched requeue: those that failed, and those skipped
         # because a job of the same queue, pools and priority no larger failed in the same cycle (Kueue pops
         # each as its queue's head in a later cycle and finds it inadmissible in turn).
         self.inadmissible: set[int] = set()
-        self.shape_of = list(
-            zip(jobs.queue.tolist(), wl.gpu_spec, jobs.pods.tolist(), wl.num_gpu.tolist(),
-                wl.gpu_milli.tolist(), jobs.priority.tolist(), strict=True)
-        )  # fmt: skip
+        self.queue_of: list[int] = jobs.queue.tolist()
+        self.priority_of: list[int] = jobs.priority.tolist()
+        # per job, as small numbers (hashed at every visit of a cycle): its shape as Kueue's equivalence
+        # hashing sees it (queue, pools, pods, GPUs, share, priority), and its (queue, pools, priority)
+        shapes: dict[tuple[int, str, int, int, int, int], int] = {}
+        self.shape_of: list[int] = [
+            shapes.setdefault(key, len(shapes))
+            for key in zip(self.queue_of, wl.gpu_spec, jobs.pods.tolist(), wl.num_gpu.tolist(),
+                           wl.gpu_milli.tolist(), self.priority_of, strict=True)
+        ]  # fmt: skip
+        kinds: dict[tuple[int, str, int], int] = {}
+        self.kind_of: list[int] = [
+            kinds.setdefault(key, len(kinds))
+            for key in zip(self.queue_of, wl.gpu_spec, self.priority_of, strict=True)
+        ]
+        # the waiting jobs of each queue, sorted as ``waiting``
+        self.waiting_in: list[list[tuple[int, float, int]]] = [[] for _ in world.queues]
+        # units per pod x pods, and whether that is the count in every pool (a share) or x the pool's units per GPU
+        self._units_base: list[int] = (self.pod_units * jobs.pods).tolist()
+        self._units_flat: list[bool] = share.tolist()
+        self._units_per_gpu = [p.units_per_gpu for p in world.pools]
         self.pending = [Pending() for _ in world.pools]  # admitted jobs with pods to place, by pool
         self.admitted_in: list[set[int]] = [set() for _ in world.pools]  # admitted or running, by pool
         self.by_group = [Admitted() for _ in world.pools]  # the same, as classical preemption reads them
@@ -216,11 +233,9 @@ class Simulation:
 
     def units(self, j: int, p: int) -> int:
         """Units job ``j`` takes in pool ``p``."""
-        wl = self.w.jobs.workload
-        per_pod = int(self.pod_units[j])
-        if 0 < wl.gpu_milli[j] < MILLI:
-            return per_pod * int(self.w.jobs.pods[j])
-        return per_pod * self.w.pools[p].units_per_gpu * int(self.w.jobs.pods[j])
+        if self._units_flat[j]:
+            return self._units_base[j]
+        return self._units_base[j] * self._units_per_gpu[p]
 
     def _needs(self, j: int, q: int) -> Iterator[tuple[int, int]]:
         """Job ``j``'s pools among its queue's flavors, in their order, with the units it takes in each (computed
@@ -307,7 +322,9 @@ class Simulation:
         """Queue job ``j`` at time ``t``, ordered by ``key`` (its queueing timestamp; default ``t``)."""
         job = self.jobs[j]
         job.state, job.queued_at, job.pool = WAITING, t if key is None else key, -1
-        bisect.insort(self.waiting, (-int(self.w.jobs.priority[j]), job.queued_at, j))
+        entry = (-self.priority_of[j], job.queued_at, j)
+        bisect.insort(self.waiting, entry)
+        bisect.insort(self.waiting_in[self.queue_of[j]], entry)
         self.recorder.waiting(j, +1)
 
     def _admit(self, t: float) -> None:
@@ -325,55 +342,53 @@ class Simulation:
         that does not fit leaves room for the next one of its queue in the next cycle (BestEffortFIFO; under
         StrictFIFO it blocks its queue)."""
         strict = self.w.settings.strict_fifo
-        jobs, spec, size = self.w.jobs, self.w.jobs.workload.gpu_spec, self.size
+        size, queue_of, kind_of, shape_of = self.size, self.queue_of, self.kind_of, self.shape_of
+        jobs, priority = self.jobs, self.priority_of
+        # each queue's candidates, its head last (popped first), the queues in the order of their last candidate
+        queues: dict[int, list[int]] = {}
         if self.quota_freed or strict:  # StrictFIFO always starts at the head (and stops at its first miss)
-            candidates = [j for _, _, j in self.waiting]
+            waiting_in = self.waiting_in
+            for q in sorted((q for q, mine in enumerate(waiting_in) if mine), key=lambda q: waiting_in[q][-1],
+                            reverse=True):  # fmt: skip
+                queues[q] = [j for _, _, j in reversed(waiting_in[q])]
         else:  # nothing freed: only jobs that arrived since could newly fit
-            candidates = sorted(self.fresh, key=lambda j: (-int(jobs.priority[j]), self.jobs[j].queued_at, j))
+            for j in sorted(self.fresh, key=lambda j: (-priority[j], jobs[j].queued_at, j), reverse=True):
+                queues.setdefault(queue_of[j], []).append(j)
         self.fresh.clear()
         self.quota_freed = False
-        queues: dict[int, list[int]] = {}
-        for j in reversed(candidates):  # each queue's candidates, its head last (popped first)
-            queues.setdefault(int(jobs.queue[j]), []).append(j)
         # Within a cycle quota only tightens, so a job no smaller than one that failed with the same queue,
-        # pools and priority fails too: skip it without trying (the scan stays linear in the queue).
-        failed: dict[tuple[int, str, int], int] = {}
-        parked = self.parked
+        # pools and priority (``kind_of``) fails too: skip it without trying (the scan stays linear in the queue).
+        failed: dict[int, int] = {}
+        parked, inadmissible = self.parked, self.inadmissible
         while queues:
             heads: list[tuple[bool, int, float, int]] = []
             for q in list(queues):
                 rest = queues[q]
                 while rest:
                     j = rest.pop()
-                    if self.jobs[j].state != WAITING:
+                    if jobs[j].state != WAITING:
                         continue
-                    key = (q, spec[j], int(jobs.priority[j]))
-                    if (key in failed and size[j] >= failed[key]) or self.shape_of[j] in parked:
-                        self.inadmissible.add(j)
+                    kind = kind_of[j]
+                    if (kind in failed and size[j] >= failed[kind]) or shape_of[j] in parked:
+                        inadmissible.add(j)
                         if strict:
                             rest.clear()
                         continue
                     heads.append(
-                        (
-                            self.quota.would_borrow(q, self._needs(j, q)),
-                            -int(jobs.priority[j]),
-                            self.jobs[j].queued_at,
-                            j,
-                        )
+                        (self.quota.would_borrow(q, self._needs(j, q)), -priority[j], jobs[j].queued_at, j)
                     )
                     break
                 if not rest:
                     del queues[q]
             for j in self._ordered(heads):
-                if self.jobs[j].state == WAITING and not self._try_admit(j, t):
-                    q = int(jobs.queue[j])
-                    key = (q, spec[j], int(jobs.priority[j]))
-                    failed[key] = min(failed.get(key, size[j]), size[j])
-                    self.inadmissible.add(j)
+                if jobs[j].state == WAITING and not self._try_admit(j, t):
+                    kind = kind_of[j]
+                    failed[kind] = min(failed.get(kind, size[j]), size[j])
+                    inadmissible.add(j)
                     if self.w.settings.requeue_batch_s > 0:
-                        parked.add(self.shape_of[j])
+                        parked.add(shape_of[j])
                     if strict:
-                        queues.pop(q, None)
+                        queues.pop(queue_of[j], None)
 
     def _ordered(self, heads: list[tuple[bool, int, float, int]]) -> Iterator[int]:
         """The cycle's heads in the order Kueue tries them: classical (`makeClassicalIterator`: not borrowing
@@ -408,7 +423,7 @@ class Simulation:
         return needs[0]
 
     def _try_admit(self, j: int, t: float) -> bool:
-        q = int(self.w.jobs.queue[j])
+        q = self.queue_of[j]
         quota = self.quota
         options = [p for p in quota.flavors[q] if p in self.allowed[j]]
         # nominal first, then borrowing (flavorFungibility whenCanBorrow: TryNextFlavor)
@@ -466,8 +481,10 @@ class Simulation:
 
     def _admit_to(self, j: int, q: int, p: int, need: int, t: float) -> None:
         job = self.jobs[j]
-        i = bisect.bisect_left(self.waiting, (-int(self.w.jobs.priority[j]), job.queued_at, j))
-        del self.waiting[i]
+        entry = (-self.priority_of[j], job.queued_at, j)
+        del self.waiting[bisect.bisect_left(self.waiting, entry)]
+        mine = self.waiting_in[q]
+        del mine[bisect.bisect_left(mine, entry)]
         self.recorder.waiting(j, -1)
         job.state, job.pool, job.units, job.admitted_at = ADMITTED, p, need, t
         job.run += 1
@@ -475,7 +492,7 @@ class Simulation:
         self.quota.admit(q, p, need)
         self.holding(j, t, need)
         self.admitted_in[p].add(j)
-        self.by_group[p].add(j, q, int(self.w.jobs.priority[j]), t)
+        self.by_group[p].add(j, q, self.priority_of[j], t)
         self.recorder.pending(j, +1, p)
         job.via_request = p in self.checked[q]
         if job.via_request:  # Kueue creates the request; the autoscaler's next loop sees it
@@ -511,11 +528,11 @@ class Simulation:
         job = self.jobs[j]
         if job.state == RUNNING:
             self.recorder.stopped(j, t)
-        q = int(self.w.jobs.queue[j])
+        q = self.queue_of[j]
         self.quota.release(q, job.pool, job.units)
         self.holding(j, t, -job.units)
         self.admitted_in[job.pool].discard(j)
-        self.by_group[job.pool].remove(j, q, int(self.w.jobs.priority[j]), job.admitted_at)
+        self.by_group[job.pool].remove(j, q, self.priority_of[j], job.admitted_at)
         for node in self.placement.release(j, job.placed):
             if self.autoscaler.emptied(node, t):
                 self._schedule_idle_check(node, t)

@@ -16,6 +16,7 @@ import heapq
 import numpy as np
 
 from scheduler.fgd.frag import NodeFragmentation
+from scheduler.fgd.model import MILLI
 from scheduler.fgd.shapes import build_shapes, target_workload
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
@@ -57,6 +58,82 @@ def unhostable(world: World, allowed: list[list[int]], flavors: list[list[int]])
     return out
 
 
+class Ceiling:
+    """Per pool, the most whole GPUs free on one node and the most free of one GPU (milli), over the pool's nodes,
+    Ready or not: a pod asking more than that fits no node of the pool, and is told so without scoring any.
+
+    Under load most pods tried find no room (the pool's room grew by a release elsewhere), and these two counts
+    answer nearly all of them. Counted over every node of the pool, not only the Ready ones, they are an upper
+    bound that never turns a pod away that a Ready node could take."""
+
+    def __init__(self, state: ClusterState, node_pool: np.ndarray, n_pools: int) -> None:
+        self.state = state
+        self.node_pool: list[int] = node_pool.tolist()
+        self.whole: list[int] = [0] * len(self.node_pool)  # per node, its GPUs with nothing taken
+        self.most: list[int] = [0] * len(self.node_pool)  # per node, the most free of one of its GPUs
+        self.whole_count: list[dict[int, int]] = [{} for _ in range(n_pools)]  # per pool: value -> nodes
+        self.most_count: list[dict[int, int]] = [{} for _ in range(n_pools)]
+        self.max_whole = [0] * n_pools
+        self.max_most = [0] * n_pools
+        for node, p in enumerate(self.node_pool):
+            if p >= 0:
+                w, m = self._of(node)
+                self.whole[node], self.most[node] = w, m
+                self._add(self.whole_count[p], w)
+                self._add(self.most_count[p], m)
+        self.max_whole = [max(c, default=0) for c in self.whole_count]
+        self.max_most = [max(c, default=0) for c in self.most_count]
+
+    def _of(self, node: int) -> tuple[int, int]:
+        row = self.state.free_gpu[node].tolist()
+        return sum(1 for x in row if x >= MILLI), max(row, default=0)
+
+    @staticmethod
+    def _add(count: dict[int, int], value: int) -> None:
+        count[value] = count.get(value, 0) + 1
+
+    @staticmethod
+    def _drop(count: dict[int, int], value: int) -> None:
+        left = count[value] - 1
+        if left:
+            count[value] = left
+        else:
+            del count[value]
+
+    def update(self, node: int) -> None:
+        """``node``'s GPUs changed."""
+        p = self.node_pool[node]
+        if p < 0:
+            return
+        w, m = self._of(node)
+        was = self.whole[node]
+        if w != was:
+            count = self.whole_count[p]
+            self._drop(count, was)
+            self._add(count, w)
+            self.whole[node] = w
+            if w > self.max_whole[p]:
+                self.max_whole[p] = w
+            elif was == self.max_whole[p] and was not in count:  # the last node at the top went down
+                self.max_whole[p] = max(count)
+        was = self.most[node]
+        if m != was:
+            count = self.most_count[p]
+            self._drop(count, was)
+            self._add(count, m)
+            self.most[node] = m
+            if m > self.max_most[p]:
+                self.max_most[p] = m
+            elif was == self.max_most[p] and was not in count:
+                self.max_most[p] = max(count)
+
+    def may_fit(self, p: int, gpus: int, milli: int) -> bool:
+        """Whether a node of pool ``p`` may have ``gpus`` GPUs with ``milli`` free each (a share: one GPU)."""
+        if milli >= MILLI:
+            return self.max_whole[p] >= gpus
+        return self.max_most[p] >= milli
+
+
 class Placement:
     """The cluster's live allocation, the placement policy, and each pod shape's scores kept up to date."""
 
@@ -87,6 +164,7 @@ class Placement:
         self._split = 0
         self.heaps: dict[tuple[int, int], _Best] = {}
         self._member_sets: dict[int, tuple[np.ndarray, frozenset[int]]] = {}
+        self.ceiling = Ceiling(self.state, node_pool, len(world.pools))
 
     def place(self, j: int, placed: list[tuple[int, list[int]]], p: int, nodes: np.ndarray) -> bool:
         """Place job ``j``'s pods not yet in ``placed`` on ``nodes`` (the Ready nodes of pool ``p``, ascending),
@@ -95,8 +173,11 @@ class Placement:
         the policy declined one that has)."""
         s = int(self.shapes.pod_shape[j])
         share = self.is_share[s]
+        _, _, k, d = self.shapes.requests[s]
         while len(placed) < int(self.w.jobs.pods[j]) and len(nodes):
             if self.plain_choice:  # the highest score, the first node of ``nodes`` among equals
+                if k and not self.ceiling.may_fit(p, k, d):  # no node of the pool has the GPUs free
+                    return True
                 node = self.best(s, p, nodes, share)
                 if node < 0:
                     return True
@@ -127,6 +208,7 @@ class Placement:
         cpu, mem, milli = int(self.shapes.cpu[s]), int(self.shapes.mem[s]), int(self.shapes.gpu_milli[s])
         gpus = self.policy.choose_gpus(node, s, share_gpu)
         self.state.allocate(node, cpu, mem, gpus, milli)
+        self.ceiling.update(node)
         self.policy.placed(node, s)
         if self.policy.live_frag:
             self.frag.update(node)
@@ -141,6 +223,7 @@ class Placement:
         emptied = []
         for node, gpus in placed:
             self.state.release(node, cpu, mem, gpus, milli)
+            self.ceiling.update(node)
             if self.policy.live_frag:
                 self.frag.update(node)
             self.changed.append(node)
