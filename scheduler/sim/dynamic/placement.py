@@ -73,16 +73,14 @@ class Ceiling:
         self.most: list[int] = [0] * len(self.node_pool)  # per node, the most free of one of its GPUs
         self.whole_count: list[dict[int, int]] = [{} for _ in range(n_pools)]  # per pool: value -> nodes
         self.most_count: list[dict[int, int]] = [{} for _ in range(n_pools)]
-        self.max_whole = [0] * n_pools
-        self.max_most = [0] * n_pools
         for node, p in enumerate(self.node_pool):
             if p >= 0:
                 w, m = self._of(node)
                 self.whole[node], self.most[node] = w, m
                 self._add(self.whole_count[p], w)
                 self._add(self.most_count[p], m)
-        self.max_whole = [max(c, default=0) for c in self.whole_count]
-        self.max_most = [max(c, default=0) for c in self.most_count]
+        self.max_whole: list[int] = [max(c, default=0) for c in self.whole_count]  # per pool
+        self.max_most: list[int] = [max(c, default=0) for c in self.most_count]
 
     def _of(self, node: int) -> tuple[int, int]:
         row = self.state.free_gpu[node].tolist()
