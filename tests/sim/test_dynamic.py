@@ -274,7 +274,7 @@ class Watched(Simulation):
     def after_cycle(self, t: float) -> None:
         super().after_cycle(t)
         # No team waits within its guarantee while another borrows in that pool (reclaimWithinCohort: Any).
-        queued = {j for _, _, j in self.waiting}  # arrived and waiting
+        queued = {j for mine in self.waiting_in for _, _, j in mine}  # arrived and waiting
         for j, job in enumerate(self.jobs):
             if job.state != WAITING or j not in queued:
                 continue

@@ -121,7 +121,6 @@ class Simulation:
         self.workloads = Workloads(jobs.queue, jobs.priority, self.jobs)
         self.events: list[tuple[float, int, int, int, int]] = []
         self.seq = itertools.count()
-        self.waiting: list[tuple[int, float, int]] = []  # sorted (-priority, queued_at, job)
         self.fresh: list[int] = []  # arrived (or requeued by a preemption) since the last cycle
         self.quota_freed = False  # every waiting job is tried again in the next cycle
         # Kueue's inadmissible workloads (v0.19.2 pkg/cache/queue): a head that did not fit waits, with every
@@ -148,7 +147,7 @@ class Simulation:
             kinds.setdefault(key, len(kinds))
             for key in zip(self.queue_of, wl.gpu_spec, self.priority_of, strict=True)
         ]
-        # the waiting jobs of each queue, sorted as ``waiting``
+        # the waiting jobs of each queue, sorted (-priority, queued_at, job)
         self.waiting_in: list[list[tuple[int, float, int]]] = [[] for _ in world.queues]
         # units per pod x pods, and whether that is the count in every pool (a share) or x the pool's units per GPU
         self._units_base: list[int] = (self.pod_units * jobs.pods).tolist()
@@ -322,9 +321,7 @@ class Simulation:
         """Queue job ``j`` at time ``t``, ordered by ``key`` (its queueing timestamp; default ``t``)."""
         job = self.jobs[j]
         job.state, job.queued_at, job.pool = WAITING, t if key is None else key, -1
-        entry = (-self.priority_of[j], job.queued_at, j)
-        bisect.insort(self.waiting, entry)
-        bisect.insort(self.waiting_in[self.queue_of[j]], entry)
+        bisect.insort(self.waiting_in[self.queue_of[j]], (-self.priority_of[j], job.queued_at, j))
         self.recorder.waiting(j, +1)
 
     def _admit(self, t: float) -> None:
@@ -481,10 +478,8 @@ class Simulation:
 
     def _admit_to(self, j: int, q: int, p: int, need: int, t: float) -> None:
         job = self.jobs[j]
-        entry = (-self.priority_of[j], job.queued_at, j)
-        del self.waiting[bisect.bisect_left(self.waiting, entry)]
         mine = self.waiting_in[q]
-        del mine[bisect.bisect_left(mine, entry)]
+        del mine[bisect.bisect_left(mine, (-self.priority_of[j], job.queued_at, j))]
         self.recorder.waiting(j, -1)
         job.state, job.pool, job.units, job.admitted_at = ADMITTED, p, need, t
         job.run += 1

@@ -69,67 +69,65 @@ class Ceiling:
     def __init__(self, state: ClusterState, node_pool: np.ndarray, n_pools: int) -> None:
         self.state = state
         self.node_pool: list[int] = node_pool.tolist()
-        self.whole: list[int] = [0] * len(self.node_pool)  # per node, its GPUs with nothing taken
-        self.most: list[int] = [0] * len(self.node_pool)  # per node, the most free of one of its GPUs
-        self.whole_count: list[dict[int, int]] = [{} for _ in range(n_pools)]  # per pool: value -> nodes
-        self.most_count: list[dict[int, int]] = [{} for _ in range(n_pools)]
+        # per node its (GPUs with nothing taken, the most free of one GPU); per pool the top of each
+        self.counts: list[tuple[int, int]] = [(0, 0)] * len(self.node_pool)
+        self.whole = [_Top() for _ in range(n_pools)]
+        self.most = [_Top() for _ in range(n_pools)]
         for node, p in enumerate(self.node_pool):
             if p >= 0:
-                w, m = self._of(node)
-                self.whole[node], self.most[node] = w, m
-                self._add(self.whole_count[p], w)
-                self._add(self.most_count[p], m)
-        self.max_whole: list[int] = [max(c, default=0) for c in self.whole_count]  # per pool
-        self.max_most: list[int] = [max(c, default=0) for c in self.most_count]
+                w, m = self.counts[node] = self._of(node)
+                self.whole[p].add(w)
+                self.most[p].add(m)
 
     def _of(self, node: int) -> tuple[int, int]:
         row = self.state.free_gpu[node].tolist()
         return sum(1 for x in row if x >= MILLI), max(row, default=0)
-
-    @staticmethod
-    def _add(count: dict[int, int], value: int) -> None:
-        count[value] = count.get(value, 0) + 1
-
-    @staticmethod
-    def _drop(count: dict[int, int], value: int) -> None:
-        left = count[value] - 1
-        if left:
-            count[value] = left
-        else:
-            del count[value]
 
     def update(self, node: int) -> None:
         """``node``'s GPUs changed."""
         p = self.node_pool[node]
         if p < 0:
             return
-        w, m = self._of(node)
-        was = self.whole[node]
-        if w != was:
-            count = self.whole_count[p]
-            self._drop(count, was)
-            self._add(count, w)
-            self.whole[node] = w
-            if w > self.max_whole[p]:
-                self.max_whole[p] = w
-            elif was == self.max_whole[p] and was not in count:  # the last node at the top went down
-                self.max_whole[p] = max(count)
-        was = self.most[node]
-        if m != was:
-            count = self.most_count[p]
-            self._drop(count, was)
-            self._add(count, m)
-            self.most[node] = m
-            if m > self.max_most[p]:
-                self.max_most[p] = m
-            elif was == self.max_most[p] and was not in count:
-                self.max_most[p] = max(count)
+        (was_w, was_m), (w, m) = self.counts[node], self._of(node)
+        self.counts[node] = (w, m)
+        self.whole[p].move(was_w, w)
+        self.most[p].move(was_m, m)
 
     def may_fit(self, p: int, gpus: int, milli: int) -> bool:
         """Whether a node of pool ``p`` may have ``gpus`` GPUs with ``milli`` free each (a share: one GPU)."""
         if milli >= MILLI:
-            return self.max_whole[p] >= gpus
-        return self.max_most[p] >= milli
+            return self.whole[p].top >= gpus
+        return self.most[p].top >= milli
+
+
+class _Top:
+    """The largest of a multiset of counts (one per node), kept as nodes move between counts."""
+
+    __slots__ = ("nodes", "top")
+
+    def __init__(self) -> None:
+        self.nodes: dict[int, int] = {}  # count -> nodes at it
+        self.top = 0
+
+    def add(self, value: int) -> None:
+        self.nodes[value] = self.nodes.get(value, 0) + 1
+        self.top = max(self.top, value)
+
+    def move(self, was: int, value: int) -> None:
+        """A node's count went from ``was`` to ``value``."""
+        if value == was:
+            return
+        nodes = self.nodes
+        left = nodes[was] - 1
+        if left:
+            nodes[was] = left
+        else:
+            del nodes[was]
+        nodes[value] = nodes.get(value, 0) + 1
+        if value > self.top:
+            self.top = value
+        elif was == self.top and not left:  # the last node at the top went down
+            self.top = max(nodes)
 
 
 class Placement:
