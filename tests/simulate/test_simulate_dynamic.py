@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -263,3 +264,33 @@ def test_the_table_counts_pods_ready_evictions_where_they_happened() -> None:
     (row,) = comparison_rows({("the stack", False): simulate(world, check=True)})
     assert row["ready_evictions"] == 3
     assert [(p["pool"], p["runs"], p["ready_evictions"]) for p in row["pools"]] == [("a", 1, 0), ("b", 3, 3)]
+
+
+def _seed_rows(null: dict[str, float], stack: dict[str, float]) -> list[dict[str, Any]]:
+    """One seed's comparison rows for the null model and the stack's approach, both autoscaling settings."""
+    from benchmarks.dynamic_comparison import COLUMNS, NULL
+
+    rows = []
+    for approach, values in ((NULL, null), ("kueue-mostallocated", stack)):
+        for scaled in (True, False):
+            row: dict[str, Any] = {key: 0.0 for key, _, _ in COLUMNS} | values
+            rows.append(row | {"approach": approach, "autoscaling": scaled, "pools": []})
+    return rows
+
+
+def test_the_null_model_verdict_pairs_the_seeds() -> None:
+    """The comparison's verdict pairs the seeds: a null model worse on every seed loses even when one seed's
+    tail makes its standard deviation larger than its mean; one worse on 6 seeds of 10 does not."""
+    from benchmarks.dynamic_comparison import aggregate, null_verdict
+
+    def verdict(null_queued: list[float]) -> list[str]:
+        per_seed = [_seed_rows({"queued_mean_min": q, "blocked_idle_gpu_h": q}, {"queued_mean_min": 10.0 + i % 3,
+                     "blocked_idle_gpu_h": 10.0 + i % 3}) for i, q in enumerate(null_queued)]  # fmt: skip
+        return null_verdict(aggregate(per_seed), "kueue-mostallocated", per_seed)
+
+    tail = [13.0, 14.0, 15.0, 16.0, 17.0, 600.0, 18.0, 19.0, 20.0, 21.0]
+    lines = verdict(tail)
+    assert len(lines) == 4 and all(line.startswith("loses") for line in lines), lines
+    assert "worse on 10 of 10" in lines[0] and "p = 0.0010" in lines[0], lines[0]
+    mixed = [13.0, 14.0, 15.0, 16.0, 17.0, 600.0, 5.0, 6.0, 7.0, 8.0]
+    assert all(line.startswith("DOES NOT LOSE") for line in verdict(mixed)), verdict(mixed)

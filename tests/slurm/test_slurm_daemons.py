@@ -118,7 +118,9 @@ STAMP = (
     'stamp() { echo "${SLURM_RESTART_COUNT:-0} $1 $(date +%s.%N)" >> "$SLURM_JOB_ID.times"; }; '
     "trap 'stamp end; exit 143' TERM; stamp start; "
 )
-SLOP_S = 1  # per record: sacct's whole seconds at each end, and job launch around the script's own stamps
+# Per record: sacct's whole seconds at each end (up to 1 s), and the launch before the script's first stamp
+# (slurmstepd forks the batch shell; on a loaded 2-core machine that took 1.05 s once, so 1 s more).
+SLOP_S = 2
 
 
 def _stamped(seconds: str) -> str:
