@@ -6,12 +6,16 @@ The order is chosen for the 2-core machine CI uses:
 2. the twin's toolchain, if anything of it is missing, starts building in the background (Go, tens of minutes
    cold; `benchmarks/twin_toolchain.md`), its output in `build/test-logs/toolchain.log`;
 3. ruff, the formatter check, mypy and the import contracts;
-4. the tests that need no toolchain (`not e2e and not toolchain`), two workers (pytest-xdist; tests that share a
+4. with the toolchain already built, the modules whose bounds are calibrated on timings (`alone`: the dynamic
+   replay, the monitoring chain) start in the background, one after the other on one worker, their output in
+   `build/test-logs/calibrated.log`: they wait on real time (about two thirds of a core) and start the only
+   twins up while the next tier runs, which starts none;
+5. the tests that need no toolchain (`not e2e and not toolchain`), two workers (pytest-xdist; tests that share a
    machine-wide resource carry an `xdist_group`, run with `--dist loadgroup`);
-5. the toolchain build joined (its failure ends the run under CI=true; elsewhere the tests that need it skip);
-6. the tests on the toolchain (`e2e or toolchain`), two workers, each with twins of its own;
-7. the modules whose bounds are calibrated on timings (`alone`: the dynamic replay, the monitoring chain), one
-   after the other with no other twin up.
+6. the toolchain build joined (its failure ends the run under CI=true; elsewhere the tests that need it skip);
+7. the calibrated modules joined and their output printed, or, where the toolchain was built in this run, run
+   now with no other twin up;
+8. the tests on the toolchain (`e2e or toolchain`), two workers, each with twins of its own.
 
 Each phase prints a line when it starts and the run ends with the seconds each took; each tier lists its slowest
 modules, and the seconds of every test go to `build/test-logs/durations.json` (copied to `tests/durations.json`,
@@ -20,20 +24,23 @@ they order the next runs' groups, the longest first).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from invoke import Context, Exit
 
-from tests.durations import MEASURED
+from infra.processes import descendants
+from tests.durations import MEASURED, recorded_durations, write_measured
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "build" / "test-logs"
@@ -44,17 +51,24 @@ PHASES = (
     "ruff format",
     "mypy",
     "import contracts",
+    "pytest calibrated (started)",
     "pytest without the toolchain",
     "twin toolchain (joined)",
+    "pytest calibrated (joined)",
     "pytest on the toolchain",
-    "pytest calibrated, alone",
 )
 # The tiers: (phase, marker expression, workers). Tests that share a machine-wide resource (a folder of the clone,
 # the Slurm daemons, a Debian root) carry an `xdist_group` and run on one worker (`--dist loadgroup`).
 TIERS = (
     ("pytest without the toolchain", "not e2e and not toolchain and not alone", 2),
+    ("pytest calibrated (joined)", "alone", 1),
     ("pytest on the toolchain", "(e2e or toolchain) and not alone", 2),
-    ("pytest calibrated, alone", "alone", 1),
+)
+CALIBRATED = TIERS[1]
+CALIBRATED_LOG = LOGS / "calibrated.log"
+CALIBRATED_DURATIONS = LOGS / "durations-calibrated.json"  # its own, merged into MEASURED when joined
+STOP_GRACE_S = (
+    60  # an interrupted background tier's time to stop its twins (pytest's teardown) before SIGKILL
 )
 # pytest's exit code when a selection collects nothing (a -k that names tests of one tier only)
 NO_TESTS = 5
@@ -78,6 +92,7 @@ class Clock:
     current: str = ""
     since: float = 0.0
     cpu_since: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)  # wall times of runs beside the phases
 
     def phase(self, name: str) -> None:
         self.close()
@@ -95,6 +110,10 @@ class Clock:
         self.close()
         rows = [f"  {name:<30} {seconds:7.0f} s  {self.cpu[name]:7.0f} s CPU"
                 for name, seconds in self.times.items()]  # fmt: skip
+        rows += [
+            f"  {name:<30} {seconds:7.0f} s  (beside the phases above)"
+            for name, seconds in self.extra.items()
+        ]
         total = (
             f"  {'total':<30} {time.monotonic() - self.started:7.0f} s  {sum(self.cpu.values()):7.0f} s CPU"
         )
@@ -103,11 +122,13 @@ class Clock:
 
 @dataclass
 class Build:
-    """The toolchain build running in the background (None: nothing to build, or no Go)."""
+    """The toolchain build running in the background (None: nothing to build, or no Go); ``cached``: every
+    component was built before this run."""
 
     process: subprocess.Popen[bytes] | None
     log: Path
     note: str
+    cached: bool = False
 
     def join(self) -> int:
         if self.process is None:
@@ -123,13 +144,54 @@ def start_build(py: str) -> Build:
     from twin.toolchain.build import components, is_built
 
     if all(is_built(c) for c in components()):
-        return Build(None, log, "cached")
+        return Build(None, log, "cached", cached=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         process = subprocess.Popen(
             [py, "-m", "twin.toolchain"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
         )
     return Build(process, log, f"building what is missing, output in {log.relative_to(ROOT)}")
+
+
+@dataclass
+class Background:
+    """A tier running beside the others, its output in ``log``; ``started`` on the monotonic clock."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    started: float = field(default_factory=time.monotonic)
+
+    def join(self) -> int:
+        return self.process.wait()
+
+    def stop(self) -> None:
+        """SIGINT, as Ctrl-C would send it (pytest tears its twins down), then, after STOP_GRACE_S, SIGKILL for it
+        and whatever it started that is left."""
+        if self.process.poll() is not None:
+            return
+        tree = descendants(self.process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=STOP_GRACE_S)
+        for pid in [self.process.pid, *tree]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def start_background(py: str, selection: str, args: str, shared: str) -> Background:
+    """pytest on ``selection`` in a process of its own, one worker, its output in CALIBRATED_LOG and its tests'
+    seconds in CALIBRATED_DURATIONS (two pytest runs writing one file at once could lose one's)."""
+    CALIBRATED_LOG.parent.mkdir(parents=True, exist_ok=True)
+    CALIBRATED_DURATIONS.unlink(missing_ok=True)
+    env = {**os.environ, "GPUFLEET_SHARED": shared, "GPUFLEET_DURATIONS": str(CALIBRATED_DURATIONS)}
+    with CALIBRATED_LOG.open("wb") as out:
+        process = subprocess.Popen(
+            [py, "-m", "pytest", "-m", selection, *shlex.split(args)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return Background(process, CALIBRATED_LOG)
 
 
 def _pytest(c: Context, py: str, selection: str, args: str, shared: str, workers: int) -> int:
@@ -143,7 +205,12 @@ def _pytest(c: Context, py: str, selection: str, args: str, shared: str, workers
     return 1 if result is None else int(result.exited)
 
 
-def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_build) -> None:
+def run(
+    c: Context,
+    pytest_args: str = "",
+    build: Callable[[str], Build] = start_build,
+    beside: Callable[[str, str, str, str], Background] = start_background,
+) -> None:
     """Every phase; raises invoke's Exit with the first failing phase's code."""
     py = sys.executable
     clock = Clock()
@@ -163,6 +230,7 @@ def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_b
     clock.phase("twin toolchain (background)")
     building = build(py)
     print(f"twin toolchain: {building.note}", flush=True)
+    calibrated: Background | None = None
     try:
         clock.phase("ruff check")
         c.run(f"{py} -m ruff check .")
@@ -172,12 +240,29 @@ def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_b
         c.run(f"{py} -m mypy infra scheduler twin")
         clock.phase("import contracts")
         c.run(f"{Path(py).parent / 'lint-imports'}")
+        clock.phase("pytest calibrated (started)")
+        if building.cached:
+            calibrated = beside(py, CALIBRATED[1], pytest_args, shared)
+            print(
+                f"pytest calibrated: running beside the next tier, output in {_shown(calibrated.log)}",
+                flush=True,
+            )
+        else:
+            print("pytest calibrated: after the toolchain is built", flush=True)
         name, selection, workers = TIERS[0]
         clock.phase(name)
         codes = [_pytest(c, py, selection, pytest_args, shared, workers)]
         clock.phase("twin toolchain (joined)")
         built = building.join()
+        clock.phase(CALIBRATED[0])
+        if calibrated is not None:
+            codes.append(calibrated.join())
+            print(calibrated.log.read_text(errors="replace"), end="", flush=True)
+            clock.extra["pytest calibrated, its own run"] = time.monotonic() - calibrated.started
+            write_measured(recorded_durations(CALIBRATED_DURATIONS), MEASURED)
     except BaseException:
+        if calibrated is not None:
+            calibrated.stop()
         if building.process is not None and building.process.poll() is None:
             building.process.terminate()
             building.process.wait()
@@ -187,10 +272,16 @@ def run(c: Context, pytest_args: str = "", build: Callable[[str], Any] = start_b
         print("\n".join(["twin toolchain: the build failed:", *tail]), file=sys.stderr, flush=True)
         if os.environ.get("CI", "").lower() == "true":
             raise Exit("twin toolchain: the build failed (see above)", code=1)
-    for name, selection, workers in TIERS[1:]:
-        clock.phase(name)
-        codes.append(_pytest(c, py, selection, pytest_args, shared, workers))
+    if calibrated is None:  # the toolchain was built in this run: alone, before the tier that starts twins
+        codes.append(_pytest(c, py, CALIBRATED[1], pytest_args, shared, CALIBRATED[2]))
+    name, selection, workers = TIERS[2]
+    clock.phase(name)
+    codes.append(_pytest(c, py, selection, pytest_args, shared, workers))
     print(clock.summary(), flush=True)
     failed = [code for code in codes if code not in (0, NO_TESTS)]
     if failed or all(code == NO_TESTS for code in codes):
         raise Exit("some tests failed (see above)", code=failed[0] if failed else NO_TESTS)
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)

@@ -5,8 +5,10 @@ background and is joined before the tests that need it, and a failing tier fails
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,17 +41,18 @@ def test_each_phase_is_announced_in_order_and_timed(capsys: pytest.CaptureFixtur
     phases.run(c, build=no_build)
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("==> ")]
-    names = [re.sub(r"^==> \[\d+/10\] (.*) \(\d+ s\)$", r"\1", line) for line in lines]
+    n = len(phases.PHASES)
+    names = [re.sub(rf"^==> \[\d+/{n}\] (.*) \(\d+ s\)$", r"\1", line) for line in lines]
     assert names == list(phases.PHASES)
-    assert [int(re.search(r"\[(\d+)/10\]", line).group(1)) for line in lines] == list(range(1, 11))  # type: ignore[union-attr]
+    assert [int(re.search(rf"\[(\d+)/{n}\]", line).group(1)) for line in lines] == list(range(1, n + 1))  # type: ignore[union-attr]
     assert "phase times:" in out and all(f"  {name}" in out for name in phases.PHASES)
     assert all(re.search(rf"^  {re.escape(name)} +\d+ s +\d+ s CPU$", out, re.M) for name in phases.PHASES)
     commands = [call.args[0] for call in c.run.call_args_list]
     tiers = [command for command in commands if " -m pytest " in command]
     assert [(selection, workers) for _, selection, workers in phases.TIERS] == [
-        ("not e2e and not toolchain and not alone", 2), ("(e2e or toolchain) and not alone", 2), ("alone", 1)]  # fmt: skip
+        ("not e2e and not toolchain and not alone", 2), ("alone", 1), ("(e2e or toolchain) and not alone", 2)]  # fmt: skip
     assert [f'-m "{t[1]}"' in command for t, command in zip(phases.TIERS, tiers, strict=True)] == [True] * 3
-    assert "-n 2" in tiers[0] and "-n 2" in tiers[1] and "-n" not in tiers[2]
+    assert "-n 2" in tiers[0] and "-n" not in tiers[1] and "-n 2" in tiers[2]
     assert any("mypy infra scheduler twin" in command for command in commands)
 
 
@@ -94,3 +97,74 @@ def test_a_phase_is_charged_the_cpu_its_processes_used() -> None:
     waited.wait()
     clock.close()
     assert clock.cpu["mypy"] >= 0.35 and clock.cpu["import contracts"] < 0.3, clock.cpu
+
+
+def _beside(
+    tmp_path: Path, code: str, calls: list[tuple[str, ...]]
+) -> Callable[[str, str, str, str], phases.Background]:
+    """A stand-in starter for the background tier: a real child process running ``code``, its output in a log."""
+
+    def start(py: str, selection: str, args: str, shared: str) -> phases.Background:
+        calls.append((selection, args, shared))
+        log = tmp_path / "calibrated.log"
+        with log.open("wb") as out:
+            child = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
+        return phases.Background(child, log)
+
+    return start
+
+
+def cached(_py: str) -> phases.Build:
+    return phases.Build(None, Path("unused"), "cached", cached=True)
+
+
+def test_with_the_toolchain_built_the_calibrated_tier_runs_beside_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With every component built before the run, the calibrated modules start in the background before the
+    tier without the toolchain and are joined after it: their output is printed in their phase, their own run's
+    wall time is in the summary, and only the other two tiers go through the foreground."""
+    calls: list[tuple[str, ...]] = []
+    c = MockContext(run={re.compile(r".*"): Result(stdout="/data\n")}, repeat=True)
+    phases.run(c, "-k x", build=cached, beside=_beside(tmp_path, "print('calibrated output')", calls))
+    out = capsys.readouterr().out
+    assert calls == [("alone", "-k x", "/data")]
+    tiers = [call.args[0] for call in c.run.call_args_list if " -m pytest " in call.args[0]]
+    assert len(tiers) == 2 and '-m "not e2e' in tiers[0] and '-m "(e2e' in tiers[1], tiers
+    joined = out.index("] pytest calibrated (joined)")
+    assert out.index("calibrated output") > joined > out.index("] pytest without the toolchain")
+    assert re.search(r"^  pytest calibrated, its own run +\d+ s", out, re.M), out
+
+
+def test_a_failing_background_tier_fails_the_run(tmp_path: Path) -> None:
+    c = MockContext(run={re.compile(r".*"): Result(stdout="/data\n")}, repeat=True)
+    with pytest.raises(Exit) as stopped:
+        phases.run(c, build=cached, beside=_beside(tmp_path, "raise SystemExit(1)", []))
+    assert stopped.value.code == 1
+
+
+class _Interrupted(MockContext):
+    def run(self, command: str, **kwargs: object) -> Result:
+        if " -m pytest " in command:
+            raise KeyboardInterrupt
+        return Result(stdout="/data\n")
+
+
+def test_an_interrupt_stops_the_background_tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during the first tier stops the calibrated tier too (SIGINT, as a terminal sends it), and the
+    interrupt goes on up."""
+    started: list[phases.Background] = []
+    start = _beside(
+        tmp_path,
+        "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)",
+        [],
+    )
+
+    def beside(*args: str) -> phases.Background:
+        started.append(start(*args))
+        return started[0]
+
+    with pytest.raises(KeyboardInterrupt):
+        phases.run(_Interrupted(), build=cached, beside=beside)
+    # by the SIGINT (130 from its handler, or -2 if it came before Python set one), not left running or killed
+    assert started and started[0].process.returncode in (130, -signal.SIGINT), started
