@@ -48,14 +48,14 @@ def descendants(pid: int, depth: int = 0) -> list[int]:
     return found
 
 
-def stop_tree(child: subprocess.Popen[bytes]) -> None:
+def stop_tree(child: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
     """Stop `child` and everything below it: an interrupt first (a second one, after a terminal's Ctrl-C, only
-    hurries it), `GRACE_S` to wind down, then SIGKILL for whatever is left."""
+    hurries it), `grace_s` to wind down, then SIGKILL for whatever is left."""
     tree = descendants(child.pid)
     with contextlib.suppress(ProcessLookupError):
         child.send_signal(signal.SIGINT)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=GRACE_S)
+        child.wait(timeout=grace_s)
     for pid in [child.pid, *tree, *descendants(child.pid)]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)

@@ -24,12 +24,10 @@ they order the next runs' groups, the longest first).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -39,7 +37,7 @@ from pathlib import Path
 
 from invoke import Context, Exit
 
-from infra.processes import descendants
+from infra.processes import stop_tree
 from tests.durations import MEASURED, recorded_durations, write_measured
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,17 +165,8 @@ class Background:
     def stop(self) -> None:
         """SIGINT, as Ctrl-C would send it (pytest tears its twins down), then, after STOP_GRACE_S, SIGKILL for it
         and whatever it started that is left."""
-        if self.process.poll() is not None:
-            return
-        tree = descendants(self.process.pid)
-        with contextlib.suppress(ProcessLookupError):
-            self.process.send_signal(signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=STOP_GRACE_S)
-        for pid in [self.process.pid, *tree]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        self.process.wait()
+        if self.process.poll() is None:
+            stop_tree(self.process, STOP_GRACE_S)
 
 
 def start_background(py: str, selection: str, args: str, shared: str) -> Background:
