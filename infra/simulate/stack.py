@@ -17,7 +17,9 @@ nodes and a trace becomes the pods that cluster would see (`invoke simulate --st
   DRA shares that cover the ask (the GPU kube-scheduler's: its allocator's first device with room, the
   ``first-fit`` share rule, :mod:`scheduler.fgd.frag`); with no sharing pool it must ask a whole GPU. Either
   way what the trace asked and what the pod gets differ: reported, not hidden, as are the pools no pod is
-  routed to.
+  routed to, and the routed pods the stack's admission policy refuses as the trace asks them (more cores or
+  memory per GPU unit than a node of the pool offers per unit, :mod:`scheduler.gpu_share`), which the replay
+  still runs: what a team member does with the refusal is not modelled here.
 - **Kueue flavors.** A team's pods are admitted to the flavors (pools) it has quota in, and may borrow the
   cohort's others; trace pods have no team, so a pod may use every pool some team has quota in (all pools
   when no team has quotas).
@@ -37,11 +39,12 @@ import numpy as np
 
 from infra import catalog
 from infra.errors import ConfigError
-from infra.scheduling import pool_view
+from infra.scheduling import pool_view, scheduler_inputs
 from infra.simulate.share_offers import ShareOffer, chosen_offers, restricted, share_offers
 from infra.spec import ClusterSpec, NodePool
 from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI
+from scheduler.gpu_share import CPU_SLACK, MEMORY_SLACK, unit_shares
 from scheduler.model import fit_strategy
 from scheduler.resources import gpu_resource
 from scheduler.sim import Cluster, Workload
@@ -62,6 +65,20 @@ class StackModel:
     claims: frozenset[str] = frozenset()  # pools whose shares are DRA claims (as many shares as a pod asks)
     gpu_models: dict[str, str] = field(default_factory=dict)  # pool -> its GPU model in the catalog
     resources: dict[str, str] = field(default_factory=dict)  # pool -> the resource a pod asks its GPUs by
+    # resource -> (cores, GiB) a pod may ask per unit of it: the stack's admission policy (scheduler.gpu_share)
+    shares: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def admits(self, resource: str, units: int, cpu_milli: int, memory_mib: int) -> bool:
+        """Whether the stack's admission policy lets a pod asking ``units`` of ``resource`` ask these cores and
+        memory (a resource with no share, a DRA claim's, is not bounded there)."""
+        share = self.shares.get(resource)
+        if share is None:
+            return True
+        cores, gib = share
+        return (
+            cpu_milli <= units * cores * 1000 + CPU_SLACK * 1000
+            and memory_mib <= units * gib * 1024 + MEMORY_SLACK / 1024
+        )
 
 
 @dataclass(frozen=True)
@@ -80,6 +97,10 @@ class Routing:
     overgiven_milli: int  # milli-GPU given beyond what pods asked
     dropped_specs: int  # pods whose gpu_spec names no model of the stack (the restriction is dropped)
     idle_pools: tuple[str, ...] = ()  # routable pools no GPU pod is routed to
+    # routed pods the stack's admission policy refuses as the trace asks them (more cores or memory per GPU unit
+    # than its share), per pool they may go to; the replay still runs them
+    refused: tuple[tuple[str, int], ...] = ()
+    shares: dict[str, tuple[float, float]] = field(default_factory=dict)  # the admission policy's, per unit
 
     def lines(self) -> list[str]:
         where = (
@@ -102,11 +123,26 @@ class Routing:
             f"cannot be expressed, {self.overgiven_milli / MILLI:.1f} GPUs given beyond the asks",
             f"{self.dropped_specs} pods name GPU models the stack does not have; their restriction is dropped",
         ]
+        if self.refused:
+            bound = ", ".join(
+                f"{name} {_number(cores)} cores and {_number(gib)} GiB"
+                for name, (cores, gib) in self.shares.items()
+            )
+            where = ", ".join(f"{n} for {pools}" for pools, n in self.refused)
+            out.append(
+                f"{sum(n for _, n in self.refused)} GPU pods ask more cores or memory per GPU unit than the stack's "
+                f"admission policy admits ({bound} per unit): {where}. The stack refuses them as the trace asks "
+                "them; this replay still runs them"
+            )
         if self.idle_pools:
             out.append(
                 f"no GPU pod of the trace is routed to {', '.join(self.idle_pools)}: it receives nothing"
             )
         return out
+
+
+def _number(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def _offer_words(offer: ShareOffer, pods: int) -> str:
@@ -204,7 +240,10 @@ def stack_model(spec: ClusterSpec) -> StackModel:
         # resource (DRAExtendedResource, kubernetes v1.36.4 pkg/scheduler/framework/plugins/noderesources/fit.go);
         # a claim for shares names no resource, so where every GPU pod claims, the profile scores CPU and memory
         weights = {**weights, "gpu": 0, "shared": 0}
+    _, views = scheduler_inputs(spec)
+    claimed = {gpu_resource(pool_view(spec, p)) for p in spec.node_pools if p.sharing.dra_shares}
     return StackModel(
+        shares={r: s for r, s in unit_shares(views).items() if r not in claimed},
         cluster=_nodes(spec, by_pool=True),
         units={p.name: _units(p) for p in spec.node_pools},
         claims=claims,
@@ -286,6 +325,20 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
             over += MILLI - int(pods.gpu_milli[i])
             milli[i] = MILLI
     routed = replace(pods, gpu_milli=milli, gpu_spec=tuple(specs))
+    refused: dict[str, int] = {}
+    for text, gpus, given, cpu, memory in zip(
+        specs,
+        routed.num_gpu.tolist(),
+        milli.tolist(),
+        routed.cpu_milli.tolist(),
+        routed.memory_mib.tolist(),
+        strict=True,
+    ):
+        bounded = [
+            model.resources[p] for p in text.split("|") if p in model.resources and p not in model.claims
+        ]
+        if bounded and not model.admits(bounded[0], gpus if given >= MILLI else 1, cpu, memory):
+            refused[text] = refused.get(text, 0) + 1
     c_cpu, c_mem = int(workload.cpu_milli[cpu_only].sum()), int(workload.memory_mib[cpu_only].sum())
     fits = None if model.cpu_pool is None else (c_cpu <= model.cpu_pool[0] and c_mem <= model.cpu_pool[1])
     reached = {p for text in specs for p in text.split("|")}
@@ -300,4 +353,6 @@ def route(model: StackModel, workload: Workload, spec: ClusterSpec) -> tuple[Wor
         overgiven_milli=over,
         dropped_specs=dropped,
         idle_pools=tuple(p for p in model.routable if p not in reached),
+        refused=tuple(refused.items()),
+        shares=model.shares,
     )

@@ -72,3 +72,24 @@ def test_shares_reach_the_pools_of_their_resource_in_each_teams_flavor_order(tmp
     ran_on = [name[sim.jobs[j].pool] for j in range(10)]
     assert ran_on[:8] == ["a10g-spare" if i % 2 else "a10g-batch" for i in range(8)]
     assert ran_on[8:] == ["h100-mig", "h100-mig"]
+
+
+def test_the_report_counts_the_pods_the_stacks_admission_policy_refuses() -> None:
+    """example-prod's admission policy lets a pod ask, per unit, 2 cores and 8 GiB of an A10G replica (g5.2xlarge:
+    8 cores, 32 GiB, 4 replicas), 3.43 cores and 36.57 GiB of a MIG 1g.10gb instance (p5.48xlarge: 192 cores, 56
+    instances) and 24 cores of a whole GPU. A 200-milli share asking 2 cores is admitted on its replica, one
+    asking 3 cores is not; a 100-milli share asking 4 cores is not admitted on its MIG instance; a 1-GPU pod
+    asking 30 cores is not, a 2-GPU pod asking 30 is. The routes are unchanged; the report names the three."""
+    prod = load_example("example-prod")
+    model = stack_model(prod)
+    pods = Workload.build(
+        [2000, 3000, 4000, 30000, 30000], [1024] * 5, [1, 1, 1, 1, 2], [200, 200, 100, 1000, 1000]
+    )
+    routed, routing = route(model, pods, prod)
+    assert routed.gpu_spec == ("a10g-batch", "a10g-batch", "h100-mig", "h100-train|l40s-infer",
+                               "h100-train|l40s-infer")  # fmt: skip
+    assert routing.refused == (("a10g-batch", 1), ("h100-mig", 1), ("h100-train|l40s-infer", 1))
+    said = "\n".join(routing.lines())
+    assert "3 GPU pods ask more cores or memory per GPU unit than the stack's admission policy admits" in said
+    assert "nvidia.com/gpu.shared 2 cores and 8 GiB" in said and "nvidia.com/mig-1g.10gb 3.43 cores" in said
+    assert "1 for a10g-batch, 1 for h100-mig, 1 for h100-train|l40s-infer" in said
