@@ -165,9 +165,10 @@ def build_plan(spec: ClusterSpec) -> Plan:
             "the dearest allowed type; the Karpenter table gives the range."
         )
     slurm = uses_slurm(spec)
-    notes += scheduling_warnings([pool_view(spec, p) for p in spec.node_pools])
+    views = [pool_view(spec, p) for p in spec.node_pools]
+    notes += scheduling_warnings(views)
     notes += cpu_capacity_warnings(spec)
-    notes += room_warnings(spec)
+    notes += room_warnings(spec, views)
     placed = None if slurm else placement_evidence.verdict(spec)
     if placed is not None:
         notes.append(placed.line)

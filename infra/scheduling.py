@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from infra import catalog
+from infra.aws.node_room import node_room
 from infra.pools import karpenter_managed
 from infra.spec import ClusterSpec, NodePool
 from infra.versions import extender_image, provisioning_request_crd
@@ -112,6 +113,7 @@ def pool_view(spec: ClusterSpec, pool: NodePool) -> PoolView:
         dra_shares=pool.sharing.dra_shares.shares if pool.sharing.dra_shares else None,
         cpus_per_node=cpus,
         memory_gib_per_node=memory,
+        pod_room=room.room if (room := node_room(spec, pool)) is not None else None,
         oversubscribe=pool.oversubscribe,
         # Karpenter pools have no node group: the priority expander leaves them to NodePool weights.
         node_group=asg_pattern(node_group_name(spec, pool.name))

@@ -42,6 +42,9 @@ class PoolView:
     dra_shares: int | None = None  # draShares pools: the shares each GPU is cut into (scheduler.dra)
     cpus_per_node: int | None = None
     memory_gib_per_node: int | None = None
+    # (milli-CPU, MiB) a node offers pods: its allocatable less its DaemonSets' requests, where the platform
+    # says (EKS); None: the whole node. What a GPU unit's share of cores and memory is cut from.
+    pod_room: tuple[int, int] | None = None
     oversubscribe: bool = False
     node_group: str | None = (
         None  # autoscaling group / node group name regex (priority expander); None: existing

@@ -57,13 +57,22 @@ def memory_gib_for_gpus(pool: PoolView, gpus: int) -> int:
 
 
 def cpus_per_unit(pool: PoolView) -> float:
-    """Cores of a node per GPU unit of the pool (per whole GPU, time-sliced replica or MIG instance)."""
-    per_node = pool.cpus_per_node or FALLBACK_CPUS_PER_GPU * pool.gpus_per_node
+    """Cores a pod may have per GPU unit of the pool (per whole GPU, time-sliced replica or MIG instance): what a
+    node offers pods (its room where known, else its cores) over its units, so that a node's every unit asked at
+    that share fits the node."""
+    if pool.pod_room is not None:
+        per_node = pool.pod_room[0] / 1000
+    else:
+        per_node = pool.cpus_per_node or FALLBACK_CPUS_PER_GPU * pool.gpus_per_node
     return per_node / (pool.gpus_per_node * units_per_gpu(pool))
 
 
 def memory_gib_per_unit(pool: PoolView) -> float:
-    per_node = pool.memory_gib_per_node or FALLBACK_MEMORY_GIB_PER_GPU * pool.gpus_per_node
+    """GiB a pod may have per GPU unit of the pool, as :func:`cpus_per_unit`."""
+    if pool.pod_room is not None:
+        per_node = pool.pod_room[1] / 1024
+    else:
+        per_node = pool.memory_gib_per_node or FALLBACK_MEMORY_GIB_PER_GPU * pool.gpus_per_node
     return per_node / (pool.gpus_per_node * units_per_gpu(pool))
 
 

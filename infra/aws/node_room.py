@@ -6,18 +6,25 @@
   nodeadm, the same formula), plus the 100 MiB hard-eviction threshold. maxPods is the kubelet default (110).
 - **Room** is allocatable less the requests of the DaemonSet pods on the node (`infra.aws.node_daemonsets`).
 
-Kueue's quota for a pool counts each node's whole cores and memory (`scheduler.resources.cpu_for_gpus`), so a
-job sized to a node's capacity, or to its allocatable, is admitted and then never scheduled.
-`room_warnings` says so in the plan, per pool, naming the DaemonSets' overhead and the largest pod that fits.
+The room is what a GPU unit's share of cores and memory is cut from (`scheduler.model.PoolView.pod_room`,
+`scheduler.gpu_share`), so every unit of a node asked at its share fits the node, and a GPU pod sized to the
+node's capacity or allocatable is refused when it is created. Where several pools expose one resource name the
+largest share applies (admission does not know the pool yet): on the others such a pod is admitted and then never
+scheduled, since Kueue's quota counts each node's whole cores and memory (`scheduler.resources.cpu_for_gpus`).
+`room_warnings` says which, in the plan, per pool, naming the DaemonSets' overhead and the largest pod that fits.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra import catalog
 from infra.aws.node_daemonsets import NodeDaemonSet, node_daemonsets
 from infra.spec import ClusterSpec, NodePool
+from scheduler.gpu_share import unit_shares
+from scheduler.model import PoolView
+from scheduler.resources import cpus_per_unit, gpu_resource, memory_gib_per_unit, units_per_gpu
 
 MAX_PODS = 110
 EVICTION_MIB = 100
@@ -82,20 +89,47 @@ def node_room(spec: ClusterSpec, pool: NodePool) -> NodeRoom | None:
     )  # fmt: skip
 
 
-def room_warnings(spec: ClusterSpec) -> list[str]:
-    """Per aws pool: the DaemonSets' overhead and the largest pod a node takes, since Kueue's quota counts the
-    whole node and a job sized to the node's allocatable is admitted and stays Pending."""
+def room_warnings(spec: ClusterSpec, pools: Sequence[PoolView]) -> list[str]:
+    """Per aws pool: the DaemonSets' overhead, the largest pod a node takes and what a GPU pod may ask of it (the
+    admission policy's share per GPU unit of the pool's ``pools`` view), and whether a job sized to the node's
+    allocatable is refused when created or, where another pool's larger share of the resource applies, admitted
+    by Kueue (whose quota counts the whole node) and left Pending."""
+    shares = unit_shares(pools)
+    views = {p.name: p for p in pools}
     out = []
     for i, pool in enumerate(spec.node_pools):
         node = node_room(spec, pool)
-        if node is None:
+        view = views.get(pool.name)
+        if node is None or view is None:
             continue
         (cpu, mib), (o_cpu, o_mib), (r_cpu, r_mib) = node.allocatable, node.overhead, node.room
-        out.append(
+        resource = gpu_resource(view)
+        units = view.gpus_per_node * units_per_gpu(view)
+        own = (cpus_per_unit(view), memory_gib_per_unit(view))
+        applied = shares[resource]
+        head = (
             f"nodePools[{i}] ({pool.name}): the DaemonSets on each {node.instance_type} node "
             f"({', '.join(node.daemonsets)}) request cpu {o_cpu}m and memory {o_mib}Mi of its allocatable cpu "
             f"{cpu}m and memory {mib}Mi, so a pod fits a node with at most cpu {r_cpu}m and memory {r_mib}Mi; "
-            f"Kueue's quota counts all {node.vcpus} cores, so a job sized to the node's allocatable is admitted "
-            "and stays Pending"
         )
+        if applied[0] <= own[0] + 1e-9 and applied[1] <= own[1] + 1e-9:
+            out.append(
+                head
+                + f"a GPU pod may ask {_number(own[0])} cores and {_number(own[1])} GiB per {resource} unit "
+                f"(that room over the node's {units}), so a job sized to the node's allocatable is refused when "
+                "it is created"
+            )
+        else:
+            larger = next(p.name for p in pools if gpu_resource(p) == resource
+                          and (cpus_per_unit(p), memory_gib_per_unit(p)) == applied)  # fmt: skip
+            out.append(
+                head + f"a GPU pod may ask {_number(applied[0])} cores and {_number(applied[1])} GiB per "
+                f"{resource} unit, {larger}'s share, as admission does not know the pool yet (this pool's own: "
+                f"{_number(own[0])} cores and {_number(own[1])} GiB); Kueue's quota counts all {node.vcpus} cores, so a "
+                "job sized to this node's allocatable is admitted and stays Pending"
+            )
     return out
+
+
+def _number(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")

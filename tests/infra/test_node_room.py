@@ -13,7 +13,12 @@ import yaml
 
 from infra.aws.node_daemonsets import DAEMONSETS, node_daemonsets
 from infra.aws.node_room import kube_reserved_cpu_milli, node_room, room_warnings
+from infra.scheduling import pool_view
+from infra.spec import ClusterSpec
 from infra.stackfile import load_stack
+from scheduler.gpu_share import unit_shares
+from scheduler.model import PoolView
+from scheduler.resources import gpu_resource, units_per_gpu
 from tests.conftest import ROOT
 from twin.autoscaler.fit import rejections
 from twin.daemonsets import node_daemonset_manifests
@@ -44,18 +49,46 @@ def test_an_efa_pool_node_carries_the_efa_plugin_and_the_others_not() -> None:
     )
 
 
+def _views(spec: ClusterSpec) -> list[PoolView]:
+    return [pool_view(spec, p) for p in spec.node_pools]
+
+
 def test_the_warning_names_each_pool_and_its_overhead() -> None:
-    warnings = room_warnings(PROD)
+    warnings = room_warnings(PROD, _views(PROD))
     assert len(warnings) == len(PROD.node_pools)
     first = warnings[0]
     assert first.startswith("nodePools[0] (h100-train): ")
     assert "request cpu 150m and memory 114Mi" in first
     assert "at most cpu 191300m and memory 2095473Mi" in first
-    assert "all 192 cores" in first
+
+
+def test_a_gpu_units_share_is_cut_from_the_room_so_a_node_at_its_share_fits() -> None:
+    """Every unit of a node asked at the admission policy's share fits the node's room: 4 A10G replicas at 1.94
+    cores (7,770m over 4) and 8 H100s at 23.91 (191,300m over 8); at the node's whole cores (2 and 24, as the
+    share was cut before) the fourth replica and the eighth GPU find no room. Where l40s-infer shares
+    nvidia.com/gpu with h100-train, the larger share applies and the plan says a job sized to the node stays
+    Pending there; on the pools whose own share applies, that it is refused."""
+    views = {v.name: v for v in _views(PROD)}
+    shares = unit_shares(list(views.values()))
+    for pool in ("a10g-batch", "h100-train", "h100-mig"):
+        view = views[pool]
+        room = node_room(PROD, next(p for p in PROD.node_pools if p.name == pool))
+        assert room is not None
+        units = view.gpus_per_node * units_per_gpu(view)
+        cores, gib = shares[gpu_resource(view)]
+        assert units * cores * 1000 <= room.room[0] + 1 and units * gib * 1024 <= room.room[1] + 1, pool
+        assert (view.cpus_per_node or 0) * 1000 > room.room[0], (
+            pool
+        )  # a share of the whole node would not fit
+    warnings = room_warnings(PROD, list(views.values()))
+    assert "1.94 cores and 7.59 GiB per nvidia.com/gpu.shared unit" in warnings[2]
+    assert "refused when it is created" in warnings[2] and "refused when it is created" in warnings[0]
+    assert "h100-train's share" in warnings[1] and "stays Pending" in warnings[1], warnings[1]
 
 
 def test_no_warning_off_aws() -> None:
-    assert room_warnings(load_stack(ROOT / "Pulumi.metal.yaml")) == []
+    metal = load_stack(ROOT / "Pulumi.metal.yaml")
+    assert room_warnings(metal, _views(metal)) == []
 
 
 def test_operands_without_requests_have_none_in_the_pinned_chart(shared_dir: Path) -> None:

@@ -12,6 +12,7 @@ import yaml
 from infra.simulate.dynamic import stack_world
 from infra.simulate.stack import route, stack_model
 from infra.stackfile import parse_config
+from scheduler import sim
 from scheduler.sim import Workload
 from scheduler.sim.dynamic.engine import Simulation
 from scheduler.sim.timed_traces import read_timed_pods
@@ -75,15 +76,16 @@ def test_shares_reach_the_pools_of_their_resource_in_each_teams_flavor_order(tmp
 
 
 def test_the_report_counts_the_pods_the_stacks_admission_policy_refuses() -> None:
-    """example-prod's admission policy lets a pod ask, per unit, 2 cores and 8 GiB of an A10G replica (g5.2xlarge:
-    8 cores, 32 GiB, 4 replicas), 3.43 cores and 36.57 GiB of a MIG 1g.10gb instance (p5.48xlarge: 192 cores, 56
-    instances) and 24 cores of a whole GPU. A 200-milli share asking 2 cores is admitted on its replica, one
-    asking 3 cores is not; a 100-milli share asking 4 cores is not admitted on its MIG instance; a 1-GPU pod
-    asking 30 cores is not, a 2-GPU pod asking 30 is. The routes are unchanged; the report names the three."""
+    """example-prod's admission policy lets a pod ask, per unit, what a node offers pods over its units: 1.94
+    cores and 7.59 GiB of an A10G replica (a g5.2xlarge's allocatable less its DaemonSets, 7,770m and 31,109
+    MiB, over 4 replicas), 3.42 cores of a MIG 1g.10gb instance and 23.91 cores of a whole GPU (a p5.48xlarge's
+    191,300m over 8). A 200-milli share asking 1.9 cores is admitted on its replica, one asking 2 cores is not;
+    a 100-milli share asking 4 cores is not admitted on its MIG instance; a 1-GPU pod asking 30 cores is not, a
+    2-GPU pod asking 30 is. The routes are unchanged; the report names the three."""
     prod = load_example("example-prod")
     model = stack_model(prod)
     pods = Workload.build(
-        [2000, 3000, 4000, 30000, 30000], [1024] * 5, [1, 1, 1, 1, 2], [200, 200, 100, 1000, 1000]
+        [1900, 2000, 4000, 30000, 30000], [1024] * 5, [1, 1, 1, 1, 2], [200, 200, 100, 1000, 1000]
     )
     routed, routing = route(model, pods, prod)
     assert routed.gpu_spec == ("a10g-batch", "a10g-batch", "h100-mig", "h100-train|l40s-infer",
@@ -91,5 +93,24 @@ def test_the_report_counts_the_pods_the_stacks_admission_policy_refuses() -> Non
     assert routing.refused == (("a10g-batch", 1), ("h100-mig", 1), ("h100-train|l40s-infer", 1))
     said = "\n".join(routing.lines())
     assert "3 GPU pods ask more cores or memory per GPU unit than the stack's admission policy admits" in said
-    assert "nvidia.com/gpu.shared 2 cores and 8 GiB" in said and "nvidia.com/mig-1g.10gb 3.43 cores" in said
+    assert (
+        "nvidia.com/gpu.shared 1.94 cores and 7.59 GiB" in said
+        and "nvidia.com/mig-1g.10gb 3.42 cores" in said
+    )
+    assert "nvidia.com/gpu 23.91 cores" in said
     assert "1 for a10g-batch, 1 for h100-mig, 1 for h100-train|l40s-infer" in said
+
+
+def test_the_docs_count_the_refused_pods_of_the_default_trace(shared_dir: Path) -> None:
+    """docs/simulation.md states how many of openb's default trace's GPU pods example-prod and metal refuse as
+    the trace asks them: the numbers routing reports."""
+    text = " ".join((ROOT / "docs" / "simulation.md").read_text().split())
+    pods = sim.read_pods(shared_dir / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv")
+    for name in ("example-prod", "metal"):
+        spec = load_example(name)
+        routed, routing = route(stack_model(spec), pods, spec)
+        refused = dict(routing.refused)
+        total = f"{sum(refused.values()):,} of {routed.size:,}"
+        assert total in text, (name, total)
+        for where, count in refused.items():
+            assert f"{count:,} " in text, (name, where, count)

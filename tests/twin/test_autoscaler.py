@@ -12,17 +12,19 @@ import pytest
 
 from infra.aws.node_daemonsets import node_daemonsets
 from infra.aws.node_room import node_room, room_warnings
+from infra.scheduling import pool_view
 from infra.stackfile import load_stack
 from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.conftest import start_twin
-from tests.twin.kube import Kube, job, name
-from tests.twin.test_team_rules import condition, pods_of, workload_of
+from tests.twin.kube import Kube, job, name, pod
+from tests.twin.test_team_rules import pods_of
 from twin.autoscaler.fit import quantity
 
 GPU = "nvidia.com/gpu"
 GROUP = "gpufleet-dev-l40s"
 NODEGROUP = "eks.amazonaws.com/nodegroup"
+SYSTEM = "kube-system"  # scheduler.guard lets GPU pods be created here
 
 
 @pytest.fixture(scope="module")
@@ -86,22 +88,28 @@ def test_a_pod_above_allocatable_scales_up_once_then_the_real_node_is_remembered
     """From zero nodes the autoscaler's AWS template has the instance's whole memory (32 GiB), so a pod asking
     31.5 GiB triggers a scale-up; the node that joins has 31203 MiB allocatable (the kubelet's reservation), the
     pod stays Pending, and from then on the autoscaler knows the real node: no second scale-up, the reason
-    instead."""
-    member = dev_twin.as_member(("gpufleet:research",))
+    instead. The pod is an administrator's in kube-system, the one namespace besides the GPU operator's where a
+    GPU pod may bypass the teams' queues (scheduler.guard): a team's GPU pod that large is refused when it is
+    created (the next test)."""
     big = name("big")
-    assert member.create(job(big, "research", {"cpu": "2", "memory": "32256Mi", GPU: 1})).ok
+    toleration = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+    assert dev_twin.create(pod(big, SYSTEM, {"cpu": "2", "memory": "32256Mi", GPU: 1},
+                               tolerations=[toleration])).ok  # fmt: skip
     try:
-        pod = one_pod(dev_twin, big)
-        eventually(lambda: events(dev_twin, pod, "TriggeredScaleUp"), "the first scale-up", 60)
+        found = eventually(lambda: next(iter(p for p in dev_twin.items("pods", SYSTEM)
+                                             if p["metadata"]["name"] == big), None), "the pod")  # fmt: skip
+        eventually(lambda: events(dev_twin, found, "TriggeredScaleUp"), "the first scale-up", 60)
         eventually(lambda: len(group_nodes(dev_twin)) == 1, "the node joined", 60)
         said = eventually(
-            lambda: events(dev_twin, pod, "NotTriggerScaleUp"), "the reason once the node is known", 60
+            lambda: events(dev_twin, found, "NotTriggerScaleUp"), "the reason once the node is known", 60
         )
         assert "Insufficient memory" in said[0], said
-        assert len(events(dev_twin, pod, "TriggeredScaleUp")) == 1
-        assert not one_pod(dev_twin, big)["spec"].get("nodeName")
+        assert len(events(dev_twin, found, "TriggeredScaleUp")) == 1
+        assert not next(p for p in dev_twin.items("pods", SYSTEM) if p["metadata"]["name"] == big)[
+            "spec"
+        ].get("nodeName")
     finally:
-        member.delete("job", big, "research")
+        dev_twin.delete("pod", big, SYSTEM)
     eventually(lambda: not group_nodes(dev_twin), "the empty node removed", 90)
 
 
@@ -114,20 +122,28 @@ def daemon_pods(kube: Kube, node: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_job_sized_to_allocatable_stays_pending_and_the_plan_says_so(dev_twin: Kube) -> None:
+def test_a_job_sized_to_the_room_runs_and_one_sized_to_allocatable_is_refused(dev_twin: Kube) -> None:
     """EKS's and the stack's DaemonSets put a pod on every node (the real DaemonSet controller and scheduler),
-    and the plan's warning for the pool says how much they take and the largest pod that fits: a job of that
-    size gets a node (the autoscaler's template counts the DaemonSet pods too) and runs, the node carries the
-    overhead the warning names, and a job asking the node's whole allocatable, admitted by Kueue, stays Pending
-    with the scheduler's and the autoscaler's reasons, as on EKS."""
+    and the plan's warning for the pool says how much they take, the largest pod that fits and what a GPU pod
+    may ask per GPU: a job of that size gets a node (the autoscaler's template counts the DaemonSet pods too) and
+    runs, and the node carries the overhead the warning names. A job asking the node's whole allocatable is
+    refused when it is created, naming that share, where Kueue's quota, which counts the whole node, would have
+    admitted it to stay Pending."""
     spec = load_stack(ROOT / "Pulumi.dev.yaml")
     room = node_room(spec, spec.node_pools[0])
     assert room is not None
-    warning = next(w for w in room_warnings(spec) if w.startswith("nodePools[0] (l40s)"))
+    views = [pool_view(spec, p) for p in spec.node_pools]
+    warning = next(w for w in room_warnings(spec, views) if w.startswith("nodePools[0] (l40s)"))
     (cpu, mib), (fit_cpu, fit_mib) = room.allocatable, room.room
     assert f"at most cpu {fit_cpu}m and memory {fit_mib}Mi" in warning, warning
+    assert "refused when it is created" in warning, warning
     member = dev_twin.as_member(("gpufleet:research",))
     full, fits = name("full"), name("fits")
+    refused = member.create(job(full, "research", {"cpu": f"{cpu}m", "memory": f"{mib}Mi", GPU: 1}))
+    assert not refused.ok
+    share = f"{GPU}: {fit_cpu / 1000:.2f}".rstrip("0").rstrip(".")
+    assert "asks more cores or memory per GPU than a node of its pool offers" in refused.err, refused.err
+    assert share in refused.err, (share, refused.err)
     assert member.create(job(fits, "research", {"cpu": f"{fit_cpu}m", "memory": f"{fit_mib}Mi", GPU: 1})).ok
     try:
         node = eventually(lambda: one_pod(dev_twin, fits)["spec"].get("nodeName"), "the sized job bound", 90)
@@ -143,20 +159,6 @@ def test_a_job_sized_to_allocatable_stays_pending_and_the_plan_says_so(dev_twin:
             round(sum(quantity(r.get("memory", 0)) for r in requests) / 2**20),
         )
         assert carried == room.overhead, (carried, warning)
-        assert member.create(job(full, "research", {"cpu": f"{cpu}m", "memory": f"{mib}Mi", GPU: 1})).ok
-        pod = one_pod(dev_twin, full)
-        eventually(lambda: condition(workload_of(dev_twin, "research", full), "Admitted"), "Kueue admits it")
-        why = eventually(lambda: events(dev_twin, pod, "NotTriggerScaleUp"), "no node for it", 60)
-        assert "Insufficient cpu" in why[0], why
-        member.delete("job", fits, "research")  # the node's GPU is free again: cpu and memory still lack
-        said = eventually(
-            lambda: [m for m in events(dev_twin, pod, "FailedScheduling")
-                     if "Insufficient cpu" in m and f"Insufficient {GPU}" not in m],
-            "the scheduler's reason on the node with its GPU free", 60,
-        )  # fmt: skip
-        assert "Insufficient memory" in said[-1], said
-        assert not one_pod(dev_twin, full)["spec"].get("nodeName")
     finally:
-        member.delete("job", full, "research")
         member.delete("job", fits, "research")
     eventually(lambda: not group_nodes(dev_twin), "the empty node removed", 90)
