@@ -58,7 +58,8 @@ def within_share(var: str, pools: Sequence[PoolView]) -> str:
 def share_message(pools: Sequence[PoolView], what: str) -> str:
     """The refusal, with each resource's share."""
     shares = ", ".join(
-        f"{name}: {_number(c)} cores and {_number(m)}Gi" for name, (c, m) in unit_shares(pools).items()
+        f"{name}: {share_number(c)} cores and {share_number(m)}Gi"
+        for name, (c, m) in unit_shares(pools).items()
     )
     return (
         f"{what} asks more cores or memory per GPU than a node of its pool offers per GPU ({shares}); the "
@@ -66,5 +67,6 @@ def share_message(pools: Sequence[PoolView], what: str) -> str:
     )
 
 
-def _number(value: float) -> str:
+def share_number(value: float) -> str:
+    """A share's cores or GiB as the refusal writes it: two decimals, no trailing zeros."""
     return f"{value:.2f}".rstrip("0").rstrip(".")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from infra import catalog
 from infra.aws.node_daemonsets import NodeDaemonSet, node_daemonsets
 from infra.spec import ClusterSpec, NodePool
-from scheduler.gpu_share import unit_shares
+from scheduler.gpu_share import share_number, unit_shares
 from scheduler.model import PoolView
 from scheduler.resources import cpus_per_unit, gpu_resource, memory_gib_per_unit, units_per_gpu
 
@@ -115,7 +115,7 @@ def room_warnings(spec: ClusterSpec, pools: Sequence[PoolView]) -> list[str]:
         if applied[0] <= own[0] + 1e-9 and applied[1] <= own[1] + 1e-9:
             out.append(
                 head
-                + f"a GPU pod may ask {_number(own[0])} cores and {_number(own[1])} GiB per {resource} unit "
+                + f"a GPU pod may ask {share_number(own[0])} cores and {share_number(own[1])} GiB per {resource} unit "
                 f"(that room over the node's {units}), so a job sized to the node's allocatable is refused when "
                 "it is created"
             )
@@ -123,13 +123,10 @@ def room_warnings(spec: ClusterSpec, pools: Sequence[PoolView]) -> list[str]:
             larger = next(p.name for p in pools if gpu_resource(p) == resource
                           and (cpus_per_unit(p), memory_gib_per_unit(p)) == applied)  # fmt: skip
             out.append(
-                head + f"a GPU pod may ask {_number(applied[0])} cores and {_number(applied[1])} GiB per "
+                head
+                + f"a GPU pod may ask {share_number(applied[0])} cores and {share_number(applied[1])} GiB per "
                 f"{resource} unit, {larger}'s share, as admission does not know the pool yet (this pool's own: "
-                f"{_number(own[0])} cores and {_number(own[1])} GiB); Kueue's quota counts all {node.vcpus} cores, so a "
+                f"{share_number(own[0])} cores and {share_number(own[1])} GiB); Kueue's quota counts all {node.vcpus} cores, so a "
                 "job sized to this node's allocatable is admitted and stays Pending"
             )
     return out
-
-
-def _number(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".")

@@ -44,7 +44,7 @@ from infra.simulate.share_offers import ShareOffer, chosen_offers, restricted, s
 from infra.spec import ClusterSpec, NodePool
 from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI
-from scheduler.gpu_share import CPU_SLACK, MEMORY_SLACK, unit_shares
+from scheduler.gpu_share import CPU_SLACK, MEMORY_SLACK, share_number, unit_shares
 from scheduler.model import fit_strategy
 from scheduler.resources import gpu_resource
 from scheduler.sim import Cluster, Workload
@@ -125,7 +125,7 @@ class Routing:
         ]
         if self.refused:
             bound = ", ".join(
-                f"{name} {_number(cores)} cores and {_number(gib)} GiB"
+                f"{name} {share_number(cores)} cores and {share_number(gib)} GiB"
                 for name, (cores, gib) in self.shares.items()
             )
             where = ", ".join(f"{n} for {pools}" for pools, n in self.refused)
@@ -139,10 +139,6 @@ class Routing:
                 f"no GPU pod of the trace is routed to {', '.join(self.idle_pools)}: it receives nothing"
             )
         return out
-
-
-def _number(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def _offer_words(offer: ShareOffer, pods: int) -> str:
