@@ -55,6 +55,16 @@ def within_share(var: str, pools: Sequence[PoolView]) -> str:
     )
 
 
+def admits(share: tuple[float, float], units: int, cpu_milli: int, memory_mib: int) -> bool:
+    """The comparison :func:`within_share` writes in CEL, for one resource: a pod asking ``units`` of a resource
+    whose ``share`` is (cores, GiB) per unit may ask these cores and memory (within the same slack)."""
+    cores, gib = share
+    return (
+        cpu_milli / 1000 <= units * cores + CPU_SLACK
+        and memory_mib * 2**20 <= units * gib * GIB + MEMORY_SLACK
+    )
+
+
 def share_message(pools: Sequence[PoolView], what: str) -> str:
     """The refusal, with each resource's share."""
     shares = ", ".join(

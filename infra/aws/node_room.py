@@ -112,7 +112,7 @@ def room_warnings(spec: ClusterSpec, pools: Sequence[PoolView]) -> list[str]:
             f"({', '.join(node.daemonsets)}) request cpu {o_cpu}m and memory {o_mib}Mi of its allocatable cpu "
             f"{cpu}m and memory {mib}Mi, so a pod fits a node with at most cpu {r_cpu}m and memory {r_mib}Mi; "
         )
-        if applied[0] <= own[0] + 1e-9 and applied[1] <= own[1] + 1e-9:
+        if applied == own:  # the largest share of the resource is this pool's own
             out.append(
                 head
                 + f"a GPU pod may ask {share_number(own[0])} cores and {share_number(own[1])} GiB per {resource} unit "

@@ -39,12 +39,12 @@ import numpy as np
 
 from infra import catalog
 from infra.errors import ConfigError
-from infra.scheduling import pool_view, scheduler_inputs
+from infra.scheduling import pool_view
 from infra.simulate.share_offers import ShareOffer, chosen_offers, restricted, share_offers
 from infra.spec import ClusterSpec, NodePool
 from scheduler.fgd.frag import ShareRule
 from scheduler.fgd.model import MILLI
-from scheduler.gpu_share import CPU_SLACK, MEMORY_SLACK, share_number, unit_shares
+from scheduler.gpu_share import admits, share_number, unit_shares
 from scheduler.model import fit_strategy
 from scheduler.resources import gpu_resource
 from scheduler.sim import Cluster, Workload
@@ -72,13 +72,7 @@ class StackModel:
         """Whether the stack's admission policy lets a pod asking ``units`` of ``resource`` ask these cores and
         memory (a resource with no share, a DRA claim's, is not bounded there)."""
         share = self.shares.get(resource)
-        if share is None:
-            return True
-        cores, gib = share
-        return (
-            cpu_milli <= units * cores * 1000 + CPU_SLACK * 1000
-            and memory_mib <= units * gib * 1024 + MEMORY_SLACK / 1024
-        )
+        return share is None or admits(share, units, cpu_milli, memory_mib)
 
 
 @dataclass(frozen=True)
@@ -236,15 +230,15 @@ def stack_model(spec: ClusterSpec) -> StackModel:
         # resource (DRAExtendedResource, kubernetes v1.36.4 pkg/scheduler/framework/plugins/noderesources/fit.go);
         # a claim for shares names no resource, so where every GPU pod claims, the profile scores CPU and memory
         weights = {**weights, "gpu": 0, "shared": 0}
-    _, views = scheduler_inputs(spec)
-    claimed = {gpu_resource(pool_view(spec, p)) for p in spec.node_pools if p.sharing.dra_shares}
+    views = [pool_view(spec, p) for p in spec.node_pools]
+    claimed = {gpu_resource(v) for v in views if v.sharing == "draShares"}
     return StackModel(
         shares={r: s for r, s in unit_shares(views).items() if r not in claimed},
         cluster=_nodes(spec, by_pool=True),
         units={p.name: _units(p) for p in spec.node_pools},
         claims=claims,
         gpu_models={p.name: p.gpu_model or "" for p in spec.node_pools},
-        resources={p.name: gpu_resource(pool_view(spec, p)) for p in spec.node_pools},
+        resources={v.name: gpu_resource(v) for v in views},
         routable=routable,
         cpu_pool=cpu_pool,
         strategy=strategy,

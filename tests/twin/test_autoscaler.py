@@ -14,6 +14,7 @@ from infra.aws.node_daemonsets import node_daemonsets
 from infra.aws.node_room import node_room, room_warnings
 from infra.scheduling import pool_view
 from infra.stackfile import load_stack
+from scheduler.gpu_share import share_number
 from tests.conftest import ROOT
 from tests.support import eventually
 from tests.twin.conftest import start_twin
@@ -84,6 +85,10 @@ def test_a_pod_no_group_can_host_adds_no_node_and_says_why(dev_twin: Kube) -> No
         member.delete("job", wide, "research")
 
 
+def system_pod(kube: Kube, pod_name: str) -> dict[str, Any] | None:
+    return next((p for p in kube.items("pods", SYSTEM) if p["metadata"]["name"] == pod_name), None)
+
+
 def test_a_pod_above_allocatable_scales_up_once_then_the_real_node_is_remembered(dev_twin: Kube) -> None:
     """From zero nodes the autoscaler's AWS template has the instance's whole memory (32 GiB), so a pod asking
     31.5 GiB triggers a scale-up; the node that joins has 31203 MiB allocatable (the kubelet's reservation), the
@@ -96,8 +101,7 @@ def test_a_pod_above_allocatable_scales_up_once_then_the_real_node_is_remembered
     assert dev_twin.create(pod(big, SYSTEM, {"cpu": "2", "memory": "32256Mi", GPU: 1},
                                tolerations=[toleration])).ok  # fmt: skip
     try:
-        found = eventually(lambda: next(iter(p for p in dev_twin.items("pods", SYSTEM)
-                                             if p["metadata"]["name"] == big), None), "the pod")  # fmt: skip
+        found = eventually(lambda: system_pod(dev_twin, big), "the pod")
         eventually(lambda: events(dev_twin, found, "TriggeredScaleUp"), "the first scale-up", 60)
         eventually(lambda: len(group_nodes(dev_twin)) == 1, "the node joined", 60)
         said = eventually(
@@ -105,9 +109,8 @@ def test_a_pod_above_allocatable_scales_up_once_then_the_real_node_is_remembered
         )
         assert "Insufficient memory" in said[0], said
         assert len(events(dev_twin, found, "TriggeredScaleUp")) == 1
-        assert not next(p for p in dev_twin.items("pods", SYSTEM) if p["metadata"]["name"] == big)[
-            "spec"
-        ].get("nodeName")
+        left = system_pod(dev_twin, big)
+        assert left is not None and not left["spec"].get("nodeName")
     finally:
         dev_twin.delete("pod", big, SYSTEM)
     eventually(lambda: not group_nodes(dev_twin), "the empty node removed", 90)
@@ -141,7 +144,7 @@ def test_a_job_sized_to_the_room_runs_and_one_sized_to_allocatable_is_refused(de
     full, fits = name("full"), name("fits")
     refused = member.create(job(full, "research", {"cpu": f"{cpu}m", "memory": f"{mib}Mi", GPU: 1}))
     assert not refused.ok
-    share = f"{GPU}: {fit_cpu / 1000:.2f}".rstrip("0").rstrip(".")
+    share = f"{GPU}: {share_number(fit_cpu / 1000)}"
     assert "asks more cores or memory per GPU than a node of its pool offers" in refused.err, refused.err
     assert share in refused.err, (share, refused.err)
     assert member.create(job(fits, "research", {"cpu": f"{fit_cpu}m", "memory": f"{fit_mib}Mi", GPU: 1})).ok
