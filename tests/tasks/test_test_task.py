@@ -16,6 +16,7 @@ from invoke import Exit, MockContext, Result
 
 import tasks
 from tests import phases
+from tests.support import eventually
 
 
 def no_build(_py: str) -> phases.Build:
@@ -156,12 +157,15 @@ def test_an_interrupt_stops_the_background_tier(tmp_path: Path) -> None:
     started: list[phases.Background] = []
     start = _beside(
         tmp_path,
-        "import signal\ntry:\n    signal.pause()\nexcept KeyboardInterrupt:\n    raise SystemExit(130)",
+        "import signal\ntry:\n    print('ready', flush=True)\n    signal.pause()\n"
+        "except KeyboardInterrupt:\n    raise SystemExit(130)",
         [],
     )
 
     def beside(*args: str) -> phases.Background:
         started.append(start(*args))
+        # the interrupt comes once the child waits for it: one during its start-up is not the case tested
+        eventually(lambda: "ready" in started[0].log.read_text(), "the background child waiting", 30)
         return started[0]
 
     with pytest.raises(KeyboardInterrupt):
