@@ -9,11 +9,13 @@ turn) happen in :meth:`Policy.choose_node`.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.pool
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -285,8 +287,11 @@ def run_many(
             # Workers ignore the terminal's Ctrl-C and any stop of this process: this process decides, and
             # leaving the `with` on a stop terminates them at once (Pool.__exit__), queued runs and all. A
             # ProcessPoolExecutor would run every queued run first (its __exit__ waits for them; cpython
-            # v3.11 Lib/concurrent/futures/_base.py Executor.__exit__, shutdown(wait=True)).
-            with multiprocessing.Pool(workers, initializer=_worker_signals) as pool:
+            # v3.11 Lib/concurrent/futures/_base.py Executor.__exit__, shutdown(wait=True)). A stop is held
+            # back while the pool is built: one that lands inside Pool.__init__ leaves a pool nobody
+            # terminates, whose worker handler replaces the workers killed below with workers that wait for
+            # work forever.
+            with _pool(workers) as pool:
                 for index, result in pool.imap_unordered(_run_indexed, enumerate(tasks)):
                     results[(tasks[index][2], tasks[index][3])] = result
                     if on_done:
@@ -303,13 +308,35 @@ def run_many(
     return [results[(p, s)] for p in policies for s in seeds]
 
 
+_STOPS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _pool(workers: int) -> Iterator[multiprocessing.pool.Pool]:
+    """A pool of `workers` built with stops held back, so that a stop always lands where leaving the `with`
+    terminates it; one that came meanwhile is delivered once inside."""
+    held = hasattr(signal, "pthread_sigmask")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if held else set()
+    try:
+        with multiprocessing.Pool(workers, initializer=_worker_signals) as pool:
+            if held:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            yield pool
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _worker_signals() -> None:
     """A worker leaves interrupts to the process that started it, and ends at once when it is terminated
-    (not through a stop handler it inherited)."""
+    (not through a stop handler it inherited). It is forked while stops are held back (`_pool`), so it
+    lets them through again once its handlers are set."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
 
 
 def _run_indexed(

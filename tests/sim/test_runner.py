@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ from scheduler.sim.policies import Context
 from scheduler.sim.policies.fgd import FgdPolicy
 from scheduler.sim.protocol import bucket_curve, order_and_inflate, rank_nodes, seed_order
 from scheduler.sim.runner import replay, run_placed
+from tests.conftest import ROOT
 from tests.sim.tiny import cluster, workload
 
 SMALL = cluster(("a", 32000, 65536, 4, "T4"), ("b", 16000, 65536, 2, "A10"), ("c", 8000, 32768, 1, "T4"))
@@ -150,3 +153,40 @@ def test_smoke_on_real_trace_slice(shared_dir: Path) -> None:
         assert r.unallocated(100) == pytest.approx(100 - r.allocated[100])
     fgd, rnd = results
     assert fgd.unallocated(130) < rnd.unallocated(130)
+
+
+STOPPED_AS_THE_POOL_IS_BUILT = """
+import multiprocessing, os, signal, sys
+from infra.errors import Interrupted, raise_on_stop_signals
+from scheduler.sim import run_many
+from tests.sim.test_runner import PODS, SMALL
+
+built = multiprocessing.Pool
+
+def built_then_stopped(*args, **kwargs):
+    pool = built(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)  # the stop arrives as the pool's constructor returns
+    return pool
+
+multiprocessing.Pool = built_then_stopped
+raise_on_stop_signals()
+try:
+    run_many(SMALL, PODS, ["FGD"], range(40), processes=2)
+except Interrupted as stop:
+    print(stop, *stop.__notes__, file=sys.stderr)
+    sys.exit(143)
+"""
+
+
+def test_a_stop_as_the_worker_pool_is_built_ends_the_run_and_its_workers() -> None:
+    """A stop that lands while the worker pool is being built ends the command at once, workers and all: one
+    raised inside the pool's constructor left a pool that nobody terminated, whose worker handler replaced the
+    killed workers with ones that waited for work forever, holding the command's output open."""
+    command = subprocess.Popen([sys.executable, "-c", STOPPED_AS_THE_POOL_IS_BUILT], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _, err = command.communicate(timeout=30)
+    finally:
+        command.kill()
+    assert command.returncode == 143, err
+    assert err.strip() == "stopped by SIGTERM 0 of 40 runs had finished; the others were abandoned", err
