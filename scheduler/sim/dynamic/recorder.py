@@ -41,6 +41,7 @@ import numpy as np
 from scheduler.fgd.model import MILLI
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import Pool, World
+from scheduler.sim.dynamic.placement import FEW
 from scheduler.sim.dynamic.report import PoolResult, QueuePreemptions, Result, TeamResult
 
 HOUR = 3600.0
@@ -104,10 +105,12 @@ class _Group:
     )  # fmt: skip
 
     def __init__(
-        self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], pools: tuple[int, ...], walk: int
-    ) -> None:
+        self, key: tuple[int, tuple[int, ...], tuple[int, int, int, int]], pools: tuple[int, ...], walk: int,
+        need: int,
+    ) -> None:  # fmt: skip
         self.key = key
-        self.q, _, self.need = key
+        self.q = key[0]
+        self.need = need  # its pod need's number (Recorder._need_id), what its fit answers are kept under
         self.pools = pools
         self.mask = sum(1 << p for p in pools)
         self.walk = walk  # the walks before it came
@@ -155,9 +158,13 @@ class Recorder:
         self.last = 0.0
         self.blocked = [0.0] * n_queues  # GPU-seconds blocked while idle, per queue
         self.blocked_policy = 0.0  # GPU-seconds of ``blocked`` a node could have run
-        # (pool, pod need) -> (could a Ready node of the pool run it, a node that could or -1, the position in
-        # ``changed`` the answer holds at); see _node_fits
-        self._fits: dict[tuple[int, tuple[int, int, int, int]], tuple[bool, int, int]] = {}
+        # (pod need's number x pools + pool) -> (could a Ready node of the pool run it, a node that could or -1,
+        # the position in ``changed`` the answer holds at); see _node_fits. A need is numbered once, so the key
+        # is an int, not a tuple hashed again at every look-up.
+        self._fits: dict[int, tuple[bool, int, int]] = {}
+        self._need_id: dict[tuple[int, int, int, int], int] = {}
+        self._needs: list[tuple[int, int, int, int]] = []
+        self._n_pools = len(world.pools)
         self._fits_ready = -1  # the ready_version ``_fits`` holds for
         self._fits_seen = 0  # the entries of ``changed`` ``_stamp`` has seen
         self._stamp = [-1] * world.cluster.size  # per node: its last entry in ``changed``
@@ -178,6 +185,7 @@ class Recorder:
         # walk, so a walk evaluates again only the groups that can match otherwise (see _match)
         self._groups: dict[int, list[_Group]] = {}
         self._lengths: list[int] = []  # the keys of ``_groups``, sorted
+        self._order: list[_Group] | None = None  # the groups in walk order, None when a group came or went
         self._group_of: dict[tuple[int, tuple[int, ...], tuple[int, int, int, int]], _Group] = {}
         self._gone = 0  # groups gone, still in ``_groups`` (each dropped once it took nothing in a walk)
         self._born = 0  # groups that came since the last walk
@@ -316,8 +324,9 @@ class Recorder:
                 pool_pos[pool].append(i)
         self._fits_seen = len(changed)
 
-    def _node_fits(self, p: int, need: tuple[int, int, int, int]) -> bool:
-        """Whether a Ready node of pool ``p`` could run a pod with ``need`` now (its GPUs, CPU and memory).
+    def _node_fits(self, p: int, nid: int) -> bool:
+        """Whether a Ready node of pool ``p`` could run a pod of need number ``nid`` now (its GPUs, CPU and
+        memory).
 
         An answer is kept with the position in ``changed`` it holds at: a yes with the node that fits (it holds
         while that node is unchanged), a no is checked again only on the pool's nodes changed since (the others
@@ -326,7 +335,8 @@ class Recorder:
         changed = view.changed
         stamp = self._stamp
         now = self._fits_seen  # _sync_fits ran for this step
-        key = (p, need)
+        need = self._needs[nid]
+        key = nid * self._n_pools + p
         known = self._fits.get(key)
         if known is not None:
             got, witness, at = known
@@ -338,7 +348,12 @@ class Recorder:
                 if first == len(pos):  # none of the pool's nodes changed since
                     self._fits[key] = (False, -1, now)
                     return False
-                nodes = np.array(sorted({changed[i] for i in pos[first:]}), dtype=np.int64)
+                touched = sorted({changed[i] for i in pos[first:]})
+                if len(touched) <= FEW:
+                    witness = self._first_fit(touched, need)
+                    self._fits[key] = (witness >= 0, witness, now)
+                    return witness >= 0
+                nodes = np.array(touched, dtype=np.int64)
                 nodes = nodes[view.ready[nodes]]
                 ok = self._fit_mask(nodes, need)
                 fit = bool(ok.any())
@@ -349,6 +364,29 @@ class Recorder:
         fit = bool(ok.any())
         self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
         return fit
+
+    def _first_fit(self, nodes: list[int], need: tuple[int, int, int, int]) -> int:
+        """The first of ``nodes`` (ascending) that is Ready and has room for a pod with ``need`` now, or -1:
+        :meth:`_fit_mask`'s test node by node in Python, since a pool's nodes changed between two looks are a
+        few and numpy's cost per call would dominate."""
+        gpus, milli, cpu, mem = need
+        st = self.view.state
+        ready, res, free_gpu = self.view.ready, st.free_res, st.free_gpu
+        whole = milli >= MILLI
+        least = max(gpus, 1)
+        for node in nodes:
+            if not ready[node]:
+                continue
+            free_cpu, free_mem, _ = res[node].tolist()
+            if free_cpu < cpu or free_mem < mem:
+                continue
+            free = free_gpu[node].tolist()
+            if whole:
+                if sum(1 for x in free if x == MILLI) >= gpus:
+                    return node
+            elif sum(1 for x in free if x >= milli) >= least:
+                return node
+        return -1
 
     def _fit_mask(self, nodes: np.ndarray, need: tuple[int, int, int, int]) -> np.ndarray:
         """Which of ``nodes`` have room for a pod with ``need`` now."""
@@ -374,13 +412,18 @@ class Recorder:
                 pools = self._unique.get(key[1])
                 if pools is None:
                     pools = self._unique[key[1]] = tuple(dict.fromkeys(key[1]))
-                group = self._group_of[key] = _Group(key, pools, self._walks)
+                nid = self._need_id.get(key[2])
+                if nid is None:
+                    nid = self._need_id[key[2]] = len(self._needs)
+                    self._needs.append(key[2])
+                group = self._group_of[key] = _Group(key, pools, self._walks, nid)
                 self._born += 1
                 length = len(key[1])
                 if length not in self._groups:
                     self._groups[length] = []
                     self._lengths = sorted(self._groups)
                 self._groups[length].append(group)
+                self._order = None
             group.stale = True
         else:
             demand.pop(key, None)
@@ -389,6 +432,7 @@ class Recorder:
                 members = self._groups[len(key[1])]
                 if group.walk == self._walks and members[-1] is group:  # no walk saw it: dropped at once
                     members.pop()
+                    self._order = None
                     self._born -= 1
                 else:  # kept in its place, matching nothing, until the next walk has passed it
                     group.stale, group.here = True, False
@@ -515,10 +559,12 @@ class Recorder:
             for length, members in groups.items():
                 groups[length] = [g for g in members if g.here or g.taken]
             self._gone = sum(not g.here for members in groups.values() for g in members)
-            order = [g for length in self._lengths for g in groups[length]]
+            order = self._order = [g for length in self._lengths for g in groups[length]]
             last = len(order)
         else:
-            order = [g for length in self._lengths for g in groups[length]]
+            kept = self._order
+            order = kept if kept is not None else [g for length in self._lengths for g in groups[length]]
+            self._order = order
             for start, g in enumerate(order):  # noqa: B007 (the place it stops at is used below)
                 if g.stale or g.mask & dirty or g.took & refit:
                     break
@@ -548,7 +594,13 @@ class Recorder:
         kept_match_at, kept_before = match_at[k:], before[k:]
         matched = last_matched[: before[k]] if k < len(before) else last_matched[:]
         del match_at[k:], before[k:]
-        demand, fits, known, stamp = self.demand, self._node_fits, self._fits, self._stamp
+        demand, fits, known, stamp, width = (
+            self.demand,
+            self._node_fits,
+            self._fits,
+            self._stamp,
+            self._n_pools,
+        )
         for i in range(start, len(order)):
             if not live:
                 break
@@ -571,7 +623,7 @@ class Recorder:
                         at = took_at[p]
                         for x in at[bisect.bisect_left(at, i) :]:
                             g = order[x]
-                            hit = known.get((p, g.need))
+                            hit = known.get(g.need * width + p)
                             fit = (hit is not None and hit[0] and stamp[hit[1]] < hit[2]) or fits(p, g.need)
                             o = g.taken.index(p)
                             q, take, was_fit = g.matches[o]
@@ -609,7 +661,7 @@ class Recorder:
                     new[p] = free = free - want
                     g.afters = [free]
                     if g.took & refit:
-                        hit = known.get((p, g.need))
+                        hit = known.get(g.need * width + p)
                         fit = (hit is not None and hit[0] and stamp[hit[1]] < hit[2]) or fits(p, g.need)
                         if fit != g.matches[0][2]:
                             g.matches = [(g.q, want, fit)]
@@ -650,7 +702,7 @@ class Recorder:
                 matches: list[tuple[int, float, bool]] = []
                 took = 0
                 for p, take in zip(taken, amounts, strict=True):
-                    hit = known.get((p, need))  # a yes whose node is unchanged, without the call
+                    hit = known.get(need * width + p)  # a yes whose node is unchanged, without the call
                     if hit is not None and hit[0] and stamp[hit[1]] < hit[2]:
                         matches.append((q, take, True))
                     else:
