@@ -278,7 +278,9 @@ class Watched(Simulation):
         for j, job in enumerate(self.jobs):
             if job.state != WAITING or j not in queued:
                 continue
-            if self.requeue_due and (self.shape_of[j] in self.parked or j in self.inadmissible):
+            if self.requeue_due and (
+                self.shape_of[j] in self.parked or self.shape_of[j] in self.inadmissible
+            ):
                 continue  # quota changed within the batch period: Kueue retries it at the batched requeue
             if self.requeue_due and j in self.timed_out:
                 # Kueue requeues a job evicted by waitForPodsReady after its backoff (requeuingStrategy), not

@@ -59,6 +59,7 @@ from scheduler.fgd.state import ClusterState
 from scheduler.provisioning import MAX_BACKOFF_S, answer, turn
 from scheduler.sim.dynamic.admitted import Admitted
 from scheduler.sim.dynamic.autoscaler import Autoscaler
+from scheduler.sim.dynamic.candidates import ByShape, InOrder
 from scheduler.sim.dynamic.fair_preemption import select_fair_victims
 from scheduler.sim.dynamic.fair_sharing import Entry, Shares, Tree
 from scheduler.sim.dynamic.model import World
@@ -128,9 +129,9 @@ class Simulation:
         # batched requeue `requeue_batch_s` later moves them back to the heads
         self.parked: set[int] = set()  # shapes (``shape_of``)
         self.requeue_due = False
-        # Jobs Kueue would hold as inadmissible until the batched requeue: those that failed, and those skipped
-        # because a job of the same queue, pools and priority no larger failed in the same cycle (Kueue pops
-        # each as its queue's head in a later cycle and finds it inadmissible in turn).
+        # The shapes Kueue holds as inadmissible until the batched requeue: those of jobs that failed, and those
+        # skipped because a job of the same queue, pools and priority no larger failed in the same cycle (Kueue
+        # pops each as its queue's head in a later cycle and finds it inadmissible in turn).
         self.inadmissible: set[int] = set()
         self.queue_of: list[int] = jobs.queue.tolist()
         self.priority_of: list[int] = jobs.priority.tolist()
@@ -147,8 +148,9 @@ class Simulation:
             kinds.setdefault(key, len(kinds))
             for key in zip(self.queue_of, wl.gpu_spec, self.priority_of, strict=True)
         ]
-        # the waiting jobs of each queue, sorted (-priority, queued_at, job)
+        # the waiting jobs of each queue, sorted (-priority, queued_at, job), and the same by shape
         self.waiting_in: list[list[tuple[int, float, int]]] = [[] for _ in world.queues]
+        self.waiting_by_shape: list[dict[int, list[tuple[int, float, int]]]] = [{} for _ in world.queues]
         # units per pod x pods, and whether that is the count in every pool (a share) or x the pool's units per GPU
         self._units_base: list[int] = (self.pod_units * jobs.pods).tolist()
         self._units_flat: list[bool] = share.tolist()
@@ -321,7 +323,10 @@ class Simulation:
         """Queue job ``j`` at time ``t``, ordered by ``key`` (its queueing timestamp; default ``t``)."""
         job = self.jobs[j]
         job.state, job.queued_at, job.pool = WAITING, t if key is None else key, -1
-        bisect.insort(self.waiting_in[self.queue_of[j]], (-self.priority_of[j], job.queued_at, j))
+        entry = (-self.priority_of[j], job.queued_at, j)
+        q = self.queue_of[j]
+        bisect.insort(self.waiting_in[q], entry)
+        bisect.insort(self.waiting_by_shape[q].setdefault(self.shape_of[j], []), entry)
         self.recorder.waiting(j, +1)
 
     def _admit(self, t: float) -> None:
@@ -341,47 +346,55 @@ class Simulation:
         strict = self.w.settings.strict_fifo
         size, queue_of, kind_of, shape_of = self.size, self.queue_of, self.kind_of, self.shape_of
         jobs, priority = self.jobs, self.priority_of
-        # each queue's candidates, its head last (popped first), the queues in the order of their last candidate
-        queues: dict[int, list[int]] = {}
+        # Within a cycle quota only tightens, so a job no smaller than one that failed with the same queue,
+        # pools and priority (``kind_of``) fails too: skip it without trying, as a job whose shape is parked.
+        # Both depend on the job's shape alone (candidates.py).
+        failed: dict[int, int] = {}
+        parked, inadmissible = self.parked, self.inadmissible
+
+        def skip(j: int) -> bool:
+            kind, shape = kind_of[j], shape_of[j]
+            if (kind in failed and size[j] >= failed[kind]) or shape in parked:
+                inadmissible.add(shape)
+                return True
+            return False
+
+        def waits(j: int) -> bool:
+            return jobs[j].state == WAITING
+
+        # each queue's candidates, the queues in the order of their last candidate
+        queues: dict[int, InOrder | ByShape] = {}
         if self.quota_freed or strict:  # StrictFIFO always starts at the head (and stops at its first miss)
             waiting_in = self.waiting_in
             for q in sorted((q for q, mine in enumerate(waiting_in) if mine), key=lambda q: waiting_in[q][-1],
                             reverse=True):  # fmt: skip
-                queues[q] = [j for _, _, j in reversed(waiting_in[q])]
+                if strict:
+                    queues[q] = InOrder([j for _, _, j in waiting_in[q]], strict)
+                else:
+                    queues[q] = ByShape(self.waiting_by_shape[q], parked)
         else:  # nothing freed: only jobs that arrived since could newly fit
+            fresh: dict[int, list[int]] = {}  # each queue's, last first
             for j in sorted(self.fresh, key=lambda j: (-priority[j], jobs[j].queued_at, j), reverse=True):
-                queues.setdefault(queue_of[j], []).append(j)
+                fresh.setdefault(queue_of[j], []).append(j)
+            queues = {q: InOrder(mine[::-1], strict) for q, mine in fresh.items()}
         self.fresh.clear()
         self.quota_freed = False
-        # Within a cycle quota only tightens, so a job no smaller than one that failed with the same queue,
-        # pools and priority (``kind_of``) fails too: skip it without trying (the scan stays linear in the queue).
-        failed: dict[int, int] = {}
-        parked, inadmissible = self.parked, self.inadmissible
         while queues:
             heads: list[tuple[bool, int, float, int]] = []
             for q in list(queues):
-                rest = queues[q]
-                while rest:
-                    j = rest.pop()
-                    if jobs[j].state != WAITING:
-                        continue
-                    kind = kind_of[j]
-                    if (kind in failed and size[j] >= failed[kind]) or shape_of[j] in parked:
-                        inadmissible.add(j)
-                        if strict:
-                            rest.clear()
-                        continue
+                candidates = queues[q]
+                j = candidates.head(waits, skip)
+                if j >= 0:
                     heads.append(
                         (self.quota.would_borrow(q, self._needs(j, q)), -priority[j], jobs[j].queued_at, j)
                     )
-                    break
-                if not rest:
+                if not candidates:
                     del queues[q]
             for j in self._ordered(heads):
                 if jobs[j].state == WAITING and not self._try_admit(j, t):
                     kind = kind_of[j]
                     failed[kind] = min(failed.get(kind, size[j]), size[j])
-                    inadmissible.add(j)
+                    inadmissible.add(shape_of[j])
                     if self.w.settings.requeue_batch_s > 0:
                         parked.add(shape_of[j])
                     if strict:
@@ -478,8 +491,11 @@ class Simulation:
 
     def _admit_to(self, j: int, q: int, p: int, need: int, t: float) -> None:
         job = self.jobs[j]
+        entry = (-self.priority_of[j], job.queued_at, j)
         mine = self.waiting_in[q]
-        del mine[bisect.bisect_left(mine, (-self.priority_of[j], job.queued_at, j))]
+        del mine[bisect.bisect_left(mine, entry)]
+        same = self.waiting_by_shape[q][self.shape_of[j]]
+        del same[bisect.bisect_left(same, entry)]
         self.recorder.waiting(j, -1)
         job.state, job.pool, job.units, job.admitted_at = ADMITTED, p, need, t
         job.run += 1

@@ -328,47 +328,55 @@ class Recorder:
         """Whether a Ready node of pool ``p`` could run a pod of need number ``nid`` now (its GPUs, CPU and
         memory).
 
-        An answer is kept with the position in ``changed`` it holds at: a yes with the node that fits (it holds
-        while that node is unchanged), a no is checked again only on the pool's nodes changed since (the others
-        are as they were); readiness changing drops every answer."""
-        view = self.view
-        changed = view.changed
-        stamp = self._stamp
+        An answer is kept with the position in ``changed`` it holds at, and for a yes the pool's first node
+        that fits then (in index order). A yes holds while that node is unchanged. A no is checked again only
+        on the pool's nodes changed since (the others are as they were). A yes whose node changed: the nodes
+        before it that did not change still do not fit, so the first that fits now is one of the changed nodes
+        before it, else that node itself, else a node after it. Readiness changing drops every answer."""
         now = self._fits_seen  # _sync_fits ran for this step
         need = self._needs[nid]
         key = nid * self._n_pools + p
         known = self._fits.get(key)
-        if known is not None:
+        if known is None:
+            found = self._first_of(self._ready_in[p], need, ready=True)
+        else:
             got, witness, at = known
+            stamp = self._stamp
             if got and stamp[witness] < at:
                 return True
+            pos = self._pool_pos[p]
+            first = bisect.bisect_left(pos, at)
+            changed = self.view.changed
+            touched = sorted({changed[i] for i in pos[first:]})  # the pool's nodes changed since
             if not got:
-                pos = self._pool_pos[p]
-                first = bisect.bisect_left(pos, at)
-                if first == len(pos):  # none of the pool's nodes changed since
-                    self._fits[key] = (False, -1, now)
-                    return False
-                touched = sorted({changed[i] for i in pos[first:]})
-                if len(touched) <= FEW:
-                    witness = self._first_fit(touched, need)
-                    self._fits[key] = (witness >= 0, witness, now)
-                    return witness >= 0
-                nodes = np.array(touched, dtype=np.int64)
-                nodes = nodes[view.ready[nodes]]
-                ok = self._fit_mask(nodes, need)
-                fit = bool(ok.any())
-                self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
-                return fit
-        nodes = self._ready_in[p]
-        ok = self._fit_mask(nodes, need)
-        fit = bool(ok.any())
-        self._fits[key] = (fit, int(nodes[int(ok.argmax())]) if fit else -1, now)
-        return fit
+                found = self._first_of(touched, need) if touched else -1
+            else:
+                found = self._first_of([n for n in touched if n < witness], need)
+                if found < 0:
+                    found = self._first_of([witness], need)
+                if found < 0:
+                    nodes = self._ready_in[p]
+                    after = nodes[int(np.searchsorted(nodes, witness, side="right")) :]
+                    found = self._first_of(after, need, ready=True)
+        self._fits[key] = (found >= 0, found, now)
+        return found >= 0
+
+    def _first_of(
+        self, nodes: list[int] | np.ndarray, need: tuple[int, int, int, int], ready: bool = False
+    ) -> int:
+        """The first of ``nodes`` (ascending; ``ready``: all Ready) that is Ready and has room for a pod with
+        ``need`` now, or -1: a few tested in Python (numpy's cost per call would dominate), more with numpy."""
+        if len(nodes) <= FEW:
+            return self._first_fit(nodes.tolist() if isinstance(nodes, np.ndarray) else nodes, need)
+        at = np.asarray(nodes, dtype=np.int64)
+        if not ready:
+            at = at[self.view.ready[at]]
+        ok = self._fit_mask(at, need)
+        return int(at[int(ok.argmax())]) if ok.any() else -1
 
     def _first_fit(self, nodes: list[int], need: tuple[int, int, int, int]) -> int:
-        """The first of ``nodes`` (ascending) that is Ready and has room for a pod with ``need`` now, or -1:
-        :meth:`_fit_mask`'s test node by node in Python, since a pool's nodes changed between two looks are a
-        few and numpy's cost per call would dominate."""
+        """The first of ``nodes`` (ascending) that is Ready and has room for a pod with ``need`` now, or -1,
+        node by node in Python (:meth:`_fit_mask`'s test)."""
         gpus, milli, cpu, mem = need
         st = self.view.state
         ready, res, free_gpu = self.view.ready, st.free_res, st.free_gpu
