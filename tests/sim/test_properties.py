@@ -93,3 +93,37 @@ def test_never_over_allocated_and_conserved(policy: str, c: Cluster, w: Workload
     shapes = build_shapes(w, c)
     fresh = NodeFragmentation(run.state, target_workload(w), shapes.node_model, sorted(set(c.gpu_model)))
     assert run.frag[-1] == pytest.approx(fresh.total, abs=1e-6)  # incremental float sum drifts by ~1e-12
+
+
+@pytest.mark.parametrize("policy", ["MostAllocated", "LeastAllocated"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=clusters(), wl=workloads(), seed=st.integers(0, 2**16), shared=st.sampled_from([None, 0, 3]))
+def test_a_few_nodes_scored_in_python_score_as_the_batch_does(
+    policy: str, c: Cluster, wl: Workload, seed: int, shared: int | None
+) -> None:
+    """The dynamic simulator scores the few nodes changed since it last looked in Python (`score_few`); on any
+    state, every shape, and with the sharing weight set or not, that gives the batch's scores and sharing
+    GPU on every node where the shape fits."""
+    from scheduler.sim.policies import Context, make_policy
+    from scheduler.sim.policies.base import Batch, least_free_fitting_gpu, least_free_fitting_gpu_of
+
+    shapes = build_shapes(wl, c)
+    state = ClusterState(c)
+    rng = np.random.default_rng(seed)
+    for node in range(c.size):  # some of each node's resources taken, GPU by GPU
+        gpus = [g for g in range(int(c.num_gpu[node])) if rng.random() < 0.5]
+        milli = int(rng.integers(1, MILLI + 1))
+        state.allocate(node, int(rng.integers(0, c.cpu_milli[node] // 2 + 1)),
+                       int(rng.integers(0, c.memory_mib[node] // 2 + 1)), gpus, milli if gpus else 0)  # fmt: skip
+    frag = NodeFragmentation(state, target_workload(wl), shapes.node_model, sorted(set(c.gpu_model)))
+    pol = make_policy(policy, **({} if shared is None else {"shared": shared, "cpu": 2}))
+    pol.bind(Context(c, state, shapes, frag, rng))
+    for s in range(len(shapes.requests)):
+        batch = Batch(pol.ctx, s, np.arange(c.size))
+        score, _ = pol.score(batch)
+        nodes = [int(n) for n in np.flatnonzero(batch.feasible)]
+        assert pol.score_few(s, nodes) == score[nodes].tolist()
+        _, _, k, d = shapes.requests[s]
+        if k == 1 and d < MILLI and nodes:
+            want = least_free_fitting_gpu(batch)[nodes].tolist()
+            assert [least_free_fitting_gpu_of(state.free_gpu[n].tolist(), d) for n in nodes] == want

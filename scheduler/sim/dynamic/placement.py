@@ -21,7 +21,7 @@ from scheduler.fgd.shapes import build_shapes, target_workload
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic.model import World
 from scheduler.sim.policies import Context, Policy, make_policy
-from scheduler.sim.policies.base import feasible, score_nodes
+from scheduler.sim.policies.base import feasible, least_free_fitting_gpu_of, score_nodes
 
 FEW = 16  # changed nodes up to this many are tested for fit in Python, more with numpy
 
@@ -273,7 +273,16 @@ class Placement:
             if not ok:
                 score[node] = -1  # what scoring it would give; most pods that find no room find it here
         at = [i for i, ok in enumerate(fit) if ok]
-        if at:
+        few = self.policy.score_few(s, [nodes[i] for i in at]) if at and len(at) <= FEW else None
+        if few is not None:
+            _, _, _, d = self.shapes.requests[s]
+            free_gpu = self.state.free_gpu
+            pick = share and self.policy.uses_share_gpu  # the least-free fitting GPU, as score_nodes picks
+            for i, value in zip(at, few, strict=True):
+                node = nodes[i]
+                score[node] = out[i] = value
+                gpu[node] = least_free_fitting_gpu_of(free_gpu[node].tolist(), d) if pick else 0
+        elif at:
             some = np.array([nodes[i] for i in at], dtype=np.int64)
             got, share_gpu = score_nodes(self.policy, s, some, self.static, share)
             score[some] = got

@@ -122,6 +122,15 @@ def least_free_fitting_gpu(batch: Batch) -> np.ndarray:
     return np.where(batch.gpu_fit, batch.gpu, NO_FIT).argmin(axis=1)
 
 
+def least_free_fitting_gpu_of(free: list[int], milli: int) -> int:
+    """:func:`least_free_fitting_gpu` of one node's free milli per GPU, in Python."""
+    best, at = NO_FIT, 0
+    for i, x in enumerate(free):
+        if milli <= x < best:
+            best, at = x, i
+    return at
+
+
 class Policy:
     """Base policy: subclasses implement :meth:`score`; the other hooks have the protocol's defaults."""
 
@@ -144,6 +153,13 @@ class Policy:
         """Integer scores (any value where infeasible; the loop masks them) and, for sharing shapes, the GPU
         index per node (``None``: the least-free fitting GPU)."""
         raise NotImplementedError
+
+    def score_few(self, s: int, nodes: list[int]) -> list[int] | None:
+        """Shape ``s``'s scores on ``nodes``, where it fits (a few nodes changed since they were last scored),
+        computed in Python by the same arithmetic as :meth:`score`, or None where the policy has no such path:
+        numpy's cost per call dominates for a few nodes. Only a policy whose :meth:`score` leaves a sharing pod's
+        GPU to :func:`least_free_fitting_gpu` has one."""
+        return None
 
     def node_state(self, nodes: np.ndarray) -> np.ndarray | None:
         """Per-node bookkeeping the scores depend on besides the node's resources (int columns), or None.

@@ -9,7 +9,7 @@ milli-GPU, so a sharing pod requests its fraction of a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -60,9 +60,31 @@ class NodeResourcesFitPolicy(Policy):
         self.node_weight = {gpu: np.where(cap > 0, w, 0) for gpu, w in self.weight.items()}
         self.node_weight_sum = {gpu: np.maximum(w.sum(axis=1), 1) for gpu, w in self.node_weight.items()}
         self.requests = [np.array([cpu, mem, k * d]) for cpu, mem, k, d in ctx.shapes.requests]
+        # the same as Python lists, for score_few
+        self._cap_rows: list[list[int]] = cap.tolist()
+        self._request_rows = [[cpu, mem, k * d] for cpu, mem, k, d in ctx.shapes.requests]
+        self._weight_rows: dict[Any, list[int]] = {gpu: w.tolist() for gpu, w in self.weight.items()}
 
     def numerator(self, free: np.ndarray, cap: np.ndarray, request: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def score_few(self, s: int, nodes: list[int]) -> list[int] | None:
+        _, _, k, d = self.ctx.shapes.requests[s]
+        weight = self._weight_rows[SHARED if k == 1 and 0 < d < MILLI else k * d > 0]
+        request, free_res = self._request_rows[s], self.ctx.state.free_res
+        # the subclass's numerator, written for arrays, computes alike on Python ints
+        numerator: Callable[[int, int, int], int] = self.numerator  # type: ignore[assignment]
+        out = []
+        for node in nodes:
+            total = part = 0
+            for f, c, r, w in zip(
+                free_res[node].tolist(), self._cap_rows[node], request, weight, strict=True
+            ):
+                if c > 0:  # a resource the node has none of is skipped (its weight too)
+                    part += numerator(f, c, r) * 100 // c * w
+                    total += w
+            out.append(part // max(total, 1))
+        return out
 
     def score(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
         nodes = batch.nodes
