@@ -157,6 +157,7 @@ class Placement:
         self.node_pool = node_pool  # each node's pool index (-1: none), the engine's
         # ``changed`` split by pool (up to ``_split``), for the heaps below
         self.pool_changed: list[list[int]] = [[] for _ in world.pools]
+        self._pool_size = [len(pool.nodes) for pool in world.pools]
         self._split = 0
         self.heaps: dict[tuple[int, int], _Best] = {}
         self._member_sets: dict[int, tuple[np.ndarray, frozenset[int]]] = {}
@@ -245,7 +246,12 @@ class Placement:
             kept.nodes, kept.members = nodes, self._members(p, nodes)
         if kept.seen < len(log):
             members = kept.members
-            touched = sorted({n for n in log[kept.seen :] if n in members})  # the changed nodes of ``nodes``
+            if len(members) == self._pool_size[p]:  # every node of the pool is Ready: all of its log is
+                touched = sorted(set(log[kept.seen :]))
+            else:
+                touched = sorted(
+                    {n for n in log[kept.seen :] if n in members}
+                )  # the changed nodes of ``nodes``
             kept.seen = len(log)
             if touched:
                 for node, got in zip(touched, self._rescore(s, touched, share), strict=True):

@@ -646,12 +646,20 @@ class Recorder:
                     g.mask = 0
                 continue
             if not (g.stale or g.mask & dirty or g.took & refit):
-                for p, after in zip(g.taken, g.afters, strict=True):
+                if g.whole:  # one pool, as most groups take from
+                    p, after = g.taken[0], g.afters[0]
                     new[p] = old[p] = after
                     took_at[p].append(i)
                     left_at[p].append(after)
                     if not after > 0:
                         live &= ~(1 << p)
+                else:
+                    for p, after in zip(g.taken, g.afters, strict=True):
+                        new[p] = old[p] = after
+                        took_at[p].append(i)
+                        left_at[p].append(after)
+                        if not after > 0:
+                            live &= ~(1 << p)
                 if g.matches:
                     match_at.append(i)
                     before.append(len(matched))
