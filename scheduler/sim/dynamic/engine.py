@@ -153,6 +153,7 @@ class Simulation:
         self.waiting_by_shape: list[dict[int, list[tuple[int, float, int]]]] = [{} for _ in world.queues]
         # units per pod x pods, and whether that is the count in every pool (a share) or x the pool's units per GPU
         self._units_base: list[int] = (self.pod_units * jobs.pods).tolist()
+        self._pods: list[int] = jobs.pods.tolist()
         self._units_flat: list[bool] = share.tolist()
         self._units_per_gpu = [p.units_per_gpu for p in world.pools]
         self.pending = [Pending() for _ in world.pools]  # admitted jobs with pods to place, by pool
@@ -517,7 +518,7 @@ class Simulation:
         """Job ``j`` is admitted on its reserved quota: its pods are created and wait to be placed."""
         job = self.jobs[j]
         job.state = ADMITTED
-        self.pending[job.pool].add(j, self.pod_shape[j])
+        self.pending[job.pool].add(j, self.pod_shape[j], self._asked(j))
         self.dirty_pools.add(job.pool)
         timeout = self.w.settings.pods_ready_timeout_s
         if timeout is not None:
@@ -581,6 +582,7 @@ class Simulation:
         for node, _ in job.placed[before:]:
             self.autoscaler.busy(node)
         if len(job.placed) < pods:
+            self.pending[job.pool].ask(j, self._asked(j))  # pods placed here or before (a subclass pins some)
             if no_room:
                 self.full[job.pool][self.pod_shape[j]] = self.room[job.pool]
             return False
@@ -592,15 +594,16 @@ class Simulation:
         self._push(t + float(self.w.jobs.duration[j]) / self.speed[job.pool], FINISH, j, job.run)
         return True
 
+    def _asked(self, j: int) -> int:
+        """The units in its pool that admitted job ``j``'s pods not yet placed ask (what scale-up provisions for)."""
+        job = self.jobs[j]
+        pods = self._pods[j]
+        return self.units(j, job.pool) * (pods - len(job.placed)) // max(pods, 1)
+
     def _scale_up(self, t: float) -> None:
         for p, jobs in enumerate(self.pending):
-            if not jobs:
-                continue
-            want = 0
-            for j in jobs:
-                pods = int(self.w.jobs.pods[j])
-                want += self.units(j, p) * (pods - len(self.jobs[j].placed)) // max(pods, 1)
-            self._provision(p, self.autoscaler.scale_up(p, want, t), t)
+            if jobs:
+                self._provision(p, self.autoscaler.scale_up(p, jobs.asked, t), t)
 
     def _provision(self, p: int, nodes: list[int], t: float) -> None:
         delay = self.w.pools[p].provision_s

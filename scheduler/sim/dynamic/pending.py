@@ -17,14 +17,17 @@ from collections.abc import Callable, Iterator
 
 class Pending:
     """One pool's pending jobs: each with its place in the order (a number that only grows), in that order, and
-    per pod shape the same, in the same order."""
+    per pod shape the same, in the same order; and what their pods not yet placed ask, in the pool's units
+    (``asked``, summed as jobs come, go and place pods: the autoscaler reads it at every instant)."""
 
-    __slots__ = ("_by_shape", "_jobs", "_next")
+    __slots__ = ("_asked", "_by_shape", "_jobs", "_next", "asked")
 
     def __init__(self) -> None:
         self._jobs: dict[int, int] = {}  # job -> its place in the order, in insertion (= that) order
         self._by_shape: dict[int, dict[int, int]] = {}  # pod shape -> its jobs, as above
         self._next = 0
+        self._asked: dict[int, int] = {}  # job -> the units its pods not yet placed ask
+        self.asked = 0
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._jobs)
@@ -35,14 +38,22 @@ class Pending:
     def __contains__(self, j: object) -> bool:
         return j in self._jobs
 
-    def add(self, j: int, shape: int) -> None:
-        """Job ``j`` (pods of ``shape``) joins at the end."""
+    def add(self, j: int, shape: int, asked: int = 0) -> None:
+        """Job ``j`` (pods of ``shape``, asking ``asked`` units) joins at the end."""
         self._jobs[j] = self._next
         self._by_shape.setdefault(shape, {})[j] = self._next
         self._next += 1
+        self._asked[j] = asked
+        self.asked += asked
+
+    def ask(self, j: int, asked: int) -> None:
+        """Job ``j``'s pods not yet placed now ask ``asked`` units."""
+        self.asked += asked - self._asked[j]
+        self._asked[j] = asked
 
     def remove(self, j: int, shape: int) -> None:
         del self._jobs[j]
+        self.asked -= self._asked.pop(j)
         group = self._by_shape[shape]
         del group[j]
         if not group:
