@@ -163,6 +163,7 @@ class _UntilStarted(Simulation):
                 if node not in ready or not self.placement.place_on(j, job.placed, node):
                     break  # no room there: the rest go where the policy puts them
                 self.autoscaler.busy(node)
+            self.pending[job.pool].ask(j, self._asked(j))  # what its pods left to place ask now
         return super()._place_job(j, nodes, t)
 
     def after_cycle(self, t: float) -> None:

@@ -31,6 +31,7 @@ from benchmarks.dynamic_simulation import Traced
 from scheduler.fgd.model import MILLI, Cluster, Workload
 from scheduler.fgd.state import ClusterState
 from scheduler.sim.dynamic import Jobs, Pool, Queue, Settings, World
+from scheduler.sim.dynamic.candidates import ByShape, InOrder
 from scheduler.sim.dynamic.pending import Pending
 from scheduler.sim.dynamic.preemption import Victim, Workloads, candidates_ordering
 from scheduler.sim.dynamic.quota import Quota
@@ -182,6 +183,20 @@ class Scanning(Traced):
     def _victims(self, j: int, p: int, need: int) -> list[Victim]:
         self.victim_calls += 1
         return scanned_victims(self.quota, self.w.settings, self.workloads, j, p, need, self.admitted_in[p])
+
+    def _candidates(self, q: int, strict: bool) -> InOrder | ByShape:
+        """Every waiting job of the queue visited in order, each asked whether it is skipped."""
+        return InOrder([j for _, _, j in self.waiting_in[q]], strict)
+
+    def _scale_up(self, t: float) -> None:
+        """What every pending job's pods not yet placed ask, summed afresh at every instant."""
+        for p, jobs in enumerate(self.pending):
+            if jobs:
+                want = 0
+                for j in jobs:
+                    pods = int(self.w.jobs.pods[j])
+                    want += self.units(j, p) * (pods - len(self.jobs[j].placed)) // max(pods, 1)
+                self._provision(p, self.autoscaler.scale_up(p, want, t), t)
 
     def _place(self, t: float) -> None:
         """Every pending job of each changed pool tried, in order: no memory of shapes that found no room, no

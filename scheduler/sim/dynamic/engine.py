@@ -369,10 +369,7 @@ class Simulation:
             waiting_in = self.waiting_in
             for q in sorted((q for q, mine in enumerate(waiting_in) if mine), key=lambda q: waiting_in[q][-1],
                             reverse=True):  # fmt: skip
-                if strict:
-                    queues[q] = InOrder([j for _, _, j in waiting_in[q]], strict)
-                else:
-                    queues[q] = ByShape(self.waiting_by_shape[q], parked)
+                queues[q] = self._candidates(q, strict)
         else:  # nothing freed: only jobs that arrived since could newly fit
             fresh: dict[int, list[int]] = {}  # each queue's, last first
             for j in sorted(self.fresh, key=lambda j: (-priority[j], jobs[j].queued_at, j), reverse=True):
@@ -400,6 +397,13 @@ class Simulation:
                         parked.add(shape_of[j])
                     if strict:
                         queues.pop(queue_of[j], None)
+
+    def _candidates(self, q: int, strict: bool) -> InOrder | ByShape:
+        """Queue ``q``'s candidates when every waiting job is tried again: StrictFIFO stops at its first miss, so
+        it walks its whole list; BestEffortFIFO merges its shapes' lists, passing over the skipped shapes."""
+        if strict:
+            return InOrder([j for _, _, j in self.waiting_in[q]], strict)
+        return ByShape(self.waiting_by_shape[q], self.parked)
 
     def _ordered(self, heads: list[tuple[bool, int, float, int]]) -> Iterator[int]:
         """The cycle's heads in the order Kueue tries them: classical (`makeClassicalIterator`: not borrowing
@@ -582,7 +586,8 @@ class Simulation:
         for node, _ in job.placed[before:]:
             self.autoscaler.busy(node)
         if len(job.placed) < pods:
-            self.pending[job.pool].ask(j, self._asked(j))  # pods placed here or before (a subclass pins some)
+            if len(job.placed) > before:
+                self.pending[job.pool].ask(j, self._asked(j))
             if no_room:
                 self.full[job.pool][self.pod_shape[j]] = self.room[job.pool]
             return False
