@@ -580,7 +580,7 @@ class Simulation:
 
     def _place_job(self, j: int, nodes: np.ndarray, t: float) -> bool:
         job = self.jobs[j]
-        pods = int(self.w.jobs.pods[j])
+        pods = self._pods[j]
         before = len(job.placed)
         no_room = self.placement.place(j, job.placed, job.pool, nodes)
         for node, _ in job.placed[before:]:
@@ -703,7 +703,7 @@ class Simulation:
         """What each of job ``j``'s pods not yet placed asks for."""
         wl = self.w.jobs.workload
         ask = (int(wl.cpu_milli[j]), int(wl.memory_mib[j]), int(wl.num_gpu[j]), int(wl.gpu_milli[j]))
-        return [ask] * (int(self.w.jobs.pods[j]) - len(self.jobs[j].placed))
+        return [ask] * (self._pods[j] - len(self.jobs[j].placed))
 
     # ---- invariants (tests) -----------------------------------------------------------------------------
 

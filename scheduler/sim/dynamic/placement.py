@@ -158,6 +158,8 @@ class Placement:
         # ``changed`` split by pool (up to ``_split``), for the heaps below
         self.pool_changed: list[list[int]] = [[] for _ in world.pools]
         self._pool_size = [len(pool.nodes) for pool in world.pools]
+        self._pods: list[int] = jobs.pods.tolist()  # per job, as Python ints (read per pod placed)
+        self._pod_shape: list[int] = self.shapes.pod_shape.tolist()
         self._split = 0
         self.heaps: dict[tuple[int, int], _Best] = {}
         self._member_sets: dict[int, tuple[np.ndarray, frozenset[int]]] = {}
@@ -168,10 +170,10 @@ class Placement:
         one by one, each on the node the policy chooses, while one fits; each placed pod is added to
         ``placed``. True when it stopped because no node of ``nodes`` has room for the next pod (not because
         the policy declined one that has)."""
-        s = int(self.shapes.pod_shape[j])
+        s = self._pod_shape[j]
         share = self.is_share[s]
         _, _, k, d = self.shapes.requests[s]
-        while len(placed) < int(self.w.jobs.pods[j]) and len(nodes):
+        while len(placed) < self._pods[j] and len(nodes):
             if self.plain_choice:  # the highest score, the first node of ``nodes`` among equals
                 if k and not self.ceiling.may_fit(p, k, d):  # no node of the pool has the GPUs free
                     return True
@@ -188,12 +190,12 @@ class Placement:
                 if node < 0:
                     return not bool((column >= 0).any())
             self._allocate(s, node, int(gpu[node]), placed)
-        return len(placed) < int(self.w.jobs.pods[j])
+        return len(placed) < self._pods[j]
 
     def place_on(self, j: int, placed: list[tuple[int, list[int]]], node: int) -> bool:
         """Place one more of job ``j``'s pods on ``node``, chosen beforehand (where a pod running now is bound),
         not by the policy; False when it does not fit there."""
-        s = int(self.shapes.pod_shape[j])
+        s = self._pod_shape[j]
         score, gpu = self.scores(s, np.array([node], dtype=np.int64), self.is_share[s])
         if score[node] < 0:
             return False
@@ -214,7 +216,7 @@ class Placement:
 
     def release(self, j: int, placed: list[tuple[int, list[int]]]) -> list[int]:
         """Free what job ``j``'s ``placed`` pods hold; return the nodes left without pods, in that order."""
-        s = int(self.shapes.pod_shape[j])
+        s = self._pod_shape[j]
         cpu, mem = int(self.shapes.cpu[s]), int(self.shapes.mem[s])
         milli = int(self.shapes.gpu_milli[s])
         emptied = []
