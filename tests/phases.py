@@ -5,17 +5,21 @@ The order is chosen for the 2-core machine CI uses:
 1. the reference data (seconds; without it nothing else is worth running);
 2. the twin's toolchain, if anything of it is missing, starts building in the background (Go, tens of minutes
    cold; `benchmarks/twin_toolchain.md`), its output in `build/test-logs/toolchain.log`;
-3. ruff, the formatter check, mypy and the import contracts;
-4. with the toolchain already built, the modules whose bounds are calibrated on timings (`alone`: the dynamic
+3. with the toolchain already built, the modules whose bounds are calibrated on timings (`alone`: the dynamic
    replay, the monitoring chain) start in the background, one after the other on one worker, their output in
    `build/test-logs/calibrated.log`: they wait on real time (about two thirds of a core) and start the only
-   twins up while the next tier runs, which starts none;
+   twins up while the next phases run, which start none; they take longer than those phases together, so they
+   start first;
+4. ruff, the formatter check, mypy and the import contracts;
 5. the tests that need no toolchain (`not e2e and not toolchain`), two workers (pytest-xdist; tests that share a
    machine-wide resource carry an `xdist_group`, run with `--dist loadgroup`);
 6. the toolchain build joined (its failure ends the run under CI=true; elsewhere the tests that need it skip);
 7. the calibrated modules joined and their output printed, or, where the toolchain was built in this run, run
    now with no other twin up;
-8. the tests on the toolchain (`e2e or toolchain`), two workers, each with twins of its own.
+8. the tests on the toolchain (`e2e or toolchain`), three workers, each with twins of its own: with two, a
+   third of the cores' time went idle while twins waited on real time (Karpenter's consolidation, a
+   deployment's rollout); three keep them busy (`benchmarks/test_loop.md`: 1,229 s -> 939 s) and peak at
+   about 16 of the machine's 24 GiB.
 
 Each phase prints a line when it starts and the run ends with the seconds each took; each tier lists its slowest
 modules, and the seconds of every test go to `build/test-logs/durations.json` (copied to `tests/durations.json`,
@@ -45,11 +49,11 @@ LOGS = ROOT / "build" / "test-logs"
 PHASES = (
     "reference data",
     "twin toolchain (background)",
+    "pytest calibrated (started)",
     "ruff check",
     "ruff format",
     "mypy",
     "import contracts",
-    "pytest calibrated (started)",
     "pytest without the toolchain",
     "twin toolchain (joined)",
     "pytest calibrated (joined)",
@@ -60,7 +64,7 @@ PHASES = (
 TIERS = (
     ("pytest without the toolchain", "not e2e and not toolchain and not alone", 2),
     ("pytest calibrated (joined)", "alone", 1),
-    ("pytest on the toolchain", "(e2e or toolchain) and not alone", 2),
+    ("pytest on the toolchain", "(e2e or toolchain) and not alone", 3),
 )
 CALIBRATED = TIERS[1]
 CALIBRATED_LOG = LOGS / "calibrated.log"
@@ -221,6 +225,15 @@ def run(
     print(f"twin toolchain: {building.note}", flush=True)
     calibrated: Background | None = None
     try:
+        clock.phase("pytest calibrated (started)")
+        if building.cached:
+            calibrated = beside(py, CALIBRATED[1], pytest_args, shared)
+            print(
+                f"pytest calibrated: running beside the next phases, output in {_shown(calibrated.log)}",
+                flush=True,
+            )
+        else:
+            print("pytest calibrated: after the toolchain is built", flush=True)
         clock.phase("ruff check")
         c.run(f"{py} -m ruff check .")
         clock.phase("ruff format")
@@ -229,15 +242,6 @@ def run(
         c.run(f"{py} -m mypy infra scheduler twin")
         clock.phase("import contracts")
         c.run(f"{Path(py).parent / 'lint-imports'}")
-        clock.phase("pytest calibrated (started)")
-        if building.cached:
-            calibrated = beside(py, CALIBRATED[1], pytest_args, shared)
-            print(
-                f"pytest calibrated: running beside the next tier, output in {_shown(calibrated.log)}",
-                flush=True,
-            )
-        else:
-            print("pytest calibrated: after the toolchain is built", flush=True)
         name, selection, workers = TIERS[0]
         clock.phase(name)
         codes = [_pytest(c, py, selection, pytest_args, shared, workers)]

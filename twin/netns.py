@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import CheckFailed, Interrupted, ToolMissing
-from twin.processes import EPHEMERAL_PORTS
+from twin.processes import EPHEMERAL_PORTS, go_runtime_env
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 NAMESPACE_HINT = (
@@ -237,12 +237,13 @@ class Inside:
 
 def spawn(argv: Sequence[str], fds: Sequence[int], stdout: Any = None) -> Inside:
     """Start `argv` (a program that begins with `entry_point`) inside new namespaces, handing it `fds` and the
-    read end of a pipe this process keeps the write end of: it stops when this process ends, however it ends."""
+    read end of a pipe this process keeps the write end of: it stops when this process ends, however it ends. It
+    and all it starts get the twin's Go runtime settings (`go_runtime_env`)."""
     read, write = os.pipe()  # the write end is not inheritable: no other child of this process holds it
     try:
         process = subprocess.Popen(
             enter([*argv, "--parent-fd", str(read)]), pass_fds=(*fds, read), start_new_session=True,
-            stdout=stdout, stderr=stdout,
+            stdout=stdout, stderr=stdout, env=go_runtime_env(),
         )  # fmt: skip
     except BaseException:
         os.close(write)
