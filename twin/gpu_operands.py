@@ -34,6 +34,7 @@ from twin.device_plugin import (
     advertise,
     select_config,
 )
+from twin.listing import listed
 
 log = logging.getLogger("twin.gpu_operands")
 HARDWARE_ANNOTATION = "gpufleet.io/twin-gpus"
@@ -68,11 +69,15 @@ class GpuOperands:
         self.pausing: dict[str, float] = {}  # node -> when its repartition is done
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._api: Any = None  # the loop's CoreV1Api (`_core`)
 
     def _core(self) -> Any:
-        from kubernetes import client, config
+        """One client for the thread's life: a new one each pass paid a TLS handshake per pass."""
+        if self._api is None:
+            from kubernetes import client, config
 
-        return client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+            self._api = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+        return self._api
 
     def _data(self, core: Any) -> dict[str, str] | None:
         from kubernetes.client.exceptions import ApiException
@@ -151,9 +156,7 @@ class GpuOperands:
     def step(self) -> None:
         core = self._core()
         data = self._data(core)
-        ser = core.api_client.sanitize_for_serialization
-        for node in core.list_node().items:
-            item = ser(node)
+        for item in listed(core.list_node):
             if HARDWARE_ANNOTATION in (item["metadata"].get("annotations") or {}):
                 self._node(core, item, data)
 

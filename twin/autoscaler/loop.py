@@ -27,6 +27,7 @@ from scheduler.provisioning import answer, retry_after
 from twin.autoscaler import provisioning as pr_rules
 from twin.autoscaler.fit import new_nodes, place, pod_requests, quantity, rejections, take
 from twin.autoscaler.groups import DELAY_AFTER_ADD_S, NODEGROUP_LABEL, NodeGroup, node_groups, priority_order
+from twin.listing import listed
 from twin.nodes import TwinNode
 
 log = logging.getLogger("twin.autoscaler")
@@ -61,28 +62,32 @@ class Autoscaler:
         self.daemon_pods: list[dict[str, Any]] = []  # the DaemonSets' pod specs, read each pass
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._api: Any = None  # the loop's API client (`_clients`)
 
     # ---- the cluster as the autoscaler's snapshot ----------------------------------------------------
 
     def _clients(self) -> tuple[Any, Any]:
-        from kubernetes import client, config
+        """One client for the thread's life: a new one each pass paid a TLS handshake per pass."""
+        if self._api is None:
+            from kubernetes import config
 
-        api = config.new_client_from_config(config_file=str(self.kubeconfig))
-        return client.CoreV1Api(api), client.CustomObjectsApi(api)
+            self._api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        from kubernetes import client
+
+        return client.CoreV1Api(self._api), client.CustomObjectsApi(self._api)
 
     def _snapshot(self, core: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        ser = core.api_client.sanitize_for_serialization
-        nodes = [ser(n) for n in core.list_node().items]
-        pods = [ser(p) for p in core.list_pod_for_all_namespaces(
-            field_selector="status.phase!=Succeeded,status.phase!=Failed").items]  # fmt: skip
+        nodes = listed(core.list_node)
+        pods = listed(
+            core.list_pod_for_all_namespaces, field_selector="status.phase!=Succeeded,status.phase!=Failed"
+        )
         return nodes, pods
 
     def _daemonsets(self, core: Any) -> list[dict[str, Any]]:
         from kubernetes import client
 
-        ser = core.api_client.sanitize_for_serialization
-        items = client.AppsV1Api(core.api_client).list_daemon_set_for_all_namespaces().items
-        return [ser(d)["spec"]["template"]["spec"] for d in items]
+        items = listed(client.AppsV1Api(core.api_client).list_daemon_set_for_all_namespaces)
+        return [d["spec"]["template"]["spec"] for d in items]
 
     def _free(
         self, nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
@@ -312,17 +317,17 @@ class Autoscaler:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            listed = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
+            requests = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
         except ApiException as exc:
             if exc.status == 404:  # the CRD is not served (no provisioningRequests): nothing to do
                 return
             raise
         now = datetime.now(UTC)
-        for pr in listed:
+        for pr in requests:
             if pr_rules.booking_over(pr, now, self.scale):
                 self._patch(custom, pr, pr_rules.BOOKING_EXPIRED, "True")
         key = lambda pr: f"{pr['metadata']['namespace']}/{pr['metadata']['name']}"  # noqa: E731
-        pr = next((p for p in listed if pr_rules.may_try(
+        pr = next((p for p in requests if pr_rules.may_try(
             p, now, retry_after(max(self.not_found.get(key(p), 0), 1), self.scale))), None)  # fmt: skip
         if pr is None:
             return
