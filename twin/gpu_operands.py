@@ -72,7 +72,7 @@ class GpuOperands:
         self._api: Any = None  # the loop's CoreV1Api (`_core`)
 
     def _core(self) -> Any:
-        """One client for the thread's life: a new one each pass paid a TLS handshake per pass."""
+        """One client for the thread's life: a new one would cost a TLS handshake each pass."""
         if self._api is None:
             from kubernetes import client, config
 

@@ -2,8 +2,8 @@
 
 The twin's stand-ins (the GPU operator's operands, the autoscaler) read every node and pod each pass, every
 half second or second. The client's default turns each object into its model classes (every timestamp parsed
-by dateutil) and the stand-ins turned them back into dicts; reading the response body as JSON gives the same
-dicts, in the API server's own spelling, for a fraction of the CPU.
+by dateutil), which the stand-ins would only turn back into dicts; reading the response body as JSON gives the
+same dicts, in the API server's own spelling, for a fraction of the CPU.
 """
 
 from __future__ import annotations

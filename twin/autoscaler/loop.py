@@ -67,7 +67,7 @@ class Autoscaler:
     # ---- the cluster as the autoscaler's snapshot ----------------------------------------------------
 
     def _clients(self) -> tuple[Any, Any]:
-        """One client for the thread's life: a new one each pass paid a TLS handshake per pass."""
+        """One client for the thread's life: a new one would cost a TLS handshake each pass."""
         if self._api is None:
             from kubernetes import config
 
