@@ -36,11 +36,9 @@ STOP_GRACE_S = 10.0
 GO_GC_PERCENT = "400"
 
 
-def go_runtime_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """`environ` (this process's environment by default) with the twin's GOGC, unless it names its own."""
-    env = dict(os.environ if environ is None else environ)
-    env.setdefault("GOGC", GO_GC_PERCENT)
-    return env
+def go_runtime_env() -> dict[str, str]:
+    """This process's environment with the twin's GOGC, unless it names its own."""
+    return {"GOGC": GO_GC_PERCENT, **os.environ}
 
 
 def with_parent_death(argv: Sequence[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -137,35 +138,17 @@ def test_nothing_leaves_the_machine(metal_twin: Kube) -> None:
     assert addresses <= {"0100007F", "00000000000000000000000001000000"}, addresses  # 127.0.0.1, ::1
 
 
-def descendants(pid: int) -> dict[int, str]:
-    """Every process below `pid`, by pid, with its command name (proc(5): `stat`'s fourth field is the parent)."""
-    parents: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-            names[int(entry.name)] = stat[stat.index("(") + 1 : stat.rindex(")")]
-    found: dict[int, str] = {}
-    frontier = [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [child for child, up in parents.items() if up == parent]
-        found.update({child: names[child] for child in children})
-        frontier += children
-    return found
-
-
 def test_the_twins_go_programs_run_with_its_collector_setting(metal_twin: Kube) -> None:
     """Every component runs with the twin's GOGC (`twin.processes.GO_GC_PERCENT`): the setting that halves the
     collector's share of a start reaches the programs, not only the launcher."""
+    from infra.processes import descendants
     from twin.processes import GO_GC_PERCENT
 
     assert metal_twin.twin is not None
-    below = descendants(int(metal_twin.twin.info["pid"]))
+    below = {}
+    for pid in descendants(int(metal_twin.twin.info["pid"])):
+        with contextlib.suppress(OSError):
+            below[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
     wanted = {"etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kueue", "kwok"}
     assert wanted <= set(below.values()), below
     for pid, program in below.items():
