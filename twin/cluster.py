@@ -35,6 +35,7 @@ from twin.kubectl import Kubectl
 from twin.kueue_visibility import visibility_available
 from twin.kwok import start_kwok
 from twin.nodes import NodeCount, TwinNode, twin_nodes
+from twin.policies_in_effect import await_policies
 from twin.processes import Supervisor, wait_until
 from twin.standins import gpu_operator_standin
 from twin.toolchain.build import Toolchain, locate
@@ -145,6 +146,7 @@ class Twin:
             self._step("Kueue", self._kueue)
             if not opts.bare:
                 self.changes = self._step("policy (pulumi up)", self.deploy)
+                self._step("admission policies in effect", self._policies_in_effect)
                 self._step("device plugin on the deployed config", lambda: self._gpus_settled(True))
                 self._step("gpu-binpack scheduler", self._secondary)
             if opts.monitoring:
@@ -364,6 +366,12 @@ class Twin:
 
         spec = twin_spec(self.options.spec, self.plane.admin, self.options.kubernetes_minor)
         return deploy(spec, self.options.folder, self.tools, self.say)
+
+    def _policies_in_effect(self) -> None:
+        """The twin says it is up only once the API server applies the policies `pulumi up` created
+        (`twin.policies_in_effect`): a test's first request meets the stack's rules, not a window without them."""
+        assert self.kubectl
+        await_policies(self.kubectl)
 
     def _secondary(self) -> None:
         assert self.tools and self.plane and self.kubectl

@@ -147,17 +147,25 @@ EPHEMERAL_PORTS = (49152, 65535)
 LISTEN_PORTS = (20000, 49151)
 
 
+# Ports this process has handed out: a port is free when picked but bound only once its component starts, so
+# without this a later pick could return it again (Kueue once failed to bind its health port that way).
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 below the twin's ephemeral range (the twin's own network namespace has
-    nothing else in it)."""
+    nothing else in it), never one this process has handed out before."""
     for _ in range(1000):
         port = random.randint(*LISTEN_PORTS)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _HANDED_OUT.add(port)
+        return port
     raise RuntimeError(f"no free port in {LISTEN_PORTS[0]}-{LISTEN_PORTS[1]} on 127.0.0.1")
 
 

@@ -14,6 +14,7 @@ from infra.versions import PER_MINOR
 from tests.support import eventually
 from tests.twin.conftest import start_twin
 from tests.twin.kube import Kube, job, name
+from tests.twin.test_policies_in_effect import held_back_by, no_probe_left
 from tests.twin.test_team_rules import condition, pods_of, workload_of
 
 MINOR = "1.37"
@@ -53,3 +54,10 @@ def test_on_1_37_the_policy_is_accepted_and_a_gpu_job_is_admitted_and_placed(met
         assert node["metadata"]["labels"]["gpufleet.io/pool"] == "h100"
     finally:
         member.delete("job", train, "vision")
+
+
+def test_on_1_37_a_mutating_policy_acts_on_the_first_request_after_the_wait(metal_137: Kube) -> None:
+    """The twin waited for the stack's MutatingAdmissionPolicies (served from 1.36) as for its validating ones,
+    left no probe, and a mutating policy made later labels the first object created after the wait."""
+    no_probe_left(metal_137)
+    held_back_by(metal_137, "MutatingAdmissionPolicy")
