@@ -239,6 +239,9 @@ def trace(
         "minor": "Kubernetes minor to run (default: the stack's kubernetesVersion; built: 1.35, 1.36, 1.37)",
         "nodes": "nodes per autoscaled pool: desired (default), min, max or a number",
         "bare": "control plane, nodes and Kueue only; do not deploy the stack's policy",
+        "frameworks": "serve the CRDs of the job frameworks Kueue integrates (PyTorchJob and the Kubeflow "
+        "training kinds, RayJob and RayCluster, JobSet; default on); --no-frameworks: a cluster without those "
+        "operators, which starts faster",
         "run": "run this command in the twin (KUBECONFIG set, the twin's kubectl on PATH), then stop it; "
         "exit with the command's status",
         "monitoring": "also run the metrics chain: the Prometheus operator, Prometheus, Alertmanager, "
@@ -257,6 +260,7 @@ def twin(
     run: str = "",
     monitoring: bool = False,
     time_scale: str = "1",
+    frameworks: bool = True,
 ) -> None:
     """Bring up the stack's cluster on real Kubernetes components as local processes (docs/twin.md)."""
     from twin.command import run_twin
@@ -264,7 +268,8 @@ def twin(
     with user_errors():
         spec = load(stack)
         code, message = run_twin(stack_file(stack), spec, BUILD / spec.stack / "twin", minor=minor, nodes=nodes,
-                                 bare=bare, run=run, monitoring=monitoring, time_scale=time_scale)  # fmt: skip
+                                 bare=bare, run=run, monitoring=monitoring, time_scale=time_scale,
+                                 frameworks=frameworks)  # fmt: skip
     if code:
         raise Exit(message or None, code=code)
 

@@ -7,9 +7,12 @@
    of the Prometheus operator (`monitoring.prometheus`) and of Karpenter, the GPU operator's stand-in (its
    release), on aws the DaemonSets every EKS node runs (`twin.daemonsets`), on a Karpenter stack the real
    Karpenter with the stack's NodePools (`twin.karpenter`), on aws node groups the cluster-autoscaler stand-in
-   (`twin.autoscaler`), then Kueue from the stack's chart values with the real controller (`twin.kueue`);
+   (`twin.autoscaler`), the CRDs of the job frameworks Kueue integrates (unless `frameworks` is off: a cluster
+   without those operators, whose CRDs cost the API server half its start-up), then Kueue from the stack's
+   chart values with the real controller (`twin.kueue`);
 4. unless `bare`: the stack's scheduling policy through the real Pulumi engine (`twin.lifecycle`), waited for
-   until the GPU nodes advertise what its device-plugin ConfigMap and node labels give, then
+   until its admission policies act (`twin.policies_in_effect`) and the GPU nodes advertise what its
+   device-plugin ConfigMap and node labels give, then
    the stack's own `gpu-binpack` scheduler with its real configuration, as its own ServiceAccount
    (`twin.secondary`), and the extender when placement is FragmentationAware.
 Down is the reverse; processes are stopped by their own process groups.
@@ -70,6 +73,8 @@ class TwinOptions:
     api_port: int = 0  # 0: any free port; the launcher passes the port it forwards from the machine
     monitoring: bool = False  # the metrics chain on real components (`twin.monitoring`)
     time_scale: float = 1.0  # the autoscaler stand-in's durations (boot times, scale-down timers) times this
+    # serve the CRDs of the job frameworks Kueue integrates (PyTorchJob and the training kinds, RayJob, JobSet)
+    frameworks: bool = True
 
     @property
     def kubernetes_minor(self) -> str:
@@ -137,7 +142,8 @@ class Twin:
                 self._step("node DaemonSets", self._daemonsets)
             if uses_karpenter(opts.spec):
                 self._step("Karpenter", self._karpenter)
-            self._step("job framework CRDs", self._frameworks)
+            if opts.frameworks:
+                self._step("job framework CRDs", self._frameworks)
             if opts.spec.scheduling.provisioning_requests:
                 # Kueue sets up its provisioning controller only if the CRD is served when it starts.
                 self._step("ProvisioningRequest CRD", lambda: self._crds("provisioning-crds"))

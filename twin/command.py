@@ -30,20 +30,20 @@ def run_twin(
     run: str,
     monitoring: bool,
     time_scale: str = "1",
+    frameworks: bool = True,
 ) -> tuple[int, str]:
     """Start the twin in `folder` and serve it (or run `run` in it); (exit code, message)."""
     with on_stop("the twin was stopped, with every process it started"):
         if uses_slurm(spec):
-            return run_slurm_twin(
-                spec, folder, run=run, minor=minor, bare=bare, monitoring=monitoring, nodes=nodes
-            )
+            return run_slurm_twin(spec, folder, run=run, minor=minor, bare=bare, monitoring=monitoring,
+                                  nodes=nodes, frameworks=frameworks)  # fmt: skip
         if monitoring and not spec.cluster.monitoring.enabled:
             raise ConfigError(
                 "--monitoring: gpufleet:cluster.monitoring.prometheus is none; set install or existing"
             )
         started = launch.start(
             stack_file, spec, folder, minor=minor, nodes=nodes, bare=bare, run=run, monitoring=monitoring,
-            time_scale=time_scale,
+            time_scale=time_scale, frameworks=frameworks,
         )  # fmt: skip
         if run:
             return launch.finish(started), ""
@@ -52,12 +52,21 @@ def run_twin(
 
 
 def run_slurm_twin(
-    spec: ClusterSpec, folder: Path, *, run: str, minor: str, bare: bool, monitoring: bool, nodes: str
+    spec: ClusterSpec,
+    folder: Path,
+    *,
+    run: str,
+    minor: str,
+    bare: bool,
+    monitoring: bool,
+    nodes: str,
+    frameworks: bool = True,
 ) -> tuple[int, str]:
     """A Slurm stack's twin: its Slurm cluster on loopback (`twin.slurm`), with its accounts; `run` runs where
     sbatch/squeue reach its controller, then it stops."""
     kubernetes_only = [f"--{name}" for name, on in (("minor", minor), ("bare", bare), ("monitoring", monitoring),
-                                                    ("nodes", nodes != "desired")) if on]  # fmt: skip
+                                                    ("nodes", nodes != "desired"),
+                                                    ("no-frameworks", not frameworks)) if on]  # fmt: skip
     if kubernetes_only:
         raise ConfigError(
             f"{', '.join(kubernetes_only)}: options of the Kubernetes twin; a Slurm stack's twin runs every host "

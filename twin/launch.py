@@ -126,6 +126,7 @@ def start(
     run: str = "",
     monitoring: bool = False,
     time_scale: str = "1",
+    frameworks: bool = True,
     say: Callable[[str], None] = print,
     stdout: int | IO[bytes] | None = None,
     lock: Path | None = None,
@@ -151,6 +152,8 @@ def start(
             "--minor", minor, "--nodes", nodes, "--time-scale", time_scale]  # fmt: skip
     if bare:
         argv.append("--bare")
+    if not frameworks:
+        argv.append("--no-frameworks")
     if run:
         argv += ["--run", run]
     extra: list[socket.socket] = []

@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minor", default="")
     parser.add_argument("--nodes", default="desired")
     parser.add_argument("--bare", action="store_true")
+    parser.add_argument("--no-frameworks", dest="frameworks", action="store_false")
     parser.add_argument("--run", default="")
     parser.add_argument("--monitoring", action="store_true")
     parser.add_argument("--time-scale", type=float, default=1.0)
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             api_port=entry.port,
             monitoring=args.monitoring,
             time_scale=args.time_scale,
+            frameworks=args.frameworks,
         )
         twin = Twin(options, say)
         start = time.monotonic()

@@ -50,8 +50,12 @@ def start_twin(
     nodes: str = "desired",
     monitoring: bool = False,
     time_scale: str = TIME_SCALE,
+    frameworks: bool = False,
 ) -> RunningTwin:
-    """A twin of an example stack (by name) or of a stack file (a path)."""
+    """A twin of an example stack (by name) or of a stack file (a path). It serves the job frameworks' CRDs
+    (PyTorchJob, RayJob, JobSet...) only where asked: the session twins, on which the tests of those kinds run,
+    do; a module's own twin need not, as a cluster without those operators, and starts on half the API
+    server's CPU (`invoke twin --no-frameworks`)."""
     path = stack if isinstance(stack, Path) else ROOT / f"Pulumi.{stack}.yaml"
     spec = load_stack(path)
     toolchain(minor or spec.cluster.kubernetes_version)
@@ -61,7 +65,8 @@ def start_twin(
     try:
         return launch.start(
             path, spec, folder / "twin", minor=minor, nodes=nodes, bare=bare, monitoring=monitoring,
-            time_scale=time_scale, stdout=log, lock=folder.parent / f"{folder.name}.lock", say=lambda _line: None,
+            time_scale=time_scale, frameworks=frameworks, stdout=log, lock=folder.parent / f"{folder.name}.lock",
+            say=lambda _line: None,
         )  # fmt: skip
     except CheckFailed as exc:
         # CI keeps only what pytest prints: the session's own words and the last component log it wrote
@@ -88,7 +93,7 @@ def latest_log(logs: Path) -> list[Path]:
 @pytest.fixture(scope="session")
 def metal_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     """The metal stack (existing platform, Kubernetes 1.35) with its policy deployed."""
-    twin = start_twin(tmp_path_factory, "metal")
+    twin = start_twin(tmp_path_factory, "metal", frameworks=True)
     yield Kube.of(twin)
     twin.stop()
 
@@ -97,7 +102,7 @@ def metal_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
 def prod_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     """example-prod (aws: capacity-block EFA, time-sliced, MIG pools; 1.35) with its policy deployed, its pools at
     their desired sizes (mostly 0): jobs get their nodes through the ProvisioningRequest path, as on EKS."""
-    twin = start_twin(tmp_path_factory, "example-prod")
+    twin = start_twin(tmp_path_factory, "example-prod", frameworks=True)
     yield Kube.of(twin)
     twin.stop()
 

@@ -50,7 +50,7 @@ def replay_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube
     path = tmp_path_factory.mktemp("stacks") / "Pulumi.replay.yaml"
     path.write_text(yaml.safe_dump(replay_stack(yaml.safe_load((ROOT / "Pulumi.metal.yaml").read_text())),
                                    sort_keys=False))  # fmt: skip
-    twin = start_twin(tmp_path_factory, path)
+    twin = start_twin(tmp_path_factory, path, frameworks=True)  # as its bounds were calibrated
     try:
         yield Kube.of(twin), path
     finally:

@@ -135,7 +135,7 @@ class Chain:
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     stack = monitoring_stack(tmp_path_factory.mktemp("monitoring-stack"))
-    twin = start_twin(tmp_path_factory, stack, monitoring=True)
+    twin = start_twin(tmp_path_factory, stack, monitoring=True, frameworks=True)  # as calibrated
     try:
         c = Chain(twin, Kube.of(twin), stack)
         jobs = {

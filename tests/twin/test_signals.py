@@ -43,11 +43,12 @@ def sweep() -> None:
 
 
 def launch(tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
-    """`invoke twin --stack metal --bare ...` as a user starts it, with a lock of the test's own."""
+    """`invoke twin --stack metal --bare --no-frameworks ...` as a user starts it, with a lock of the test's
+    own."""
     env = {**os.environ, "GPUFLEET_TWIN_LOCK": str(tmp / "lock")}
     log = (tmp / "invoke.log").open("wb")
-    return subprocess.Popen([sys.executable, "-m", "invoke", "twin", "--stack", STACK, "--bare", *extra],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    argv = [sys.executable, "-m", "invoke", "twin", "--stack", STACK, "--bare", "--no-frameworks", *extra]
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def twin_processes(marker: str) -> list[str]:

@@ -160,18 +160,23 @@ def test_the_twins_go_programs_run_with_its_collector_setting(metal_twin: Kube) 
 @IN_BUILD_FOLDER
 def test_run_exits_with_the_commands_status_and_stops_everything(tmp_path: Path) -> None:
     """`invoke twin --run CMD` runs CMD with the twin's kubectl and KUBECONFIG, stops the twin and exits with
-    CMD's status; the same stack again starts cleanly (nothing was left behind)."""
+    CMD's status; the same stack again starts cleanly (nothing was left behind). By default the twin serves the
+    job frameworks' CRDs; with `--no-frameworks` it does not, and Kueue runs without them."""
     toolchain("1.35")
     env = {"GPUFLEET_TWIN_LOCK": str(tmp_path / "lock")}
     done = invoke("twin", "--stack", "metal", "--bare", "--run",
-                  "kubectl get nodes -o name && kubectl version -o json && exit 7", env=env)  # fmt: skip
+                  "kubectl get nodes -o name && kubectl get crd rayjobs.ray.io pytorchjobs.kubeflow.org "
+                  "jobsets.jobset.x-k8s.io -o name && kubectl version -o json && exit 7", env=env)  # fmt: skip
     assert done.returncode == 7, done.stderr
     assert "node/gpu-h100-01" in done.stdout and "node/gpu-l40s-03" in done.stdout
+    assert "customresourcedefinition.apiextensions.k8s.io/rayjobs.ray.io" in done.stdout
     assert '"gitVersion": "v1.35.8"' in done.stdout
-    again = invoke(
-        "twin", "--stack", "metal", "--bare", "--run", "kubectl get ns kueue-system -o name", env=env
-    )
+    again = invoke("twin", "--stack", "metal", "--bare", "--no-frameworks", "--run",
+                   "kubectl get ns kueue-system -o name && kubectl get crd -o name", env=env)  # fmt: skip
     assert again.returncode == 0 and "namespace/kueue-system" in again.stdout
+    crds = again.stdout.split()
+    assert any(c.endswith(".kueue.x-k8s.io") for c in crds), crds
+    assert not [c for c in crds if c.endswith(("ray.io", "kubeflow.org", "jobset.x-k8s.io"))], crds
 
 
 @IN_BUILD_FOLDER
