@@ -23,7 +23,7 @@ def shared_path() -> Path:
 
 
 # Fixtures that hand a test a program of the twin's toolchain (tests/monitoring/conftest.py).
-TOOLCHAIN_FIXTURES = {"promtool", "prometheus_bin"}
+TOOLCHAIN_FIXTURES = {"promtool", "prometheus_bin", "alertmanager_bin"}
 
 
 # Session fixtures that hold a running twin: every test that uses one runs on one worker of a tier, so the twin

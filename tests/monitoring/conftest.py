@@ -19,7 +19,7 @@ import yaml
 from infra.errors import ToolMissing
 from infra.spec import ClusterSpec
 from infra.stackfile import parse_config
-from infra.versions import TWIN_PROMETHEUS
+from infra.versions import TWIN_ALERTMANAGER, TWIN_PROMETHEUS
 from tests.conftest import ROOT
 from tests.infra.conftest import mocks  # noqa: F401 (the Pulumi mocks fixture, shared)
 from tests.support import require
@@ -55,6 +55,19 @@ def promtool() -> str:
 @pytest.fixture(scope="session")
 def prometheus_bin() -> str:
     return _tool("prometheus")
+
+
+@pytest.fixture(scope="session")
+def alertmanager_bin() -> str:
+    """Alertmanager from the toolchain: like the fixtures above, it makes its tests `toolchain` tests, which
+    `invoke test` runs once the toolchain is built, not beside a cold build."""
+    try:
+        path = find_program(TWIN_ALERTMANAGER, "alertmanager")
+    except ToolMissing as exc:
+        require(f"alertmanager {TWIN_ALERTMANAGER.version} from the toolchain is needed: {exc}")
+    if path is None:
+        require(f"alertmanager {TWIN_ALERTMANAGER.version} from the toolchain is needed: {BUILD_HINT}")
+    return str(path)
 
 
 def run_promtool(promtool: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -16,12 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.errors import ToolMissing
 from infra.monitoring.stack import alertmanager_config
-from infra.versions import TWIN_ALERTMANAGER
 from tests.monitoring.conftest import ops_spec
-from tests.support import eventually, require
-from twin.toolchain.build import BUILD_HINT, find_program
+from tests.support import eventually
 
 RECEIVERS = {
     "receivers": [
@@ -33,16 +30,6 @@ RECEIVERS = {
 }
 
 
-def _binary() -> str:
-    try:
-        path = find_program(TWIN_ALERTMANAGER, "alertmanager")
-    except ToolMissing as exc:
-        require(f"alertmanager {TWIN_ALERTMANAGER.version} from the toolchain is needed: {exc}")
-    if path is None:
-        require(f"alertmanager {TWIN_ALERTMANAGER.version} from the toolchain is needed: {BUILD_HINT}")
-    return str(path)
-
-
 def _port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -50,7 +37,7 @@ def _port() -> int:
 
 
 @pytest.fixture
-def alertmanager(tmp_path: Path) -> Iterator[str]:
+def alertmanager(tmp_path: Path, alertmanager_bin: str) -> Iterator[str]:
     """The generated configuration, with the secret files' folder present and empty (an optional Secret
     volume whose Secret does not exist yet)."""
     config = alertmanager_config(ops_spec(alertmanager=RECEIVERS).cluster.monitoring)
@@ -58,7 +45,7 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
     config["templates"] = []  # the chart's template folder, empty in the pod too
     (tmp_path / "alertmanager.yaml").write_text(yaml.safe_dump(config))
     url = f"127.0.0.1:{_port()}"
-    argv = [_binary(), f"--config.file={tmp_path / 'alertmanager.yaml'}", f"--storage.path={tmp_path / 'data'}",
+    argv = [alertmanager_bin, f"--config.file={tmp_path / 'alertmanager.yaml'}", f"--storage.path={tmp_path / 'data'}",
             f"--web.listen-address={url}", "--cluster.listen-address="]  # fmt: skip
     with (tmp_path / "log").open("w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
