@@ -22,7 +22,7 @@ import json
 from typing import Any
 
 from infra.errors import CheckFailed
-from scheduler.vap import API
+from scheduler.vap import API, rule, validation
 from twin.kubectl import Kubectl
 from twin.processes import wait_until
 
@@ -54,19 +54,13 @@ def probe_object(name: str) -> dict[str, Any]:
 def probe_policy(kind: str, name: str) -> list[dict[str, Any]]:
     """A policy of `kind` named `name` and its binding that act on the ConfigMap `name` only: a validating one
     refuses it, a mutating one labels it."""
-    configmaps = {
-        "apiGroups": [""],
-        "apiVersions": ["v1"],
-        "operations": ["CREATE"],
-        "resources": ["configmaps"],
-    }
     match = {
-        "matchConstraints": {"resourceRules": [configmaps]},
+        "matchConstraints": {"resourceRules": [rule("", ["configmaps"], ["CREATE"])]},
         "matchConditions": [{"name": "probe", "expression": f"object.metadata.name == '{name}'"}],
         "failurePolicy": "Fail",
     }
     if kind == "ValidatingAdmissionPolicy":
-        spec = {**match, "validations": [{"expression": "false", "message": REFUSED}]}
+        spec = {**match, "validations": [validation("false", REFUSED)]}
         binding_spec: dict[str, Any] = {"policyName": name, "validationActions": ["Deny"]}
     else:
         labels = f'{{"{PROBE_LABEL}": "applied"}}'
@@ -82,16 +76,6 @@ def probe_policy(kind: str, name: str) -> list[dict[str, Any]]:
         {"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec},
         {"apiVersion": API, "kind": f"{kind}Binding", "metadata": meta, "spec": binding_spec},
     ]
-
-
-def acts(kind: str, result_code: int, out: str, err: str) -> bool:
-    """Whether a dry-run create of the probe ConfigMap shows the probe policy of `kind` acting on it."""
-    if kind == "ValidatingAdmissionPolicy":
-        return result_code != 0 and REFUSED in err
-    if result_code != 0:
-        return False
-    labels = json.loads(out).get("metadata", {}).get("labels") or {}
-    return labels.get(PROBE_LABEL) == "applied"
 
 
 def deployed_kinds(kubectl: Kubectl) -> list[str]:
@@ -129,6 +113,9 @@ def probe_acts(kubectl: Kubectl, kind: str, name: str) -> bool:
     """Whether the probe policy of `kind` named `name` acts on a dry-run create of its ConfigMap."""
     body = json.dumps(probe_object(name))
     got = kubectl.attempt("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=body)
-    if not got.ok and kind == "MutatingAdmissionPolicy":
+    if kind == "ValidatingAdmissionPolicy":
+        return not got.ok and REFUSED in got.err
+    if not got.ok:
         raise CheckFailed(f"a dry-run create of the probe ConfigMap {name} failed: {got.err.strip()}")
-    return acts(kind, got.code, got.out, got.err)
+    labels = json.loads(got.out).get("metadata", {}).get("labels") or {}
+    return labels.get(PROBE_LABEL) == "applied"
