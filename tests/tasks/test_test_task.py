@@ -51,9 +51,9 @@ def test_each_phase_is_announced_in_order_and_timed(capsys: pytest.CaptureFixtur
     commands = [call.args[0] for call in c.run.call_args_list]
     tiers = [command for command in commands if " -m pytest " in command]
     assert [(selection, workers) for _, selection, workers in phases.TIERS] == [
-        ("not e2e and not toolchain and not alone", 2), ("alone", 1), ("(e2e or toolchain) and not alone", 3)]  # fmt: skip
+        ("not e2e and not toolchain and not alone", 2), ("alone", 1), ("(e2e or toolchain) and not alone", 4)]  # fmt: skip
     assert [f'-m "{t[1]}"' in command for t, command in zip(phases.TIERS, tiers, strict=True)] == [True] * 3
-    assert "-n 2" in tiers[0] and "-n" not in tiers[1] and "-n 3" in tiers[2]
+    assert "-n 2" in tiers[0] and "-n" not in tiers[1] and "-n 4" in tiers[2]
     assert any("mypy infra scheduler twin" in command for command in commands)
 
 

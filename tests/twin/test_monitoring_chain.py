@@ -34,8 +34,6 @@ from tests.twin.conftest import start_twin
 from tests.twin.kube import Kube, job, name
 from twin.launch import RunningTwin
 
-pytestmark = pytest.mark.alone
-
 SCRAPE_S = 5
 UTIL = "gpufleet.io/twin-gpu-util"
 DURATION = "gpufleet.io/twin-duration"
@@ -135,7 +133,7 @@ class Chain:
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     stack = monitoring_stack(tmp_path_factory.mktemp("monitoring-stack"))
-    twin = start_twin(tmp_path_factory, stack, monitoring=True, frameworks=True)  # as calibrated
+    twin = start_twin(tmp_path_factory, stack, monitoring=True, frameworks=True)  # as its windows were set
     try:
         c = Chain(twin, Kube.of(twin), stack)
         jobs = {
