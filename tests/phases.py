@@ -18,10 +18,13 @@ The order is chosen for the 2-core machine CI uses:
    now with no other twin up;
 8. the tests on the toolchain (`e2e or toolchain`), four workers, each with twins of its own, the monitoring
    chain among them (its bounds are a scrape interval per workload edge, not timings measured on a quiet
-   machine: it passes with the tier's other twins beside it). Twins wait on real time (Karpenter's
-   consolidation, a deployment's rollout, Prometheus' scrapes and alert windows), so more workers than cores
-   keep the cores busy: two workers left a third of the cores' time idle, three took the tier from 1,229 s to
-   939 s, four from 780 s to 677 s, at a peak of about 17 of the machine's 24 GiB (`benchmarks/test_loop.md`).
+   machine: it passes with the tier's other twins beside it). With the toolchain built before the run, the tier
+   starts in the background the moment the calibrated module ends, while the first tier finishes (its last
+   minutes are its one-worker `slurm` group, one core idle), its output in `build/test-logs/e2e.log`, printed
+   when it is joined. Twins wait on real time (Karpenter's consolidation, a deployment's rollout, Prometheus'
+   scrapes and alert windows), so more workers than cores keep the cores busy: two workers left a third of the
+   cores' time idle, three took the tier from 1,229 s to 939 s, four from 780 s to 677 s, at a peak of about 17
+   of the machine's 24 GiB (`benchmarks/test_loop.md`).
 
 Each phase prints a line when it starts and the run ends with the seconds each took; each tier lists its slowest
 modules, and the seconds of every test go to `build/test-logs/durations.json` (copied to `tests/durations.json`,
@@ -36,6 +39,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,8 +73,7 @@ TIERS = (
     ("pytest on the toolchain", "(e2e or toolchain) and not alone", 4),
 )
 CALIBRATED = TIERS[1]
-CALIBRATED_LOG = LOGS / "calibrated.log"
-CALIBRATED_DURATIONS = LOGS / "durations-calibrated.json"  # its own, merged into MEASURED when joined
+ON_TOOLCHAIN = TIERS[2]
 STOP_GRACE_S = (
     60  # an interrupted background tier's time to stop its twins (pytest's teardown) before SIGKILL
 )
@@ -159,10 +162,12 @@ def start_build(py: str) -> Build:
 
 @dataclass
 class Background:
-    """A tier running beside the others, its output in ``log``; ``started`` on the monotonic clock."""
+    """A tier running beside the others, its output in ``log`` and its tests' seconds in ``durations`` (where
+    it records them); ``started`` on the monotonic clock."""
 
     process: subprocess.Popen[bytes]
     log: Path
+    durations: Path | None = None
     started: float = field(default_factory=time.monotonic)
 
     def join(self) -> int:
@@ -175,18 +180,74 @@ class Background:
             stop_tree(self.process, STOP_GRACE_S)
 
 
-def start_background(py: str, selection: str, args: str, shared: str) -> Background:
-    """pytest on ``selection`` in a process of its own, one worker, its output in CALIBRATED_LOG and its tests'
-    seconds in CALIBRATED_DURATIONS (two pytest runs writing one file at once could lose one's)."""
-    CALIBRATED_LOG.parent.mkdir(parents=True, exist_ok=True)
-    CALIBRATED_DURATIONS.unlink(missing_ok=True)
-    env = {**os.environ, "GPUFLEET_SHARED": shared, "GPUFLEET_DURATIONS": str(CALIBRATED_DURATIONS)}
-    with CALIBRATED_LOG.open("wb") as out:
+# (python, name of its log, marker expression, pytest arguments, reference data folder, workers)
+Starter = Callable[[str, str, str, str, str, int], Background]
+
+
+def start_background(py: str, name: str, selection: str, args: str, shared: str, workers: int) -> Background:
+    """pytest on ``selection`` in a process of its own, its output in build/test-logs/NAME.log and its tests'
+    seconds in build/test-logs/durations-NAME.json (two pytest runs writing one file at once could lose one's)."""
+    log, durations = LOGS / f"{name}.log", LOGS / f"durations-{name}.json"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    durations.unlink(missing_ok=True)
+    env = {**os.environ, "GPUFLEET_SHARED": shared, "GPUFLEET_DURATIONS": str(durations)}
+    parallel = ["-n", str(workers), "--dist", "loadgroup"] if workers > 1 else []
+    with log.open("wb") as out:
         process = subprocess.Popen(
-            [py, "-m", "pytest", "-m", selection, *shlex.split(args)],
+            [py, "-m", "pytest", "-m", selection, *parallel, *shlex.split(args)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    return Background(process, CALIBRATED_LOG)
+    return Background(process, log, durations)
+
+
+class Follower:
+    """A tier started in the background the moment another background tier ends (a thread waits for it): the
+    e2e tier may not share the machine with the calibrated module's twin, but it need not wait for the first
+    tier's last, one-worker minutes either. Once stopped it never starts."""
+
+    def __init__(self, first: Background, start: Callable[[], Background]) -> None:
+        self._first, self._start = first, start
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._failed: BaseException | None = None
+        self.tier: Background | None = None
+        self._thread = threading.Thread(target=self._follow, name="follower", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        self._first.process.wait()
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                self.tier = self._start()
+            except BaseException as failed:  # raised again in the main thread by join()
+                self._failed = failed
+
+    def join(self) -> Background:
+        self._thread.join()
+        if self._failed is not None:
+            raise self._failed
+        assert self.tier is not None, "the follower was stopped before its tier started"
+        return self.tier
+
+    def stop(self) -> None:
+        """Never start the tier, or stop it if it runs."""
+        with self._lock:
+            self._stopped = True
+            tier = self.tier
+        if tier is not None:
+            tier.stop()
+
+
+def _joined(clock: Clock, label: str, tier: Background) -> int:
+    """Wait for a background tier, print its output, keep its wall time and its tests' seconds."""
+    code = tier.join()
+    print(tier.log.read_text(errors="replace"), end="", flush=True)
+    clock.extra[label] = time.monotonic() - tier.started
+    if tier.durations is not None:
+        write_measured(recorded_durations(tier.durations), MEASURED)
+    return code
 
 
 def _pytest(c: Context, py: str, selection: str, args: str, shared: str, workers: int) -> int:
@@ -204,7 +265,7 @@ def run(
     c: Context,
     pytest_args: str = "",
     build: Callable[[str], Build] = start_build,
-    beside: Callable[[str, str, str, str], Background] = start_background,
+    beside: Starter = start_background,
 ) -> None:
     """Every phase; raises invoke's Exit with the first failing phase's code."""
     py = sys.executable
@@ -226,12 +287,18 @@ def run(
     building = build(py)
     print(f"twin toolchain: {building.note}", flush=True)
     calibrated: Background | None = None
+    on_toolchain: Follower | None = None
     try:
         clock.phase("pytest calibrated (started)")
         if building.cached:
-            calibrated = beside(py, CALIBRATED[1], pytest_args, shared)
+            calibrated = beside(py, "calibrated", CALIBRATED[1], pytest_args, shared, CALIBRATED[2])
+            _, e2e, e2e_workers = ON_TOOLCHAIN  # names of its own: the closure runs later, in another thread
+            on_toolchain = Follower(
+                calibrated, lambda: beside(py, "e2e", e2e, pytest_args, shared, e2e_workers)
+            )
             print(
-                f"pytest calibrated: running beside the next phases, output in {_shown(calibrated.log)}",
+                f"pytest calibrated: running beside the next phases, output in {_shown(calibrated.log)}; the "
+                f"tests on the toolchain start once it ends, output in {_shown(LOGS / 'e2e.log')}",
                 flush=True,
             )
         else:
@@ -251,27 +318,33 @@ def run(
         built = building.join()
         clock.phase(CALIBRATED[0])
         if calibrated is not None:
-            codes.append(calibrated.join())
-            print(calibrated.log.read_text(errors="replace"), end="", flush=True)
-            clock.extra["pytest calibrated, its own run"] = time.monotonic() - calibrated.started
-            write_measured(recorded_durations(CALIBRATED_DURATIONS), MEASURED)
+            codes.append(_joined(clock, "pytest calibrated, its own run", calibrated))
+        if built != 0:
+            tail = (
+                building.log.read_text(errors="replace").splitlines()[-20:] if building.log.is_file() else []
+            )
+            print("\n".join(["twin toolchain: the build failed:", *tail]), file=sys.stderr, flush=True)
+            if os.environ.get("CI", "").lower() == "true":
+                raise Exit("twin toolchain: the build failed (see above)", code=1)
+        if (
+            calibrated is None
+        ):  # the toolchain was built in this run: alone, before the tier that starts twins
+            codes.append(_pytest(c, py, CALIBRATED[1], pytest_args, shared, CALIBRATED[2]))
+        name, selection, workers = ON_TOOLCHAIN
+        clock.phase(name)
+        if on_toolchain is not None:
+            codes.append(_joined(clock, "pytest on the toolchain, its own run", on_toolchain.join()))
+        else:
+            codes.append(_pytest(c, py, selection, pytest_args, shared, workers))
     except BaseException:
+        if on_toolchain is not None:  # first, so that the calibrated module's end does not start it
+            on_toolchain.stop()
         if calibrated is not None:
             calibrated.stop()
         if building.process is not None and building.process.poll() is None:
             building.process.terminate()
             building.process.wait()
         raise
-    if built != 0:
-        tail = building.log.read_text(errors="replace").splitlines()[-20:] if building.log.is_file() else []
-        print("\n".join(["twin toolchain: the build failed:", *tail]), file=sys.stderr, flush=True)
-        if os.environ.get("CI", "").lower() == "true":
-            raise Exit("twin toolchain: the build failed (see above)", code=1)
-    if calibrated is None:  # the toolchain was built in this run: alone, before the tier that starts twins
-        codes.append(_pytest(c, py, CALIBRATED[1], pytest_args, shared, CALIBRATED[2]))
-    name, selection, workers = TIERS[2]
-    clock.phase(name)
-    codes.append(_pytest(c, py, selection, pytest_args, shared, workers))
     print(clock.summary(), flush=True)
     failed = [code for code in codes if code not in (0, NO_TESTS)]
     if failed or all(code == NO_TESTS for code in codes):

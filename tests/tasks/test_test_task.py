@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from invoke import Exit, MockContext, Result
@@ -100,17 +101,23 @@ def test_a_phase_is_charged_the_cpu_its_processes_used() -> None:
     assert clock.cpu["mypy"] >= 0.35 and clock.cpu["import contracts"] < 0.3, clock.cpu
 
 
-def _beside(
-    tmp_path: Path, code: str, calls: list[tuple[str, ...]]
-) -> Callable[[str, str, str, str], phases.Background]:
-    """A stand-in starter for the background tier: a real child process running ``code``, its output in a log."""
+def _beside(tmp_path: Path, codes: dict[str, str], calls: list[tuple[object, ...]]) -> phases.Starter:
+    """A stand-in starter for the background tiers: a real child process running ``codes[name]``, its output in
+    a log of that name; each call records the tier's name, selection, arguments, data folder and workers, and
+    whether every tier started before it had ended by then."""
+    started: list[phases.Background] = []
 
-    def start(py: str, selection: str, args: str, shared: str) -> phases.Background:
-        calls.append((selection, args, shared))
-        log = tmp_path / "calibrated.log"
+    def start(py: str, name: str, selection: str, args: str, shared: str, workers: int) -> phases.Background:
+        calls.append(
+            (name, selection, args, shared, workers, all(t.process.poll() is not None for t in started))
+        )
+        log = tmp_path / f"{name}.log"
         with log.open("wb") as out:
-            child = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
-        return phases.Background(child, log)
+            child = subprocess.Popen(
+                [sys.executable, "-c", codes[name]], stdout=out, stderr=subprocess.STDOUT
+            )
+        started.append(phases.Background(child, log))
+        return started[-1]
 
     return start
 
@@ -119,56 +126,97 @@ def cached(_py: str) -> phases.Build:
     return phases.Build(None, Path("unused"), "cached", cached=True)
 
 
-def test_with_the_toolchain_built_the_calibrated_tier_runs_beside_the_first(
+def test_with_the_toolchain_built_the_calibrated_tier_runs_beside_the_first_and_the_e2e_tier_after_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With every component built before the run, the calibrated modules start in the background before the
-    tier without the toolchain and are joined after it: their output is printed in their phase, their own run's
-    wall time is in the summary, and only the other two tiers go through the foreground."""
-    calls: list[tuple[str, ...]] = []
+    """With every component built before the run, the calibrated module starts in the background before the
+    tier without the toolchain, and the e2e tier in the background once the calibrated module has ended (never
+    beside its twin); each is joined in its phase, its output printed there and its own run's wall time in the
+    summary; only the first tier goes through the foreground."""
+    calls: list[tuple[object, ...]] = []
+    codes = {
+        "calibrated": "import time; time.sleep(0.5); print('calibrated output')",
+        "e2e": "print('e2e output')",
+    }
     c = MockContext(run={re.compile(r".*"): Result(stdout="/data\n")}, repeat=True)
-    phases.run(c, "-k x", build=cached, beside=_beside(tmp_path, "print('calibrated output')", calls))
+    phases.run(c, "-k x", build=cached, beside=_beside(tmp_path, codes, calls))
     out = capsys.readouterr().out
-    assert calls == [("alone", "-k x", "/data")]
+    assert calls == [("calibrated", "alone", "-k x", "/data", 1, True),
+                     ("e2e", "(e2e or toolchain) and not alone", "-k x", "/data", 4, True)]  # fmt: skip
     tiers = [call.args[0] for call in c.run.call_args_list if " -m pytest " in call.args[0]]
-    assert len(tiers) == 2 and '-m "not e2e' in tiers[0] and '-m "(e2e' in tiers[1], tiers
+    assert len(tiers) == 1 and '-m "not e2e' in tiers[0], tiers
     joined = out.index("] pytest calibrated (joined)")
     assert out.index("calibrated output") > joined > out.index("] pytest without the toolchain")
+    assert out.index("e2e output") > out.index("] pytest on the toolchain") > joined
     assert re.search(r"^  pytest calibrated, its own run +\d+ s", out, re.M), out
+    assert re.search(r"^  pytest on the toolchain, its own run +\d+ s", out, re.M), out
 
 
-def test_a_failing_background_tier_fails_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("failing", ["calibrated", "e2e"])
+def test_a_failing_background_tier_fails_the_run(tmp_path: Path, failing: str) -> None:
+    codes = {"calibrated": "pass", "e2e": "pass", failing: "raise SystemExit(1)"}
     c = MockContext(run={re.compile(r".*"): Result(stdout="/data\n")}, repeat=True)
     with pytest.raises(Exit) as stopped:
-        phases.run(c, build=cached, beside=_beside(tmp_path, "raise SystemExit(1)", []))
+        phases.run(c, build=cached, beside=_beside(tmp_path, codes, []))
     assert stopped.value.code == 1
 
 
 class _Interrupted(MockContext):
+    """The first tier interrupted (Ctrl-C) once ``before()`` has returned."""
+
+    def __init__(self, before: Callable[[], None] = lambda: None) -> None:
+        super().__init__()
+        self._before = before
+
     def run(self, command: str, **kwargs: object) -> Result:
         if " -m pytest " in command:
+            self._before()
             raise KeyboardInterrupt
         return Result(stdout="/data\n")
 
 
-def test_an_interrupt_stops_the_background_tier(tmp_path: Path) -> None:
-    """Ctrl-C during the first tier stops the calibrated tier too (SIGINT, as a terminal sends it), and the
-    interrupt goes on up."""
-    started: list[phases.Background] = []
-    start = _beside(
-        tmp_path,
-        "import signal\ntry:\n    print('ready', flush=True)\n    signal.pause()\n"
-        "except KeyboardInterrupt:\n    raise SystemExit(130)",
-        [],
-    )
+WAITS_FOR_SIGINT = (
+    "import signal\ntry:\n    print('ready', flush=True)\n    signal.pause()\n"
+    "except KeyboardInterrupt:\n    raise SystemExit(130)"
+)
 
-    def beside(*args: str) -> phases.Background:
+
+def test_an_interrupt_stops_the_background_tier_and_the_e2e_tier_never_starts(tmp_path: Path) -> None:
+    """Ctrl-C during the first tier stops the calibrated module too (SIGINT, as a terminal sends it), the e2e
+    tier, which would start when the calibrated module ends, does not start, and the interrupt goes on up."""
+    calls: list[tuple[object, ...]] = []
+    start = _beside(tmp_path, {"calibrated": WAITS_FOR_SIGINT, "e2e": "pass"}, calls)
+    started: list[phases.Background] = []
+
+    def beside(*args: Any) -> phases.Background:
         started.append(start(*args))
+        return started[-1]
+
+    def calibrated_waits() -> None:
         # the interrupt comes once the child waits for it: one during its start-up is not the case tested
         eventually(lambda: "ready" in started[0].log.read_text(), "the background child waiting", 30)
-        return started[0]
 
     with pytest.raises(KeyboardInterrupt):
-        phases.run(_Interrupted(), build=cached, beside=beside)
+        phases.run(_Interrupted(calibrated_waits), build=cached, beside=beside)
     # by the SIGINT (130 from its handler, or -2 if it came before Python set one), not left running or killed
     assert started and started[0].process.returncode in (130, -signal.SIGINT), started
+    assert [call[0] for call in calls] == ["calibrated"]
+
+
+def test_an_interrupt_once_the_e2e_tier_runs_stops_it(tmp_path: Path) -> None:
+    calls: list[tuple[object, ...]] = []
+    start = _beside(tmp_path, {"calibrated": "pass", "e2e": WAITS_FOR_SIGINT}, calls)
+    started: list[phases.Background] = []
+
+    def beside(*args: Any) -> phases.Background:
+        started.append(start(*args))
+        return started[-1]
+
+    def e2e_waits() -> None:
+        eventually(
+            lambda: len(started) == 2 and "ready" in started[1].log.read_text(), "the e2e tier waiting", 30
+        )
+
+    with pytest.raises(KeyboardInterrupt):
+        phases.run(_Interrupted(e2e_waits), build=cached, beside=beside)
+    assert started[1].process.returncode in (130, -signal.SIGINT), started
