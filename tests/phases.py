@@ -115,14 +115,15 @@ class Clock:
 
     def summary(self) -> str:
         self.close()
-        rows = [f"  {name:<30} {seconds:7.0f} s  {self.cpu[name]:7.0f} s CPU"
+        w = max(len(name) for name in [*self.times, *self.extra, "total"])
+        rows = [f"  {name:<{w}} {seconds:7.0f} s  {self.cpu[name]:7.0f} s CPU"
                 for name, seconds in self.times.items()]  # fmt: skip
         rows += [
-            f"  {name:<30} {seconds:7.0f} s  (beside the phases above)"
+            f"  {name:<{w}} {seconds:7.0f} s  (beside the phases above)"
             for name, seconds in self.extra.items()
         ]
         total = (
-            f"  {'total':<30} {time.monotonic() - self.started:7.0f} s  {sum(self.cpu.values()):7.0f} s CPU"
+            f"  {'total':<{w}} {time.monotonic() - self.started:7.0f} s  {sum(self.cpu.values()):7.0f} s CPU"
         )
         return "\n".join(["phase times: (wall, and the CPU time of the phase's processes)", *rows, total])
 
@@ -169,6 +170,7 @@ class Background:
     log: Path
     durations: Path | None = None
     started: float = field(default_factory=time.monotonic)
+    ended: float | None = None  # when it was seen to end, if before its join
 
     def join(self) -> int:
         return self.process.wait()
@@ -216,6 +218,7 @@ class Follower:
 
     def _follow(self) -> None:
         self._first.process.wait()
+        self._first.ended = time.monotonic()
         with self._lock:
             if self._stopped:
                 return
@@ -244,7 +247,7 @@ def _joined(clock: Clock, label: str, tier: Background) -> int:
     """Wait for a background tier, print its output, keep its wall time and its tests' seconds."""
     code = tier.join()
     print(tier.log.read_text(errors="replace"), end="", flush=True)
-    clock.extra[label] = time.monotonic() - tier.started
+    clock.extra[label] = (tier.ended or time.monotonic()) - tier.started
     if tier.durations is not None:
         write_measured(recorded_durations(tier.durations), MEASURED)
     return code
