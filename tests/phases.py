@@ -295,7 +295,8 @@ def run(
         clock.phase("pytest calibrated (started)")
         if building.cached:
             calibrated = beside(py, "calibrated", CALIBRATED[1], pytest_args, shared, CALIBRATED[2])
-            _, e2e, e2e_workers = ON_TOOLCHAIN  # names of its own: the closure runs later, in another thread
+            # names the first tier's do not rebind: the closure runs later, in the follower's thread
+            _, e2e, e2e_workers = ON_TOOLCHAIN
             on_toolchain = Follower(
                 calibrated, lambda: beside(py, "e2e", e2e, pytest_args, shared, e2e_workers)
             )
@@ -329,9 +330,8 @@ def run(
             print("\n".join(["twin toolchain: the build failed:", *tail]), file=sys.stderr, flush=True)
             if os.environ.get("CI", "").lower() == "true":
                 raise Exit("twin toolchain: the build failed (see above)", code=1)
-        if (
-            calibrated is None
-        ):  # the toolchain was built in this run: alone, before the tier that starts twins
+        # the toolchain was built in this run: the calibrated module alone, before the tier that starts twins
+        if calibrated is None:
             codes.append(_pytest(c, py, CALIBRATED[1], pytest_args, shared, CALIBRATED[2]))
         name, selection, workers = ON_TOOLCHAIN
         clock.phase(name)
