@@ -4,6 +4,7 @@ background and is joined before the tests that need it, and a failing tier fails
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -134,16 +135,27 @@ def test_with_the_toolchain_built_the_calibrated_tier_runs_beside_the_first_and_
     beside its twin); each is joined in its phase, its output printed there and its own run's wall time in the
     summary; only the first tier goes through the foreground."""
     calls: list[tuple[object, ...]] = []
+    gate = tmp_path / "gate"  # the calibrated stand-in runs until the first tier has run (a FIFO blocks it)
+    os.mkfifo(gate)
     codes = {
-        "calibrated": "import time; time.sleep(0.5); print('calibrated output')",
+        "calibrated": f"open({str(gate)!r}).read(); print('calibrated output')",
         "e2e": "print('e2e output')",
     }
-    c = MockContext(run={re.compile(r".*"): Result(stdout="/data\n")}, repeat=True)
-    phases.run(c, "-k x", build=cached, beside=_beside(tmp_path, codes, calls))
+
+    commands: list[str] = []
+
+    class FirstTierOpensTheGate(MockContext):
+        def run(self, command: str, **kwargs: object) -> Result:
+            commands.append(command)
+            if " -m pytest " in command:
+                gate.write_text("go")
+            return Result(stdout="/data\n")
+
+    phases.run(FirstTierOpensTheGate(), "-k x", build=cached, beside=_beside(tmp_path, codes, calls))
     out = capsys.readouterr().out
     assert calls == [("calibrated", "alone", "-k x", "/data", 1, True),
                      ("e2e", "(e2e or toolchain) and not alone", "-k x", "/data", 4, True)]  # fmt: skip
-    tiers = [call.args[0] for call in c.run.call_args_list if " -m pytest " in call.args[0]]
+    tiers = [command for command in commands if " -m pytest " in command]
     assert len(tiers) == 1 and '-m "not e2e' in tiers[0], tiers
     joined = out.index("] pytest calibrated (joined)")
     assert out.index("calibrated output") > joined > out.index("] pytest without the toolchain")
