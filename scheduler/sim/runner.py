@@ -14,6 +14,7 @@ import multiprocessing
 import multiprocessing.pool
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -314,17 +315,37 @@ _STOPS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
 @contextlib.contextmanager
 def _pool(workers: int) -> Iterator[multiprocessing.pool.Pool]:
     """A pool of `workers` built with stops held back, so that a stop always lands where leaving the `with`
-    terminates it; one that came meanwhile is delivered once inside."""
+    terminates it; one that came meanwhile is delivered once inside.
+
+    Two holds, because a blocked signal mask is per thread: this thread's mask, inherited by the workers it
+    forks and the pool's threads (so a worker never acts on a stop before its own handlers are set), and the
+    stop handlers themselves, since a process-directed signal goes to any thread that lets it through (a
+    progress bar's refresh thread) and Python then runs the handler in the main thread, wherever it is."""
     held = hasattr(signal, "pthread_sigmask")
+    came: list[int] = []
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum)) for sig in _STOPS}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if held else set()
     try:
         with multiprocessing.Pool(workers, initializer=_worker_signals) as pool:
-            if held:
+            if held:  # a stop still pending is taken by the holding handler here
                 signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            _restore(handlers)
+            if came:
+                signal.raise_signal(came[0])  # the command's own handler now: it stops inside the `with`
             yield pool
     finally:
         if held:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _restore(handlers)
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    """Put back the stop handlers `_pool` replaced (once: it empties `handlers`)."""
+    while handlers:
+        sig, handler = handlers.popitem()
+        signal.signal(sig, handler)
 
 
 def _worker_signals() -> None:

@@ -156,7 +156,7 @@ def test_smoke_on_real_trace_slice(shared_dir: Path) -> None:
 
 
 STOPPED_AS_THE_POOL_IS_BUILT = """
-import multiprocessing, os, signal, sys
+import multiprocessing, os, signal, sys, threading
 from infra.errors import Interrupted, raise_on_stop_signals
 from scheduler.sim import run_many
 from tests.sim.test_runner import PODS, SMALL
@@ -169,6 +169,8 @@ def built_then_stopped(*args, **kwargs):
     return pool
 
 multiprocessing.Pool = built_then_stopped
+if sys.argv[1:] == ["refreshing"]:  # a thread that lets stops through, as a progress bar's refresh thread does
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
 raise_on_stop_signals()
 try:
     run_many(SMALL, PODS, ["FGD"], range(40), processes=2)
@@ -178,11 +180,14 @@ except Interrupted as stop:
 """
 
 
-def test_a_stop_as_the_worker_pool_is_built_ends_the_run_and_its_workers() -> None:
+@pytest.mark.parametrize("threads", ["alone", "refreshing"])
+def test_a_stop_as_the_worker_pool_is_built_ends_the_run_and_its_workers(threads: str) -> None:
     """A stop that lands while the worker pool is being built ends the command at once, workers and all: one
     raised inside the pool's constructor left a pool that nobody terminated, whose worker handler replaced the
-    killed workers with ones that waited for work forever, holding the command's output open."""
-    command = subprocess.Popen([sys.executable, "-c", STOPPED_AS_THE_POOL_IS_BUILT], cwd=ROOT,
+    killed workers with ones that waited for work forever, holding the command's output open. With another
+    thread running (`invoke simulate`'s progress bar refreshes from one) the signal reaches that thread, and
+    Python runs the stop's handler in the main thread mid-constructor, whatever the main thread's mask."""
+    command = subprocess.Popen([sys.executable, "-c", STOPPED_AS_THE_POOL_IS_BUILT, threads], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         _, err = command.communicate(timeout=30)
