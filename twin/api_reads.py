@@ -7,10 +7,11 @@ request itself. Here a read of that one shape is one request on a connection kep
 kubectl does for it (kubernetes v1.37 staging/src/k8s.io/kubectl/pkg/cmd/get/get.go, `-o json`):
 
 - KIND resolves as kubectl's RESTMapper resolves it: a resource's plural, singular or short name, or its
-  kind, optionally followed by `.group` or `.version.group`; a name several groups serve goes to the core
-  group first, and is otherwise left to kubectl;
-- the group's preferred version, from aggregated discovery (`/api`, `/apis`, apidiscovery.k8s.io/v2, GA in
-  1.30), read again when a kind is not found, since CRDs come and go;
+  kind, optionally followed by `.group` or `.version.group`; a name several groups serve goes to the first of
+  them in discovery's order (the core group first), in the group's preferred version, as kubectl's
+  PriorityRESTMapper picks (Kueue serves `clusterqueues` in kueue.x-k8s.io and in its visibility API);
+- the resources come from aggregated discovery (`/api`, `/apis`, apidiscovery.k8s.io/v2, GA in 1.30), read
+  again when a kind is not found, since CRDs come and go;
 - managedFields are left out, as kubectl leaves them out of what it prints unless `--show-managed-fields`;
 - a list is read in pages of 500 (`--chunk-size`'s default) and printed as kubectl prints it: a `List` whose
   items carry their `apiVersion` and `kind`;
@@ -55,6 +56,7 @@ class Resource:
     kind: str
     namespaced: bool
     short: tuple[str, ...] = ()
+    preferred: bool = True  # its group's preferred version
 
     @property
     def api_version(self) -> str:
@@ -155,40 +157,38 @@ class Client:
         raise AssertionError("unreachable")
 
     def discover(self) -> None:
-        """Every group's preferred version's resources, from aggregated discovery."""
+        """Every group's resources in kubectl's order of priority: the groups as discovery lists them (the core
+        group first), each group's preferred version before its others."""
         found: list[Resource] = []
         for root in ("/api", "/apis"):
             status, body = self.request(root, {"Accept": DISCOVERY})
             if status != 200:
                 raise OSError(f"discovery {root}: {status}")
             for group in json.loads(body).get("items", []):
-                versions = group.get("versions") or []
-                if not versions:
-                    continue
-                version = versions[0]  # the preferred version comes first
                 name = group.get("metadata", {}).get("name", "")
-                for r in version.get("resources") or []:
-                    kind = (r.get("responseKind") or {}).get("kind", "")
-                    found.append(Resource(name, version["version"], r["resource"], r.get("singularResource", ""),
-                                          kind, r.get("scope") == "Namespaced", tuple(r.get("shortNames") or ())))  # fmt: skip
+                for rank, version in enumerate(group.get("versions") or []):  # the preferred version first
+                    for r in version.get("resources") or []:
+                        kind = (r.get("responseKind") or {}).get("kind", "")
+                        found.append(Resource(name, version["version"], r["resource"], r.get("singularResource", ""),
+                                              kind, r.get("scope") == "Namespaced", tuple(r.get("shortNames") or ()),
+                                              preferred=rank == 0))  # fmt: skip
         with self.lock:
             self.resources = found
 
     def resolve(self, kind: str) -> Resource | None:
-        """kubectl's resource for `kind`, or None when not found or not decided the way kubectl would."""
+        """kubectl's resource for `kind`: the first match in priority order (client-go restmapper
+        `NewDiscoveryRESTMapper`, a PriorityRESTMapper). None when none matches, even after discovery is read
+        again, or when the first match is a version other than its group's preferred one (left to kubectl)."""
         for fresh in (False, True):
             if fresh or not self.resources:
                 self.discover()
             word, _, rest = kind.lower().partition(".")
             matches = [r for r in self.resources if r.called(word)
                        and (not rest or rest in (r.group, f"{r.version}.{r.group}"))]  # fmt: skip
-            groups = {r.group for r in matches}
-            if len(groups) == 1:
-                return matches[0]
-            if "" in groups and not rest:
-                return next(r for r in matches if r.group == "")
-            if groups:
-                return None  # several groups: kubectl's priority order decides, so kubectl answers
+            if matches:
+                first = matches[0]
+                explicit = rest == f"{first.version}.{first.group}"
+                return first if first.preferred or explicit else None
         return None
 
     def get(self, read: Read, headers: dict[str, Any]) -> str | None:
