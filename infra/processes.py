@@ -16,6 +16,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,6 +61,30 @@ def stop_tree(child: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     child.wait()
+
+
+def stop_pids(pids: Sequence[int], grace_s: float = GRACE_S) -> None:
+    """`stop_tree` for processes known only by their ids (started by a library that does not hand back its
+    Popen): an interrupt to each, `grace_s` for them to end, then SIGKILL for them and everything below them."""
+    tree = [p for pid in pids for p in (pid, *descendants(pid))]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+        time.sleep(0.05)
+    left = [p for started in pids for p in descendants(started)]
+    for pid in [*tree, *left]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """`pid` exists and is not a zombie left for its parent to reap."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def run_foreground(argv: Sequence[str], env: dict[str, str] | None = None) -> int:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from invoke import Context, Exit
 
-from infra.processes import stop_tree
+from infra.processes import descendants, stop_pids, stop_tree
 from tests.durations import MEASURED, recorded_durations, write_measured
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,6 +287,7 @@ def run(
     shared = found.stdout.strip()
     MEASURED.unlink(missing_ok=True)  # each tier adds its tests' seconds (tests/conftest.py)
     clock.phase("twin toolchain (background)")
+    before = set(descendants(os.getpid(), depth=1))
     building = build(py)
     print(f"twin toolchain: {building.note}", flush=True)
     calibrated: Background | None = None
@@ -347,6 +348,10 @@ def run(
         if building.process is not None and building.process.poll() is None:
             building.process.terminate()
             building.process.wait()
+        # the phase in the foreground: invoke's runner leaves its command running when a stop other than
+        # Ctrl-C (SIGTERM, SIGHUP) is raised while it waits (invoke 3.0 Runner._finish forwards only
+        # KeyboardInterrupt), so what this run started and has not stopped is stopped here
+        stop_pids([pid for pid in descendants(os.getpid(), depth=1) if pid not in before])
         raise
     print(clock.summary(), flush=True)
     failed = [code for code in codes if code not in (0, NO_TESTS)]

@@ -17,6 +17,7 @@ import pytest
 from invoke import Exit, MockContext, Result
 
 import tasks
+from infra.errors import Interrupted
 from tests import phases
 from tests.support import eventually
 
@@ -232,3 +233,32 @@ def test_an_interrupt_once_the_e2e_tier_runs_stops_it(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         phases.run(_Interrupted(e2e_waits), build=cached, beside=beside)
     assert started[1].process.returncode in (130, -signal.SIGINT), started
+
+
+class _Terminated(MockContext):
+    """A foreground tier whose command is running when SIGTERM's stop is raised in the wait for it, as invoke's
+    runner raises it (it forwards only Ctrl-C to its command): ``started`` is given that command (a
+    function: a context keeps copies of the values it is given)."""
+
+    def __init__(self, started: Callable[[subprocess.Popen[bytes]], None]) -> None:
+        super().__init__()
+        self._started = started
+
+    def run(self, command: str, **kwargs: object) -> Result:
+        if " -m pytest " in command:
+            ignores = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint(1, flush=True)\ntime.sleep(600)"
+            command_ = subprocess.Popen([sys.executable, "-c", ignores], stdout=subprocess.PIPE)
+            self._started(command_)
+            assert command_.stdout is not None and command_.stdout.readline()  # it ignores SIGINT from here
+            raise Interrupted(signal.SIGTERM)
+        return Result(stdout="/data\n")
+
+
+def test_a_stop_in_a_foreground_tier_stops_its_command(tmp_path: Path) -> None:
+    """SIGTERM while a tier runs in the foreground (the first tier; on a machine that built the toolchain, the
+    calibrated module and the e2e tier too) stops that tier's command, even one that ignores the interrupt,
+    and the stop goes on up: the cold run of a clean clone left its calibrated module running."""
+    started: list[subprocess.Popen[bytes]] = []
+    with pytest.raises(Interrupted):
+        phases.run(_Terminated(started.append), build=no_build, beside=_beside(tmp_path, {}, []))
+    assert started and started[0].wait(timeout=10) == -signal.SIGKILL
