@@ -52,20 +52,15 @@ def descendants(pid: int, depth: int = 0) -> list[int]:
 def stop_tree(child: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
     """Stop `child` and everything below it: an interrupt first (a second one, after a terminal's Ctrl-C, only
     hurries it), `grace_s` to wind down, then SIGKILL for whatever is left."""
-    tree = descendants(child.pid)
-    with contextlib.suppress(ProcessLookupError):
-        child.send_signal(signal.SIGINT)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=grace_s)
-    for pid in [child.pid, *tree, *descendants(child.pid)]:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    if child.poll() is None:
+        stop_pids([child.pid], grace_s)
     child.wait()
 
 
 def stop_pids(pids: Sequence[int], grace_s: float = GRACE_S) -> None:
-    """`stop_tree` for processes known only by their ids (started by a library that does not hand back its
-    Popen): an interrupt to each, `grace_s` for them to end, then SIGKILL for them and everything below them."""
+    """Stop processes known by their ids (`stop_tree`'s way, also for processes a library started without
+    handing back its Popen): an interrupt to each, `grace_s` for them to end, then SIGKILL for them and
+    everything below them."""
     tree = [p for pid in pids for p in (pid, *descendants(pid))]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
