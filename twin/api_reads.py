@@ -127,7 +127,6 @@ class Client:
     token: str = ""
     resources: list[Resource] = field(default_factory=list)
     local: threading.local = field(default_factory=threading.local)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def request(self, path: str, headers: dict[str, Any]) -> tuple[int, bytes]:
         """GET `path` on this thread's connection (made again once if the server closed it)."""
@@ -172,8 +171,7 @@ class Client:
                         found.append(Resource(name, version["version"], r["resource"], r.get("singularResource", ""),
                                               kind, r.get("scope") == "Namespaced", tuple(r.get("shortNames") or ()),
                                               preferred=rank == 0))  # fmt: skip
-        with self.lock:
-            self.resources = found
+        self.resources = found  # one assignment: a reader sees the old list or the new one
 
     def resolve(self, kind: str) -> Resource | None:
         """kubectl's resource for `kind`: the first match in priority order (client-go restmapper
